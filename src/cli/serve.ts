@@ -1,0 +1,61 @@
+/** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
+import { mkdir } from 'node:fs/promises'
+import { createApp } from '../app'
+import { Store } from '../store/store'
+import { acquireDataDirLock } from '../store/lock'
+import { readSecret } from '../auth/secret'
+import { TokenVerifier } from '../auth/tokens'
+import { initialiseStore } from './init'
+import { UsageError } from './usage'
+
+export interface ServeOptions {
+  readonly data: string
+  readonly host: string
+  readonly port: string
+  readonly publicUrl?: string
+  readonly autoVerifyInstallations: boolean
+}
+
+const log = (line: string) => console.error(line)
+
+export async function serveCommand(options: ServeOptions): Promise<number> {
+  const port = Number(options.port)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
+  await mkdir(options.data, { recursive: true, mode: 0o700 })
+  const lock = acquireDataDirLock(options.data)
+  let store: Store
+  try {
+    store = await Store.open(options.data, { log })
+    if (!store.initialised) {
+      const first = await initialiseStore(store, 'Vendor')
+      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
+      process.stdout.write(JSON.stringify(first) + '\n')
+    }
+  } catch (error) {
+    lock.release()
+    throw error
+  }
+  const secret = (await readSecret(options.data))!
+  const config = {
+    publicUrl: options.publicUrl ?? `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
+    autoVerifyInstallations: options.autoVerifyInstallations,
+  }
+  const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
+  // Bun's own limit only guards memory; bodies over 64 KiB get our 413 problem body.
+  const server = Bun.serve({ hostname: options.host, port, fetch: app.fetch, maxRequestBodySize: 16 * 1024 * 1024 })
+  log(`keyward: listening on http://${options.host}:${server.port} (data dir ${options.data})`)
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log(`keyward: ${signal}: finishing requests in flight, writing a snapshot`)
+      resolve()
+    }
+    process.once('SIGINT', () => stop('SIGINT'))
+    process.once('SIGTERM', () => stop('SIGTERM'))
+  })
+  await server.stop(false)
+  await store.close()
+  lock.release()
+  log('keyward: stopped')
+  return 0
+}

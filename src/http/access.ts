@@ -1,0 +1,64 @@
+/**
+ * Scope and role rules (CONTRACT section 2), in one place. Every handler reaches records through
+ * these functions: a record out of the caller's scope is reported exactly like a missing one (404),
+ * and scope is checked before role (403).
+ */
+import type { Organization, Tables } from '../store/database'
+import type { Principal } from './auth'
+import { badRequest, forbidden, notFound } from './errors'
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** A path identifier: 400 if it is not a UUID, answered in lowercase. */
+export function pathId(raw: string, name: string): string {
+  if (!UUID.test(raw)) throw badRequest('invalid_identifier', `${name} must be a UUID.`, [{ path: `params.${name}`, message: 'Invalid UUID' }])
+  return raw.toLowerCase()
+}
+
+export const isVendor = (p: Principal) => p.organization.organization_type === 'vendor'
+export const isCustomer = (p: Principal) => p.organization.organization_type === 'customer'
+export const isPartner = (p: Principal) => p.organization.organization_type === 'partner'
+
+/** Organizations a token may read: the vendor all; a customer itself and its partners; a partner itself. */
+export function reachesOrganization(p: Principal, org: Organization): boolean {
+  if (isVendor(p)) return true
+  if (isCustomer(p)) return org.organization_id === p.customerId || org.parent_id === p.customerId
+  return org.organization_id === p.organization.organization_id
+}
+
+/** Records owned by a customer (applications, consumers, ...): the vendor all, others their customer's. */
+export function reachesCustomer(p: Principal, customerId: string): boolean {
+  return p.customerId === null || p.customerId === customerId
+}
+
+export function findOrganization(tables: Tables, p: Principal, rawId: string): Organization {
+  const org = tables.organizations.get(pathId(rawId, 'organization_id'))
+  if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
+  return org
+}
+
+/**
+ * A customer's virtual-environment settings: only customers have them; a partner token reaches none
+ * (404 whatever the role), nor does a customer not enabled for them.
+ */
+export function findEnvironmentCustomer(tables: Tables, p: Principal, rawId: string): Organization {
+  const org = findOrganization(tables, p, rawId)
+  if (isPartner(p) || org.organization_type !== 'customer' || !org.environments) throw notFound('Organization environments')
+  return org
+}
+
+/** The role table of CONTRACT section 2, one rule per kind of change. Reads need no rule: scope decides. */
+export const may = {
+  createOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
+  updateOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
+  /** The vendor: any organization (the vendor itself is a 409 later); a customer: its partners only. */
+  changeOrganizationState: (p: Principal, target: Organization) =>
+    p.role === 'admin' && (isVendor(p) || (isCustomer(p) && target.parent_id === p.customerId)),
+  changeOrganizationEnvironments: (p: Principal) => p.role === 'admin' && !isPartner(p),
+  changeApplications: (p: Principal) => (p.role === 'admin' || p.role === 'application_admin') && !isPartner(p),
+  changeTenantData: (p: Principal) => p.role === 'admin' || p.role === 'application_admin',
+} as const
+
+export function authorize(allowed: boolean, what: string): void {
+  if (!allowed) throw forbidden(`This token's role or organization may not ${what}.`)
+}

@@ -1,0 +1,50 @@
+/**
+ * Every failure is an RFC 9457 problem body with a stable `code` (CONTRACT section 3).
+ * Throw an ApiError anywhere below a handler; the app's error hook renders it.
+ */
+import { STATUS_CODES } from 'node:http'
+
+export interface FieldError {
+  readonly path: string
+  readonly message: string
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail: string,
+    readonly errors?: readonly FieldError[],
+  ) {
+    super(detail)
+    this.name = 'ApiError'
+  }
+}
+
+export const badRequest = (code: string, detail: string, errors?: readonly FieldError[]) => new ApiError(400, code, detail, errors)
+export const unauthorized = (detail = 'A valid bearer token is required.') => new ApiError(401, 'unauthorized', detail)
+export const forbidden = (detail: string) => new ApiError(403, 'forbidden', detail)
+export const notFound = (what: string) => new ApiError(404, 'not_found', `${what} was not found.`)
+export const conflict = (code: string, detail: string) => new ApiError(409, code, detail)
+
+export function problemResponse(
+  status: number,
+  code: string,
+  detail: string,
+  traceId: string,
+  errors?: readonly FieldError[],
+): Response {
+  const body = {
+    type: 'about:blank',
+    title: STATUS_CODES[status] ?? 'Error',
+    status,
+    code,
+    detail,
+    trace_id: traceId,
+    ...(errors && errors.length > 0 ? { errors } : {}),
+  }
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/problem+json', 'x-trace-id': traceId },
+  })
+}

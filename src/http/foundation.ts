@@ -1,0 +1,28 @@
+/**
+ * App-wide plumbing: a trace id on every response, our own body reader, and RFC 9457 problem
+ * bodies for every failure, including the framework's own (unknown route, parse, validation).
+ */
+import { Elysia } from 'elysia'
+import { ApiError, problemResponse } from './errors'
+import { readBody } from './body'
+import { StorageUnavailableError } from '../store/wal'
+
+export const foundation = (log: (line: string) => void) =>
+  new Elysia({ name: 'foundation' })
+    .onRequest(({ set }) => {
+      set.headers['x-trace-id'] = crypto.randomUUID()
+    })
+    .onParse({ as: 'global' }, ({ request }) => readBody(request))
+    .onError({ as: 'global' }, ({ code, error, set }) => {
+      const traceId = (set.headers['x-trace-id'] as string | undefined) ?? crypto.randomUUID()
+      if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors)
+      if (error instanceof StorageUnavailableError) {
+        log(`[${traceId}] ${error.message}`)
+        return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId)
+      }
+      if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
+      if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
+      if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId)
+      log(`[${traceId}] unexpected ${code}: ${(error as Error)?.stack ?? String(error)}`)
+      return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId)
+    })

@@ -1,0 +1,83 @@
+#!/usr/bin/env bun
+/** CLI entry: parse argv, dispatch to a command. Exit codes: 0 ok, 1 failure, 2 bad usage or unknown org/role. */
+import { parseArgs } from 'node:util'
+import { serveCommand } from './cli/serve'
+import { initCommand, AlreadyInitialisedError } from './cli/init'
+import { issueTokenCommand } from './cli/issue-token'
+import { USAGE, UsageError } from './cli/usage'
+import { isDamageError } from './store/recovery'
+import { DataDirLockedError } from './store/lock'
+import { VERSION } from './version'
+
+const env = process.env
+const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
+const HELP = { type: 'boolean', default: false } as const
+
+const commands = {
+  serve: {
+    options: {
+      data: DATA,
+      host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
+      port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
+      'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
+      'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      help: HELP,
+    },
+    run: (v: Record<string, unknown>) =>
+      serveCommand({
+        data: v.data as string,
+        host: v.host as string,
+        port: v.port as string,
+        ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
+        autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+      }),
+  },
+  init: {
+    options: { data: DATA, 'vendor-description': { type: 'string', default: 'Vendor' }, help: HELP },
+    run: (v: Record<string, unknown>) => initCommand({ data: v.data as string, vendorDescription: v['vendor-description'] as string }),
+  },
+  'issue-token': {
+    options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, help: HELP },
+    run: (v: Record<string, unknown>) =>
+      issueTokenCommand({ data: v.data as string, org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
+  },
+} as const
+
+async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv
+  if (first === '--help' || first === '-h' || first === 'help') return print(USAGE.main)
+  if (first === '--version' || first === '-v') return print(VERSION)
+  if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
+  const name = first as keyof typeof commands
+  const command = commands[name]
+  let values: Record<string, unknown>
+  try {
+    ;({ values } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: false }))
+  } catch (error) {
+    return usageError((error as Error).message, USAGE[name])
+  }
+  if (values.help) return print(USAGE[name])
+  try {
+    return await command.run(values)
+  } catch (error) {
+    if (error instanceof UsageError) return usageError(error.message, USAGE[name])
+    if (isDamageError(error) || error instanceof DataDirLockedError || error instanceof AlreadyInitialisedError) {
+      console.error(`keyward: ${(error as Error).message}`)
+      return 1
+    }
+    console.error(`keyward: ${(error as Error)?.message ?? error}`)
+    return 1
+  }
+}
+
+function print(text: string): number {
+  process.stdout.write(text + '\n')
+  return 0
+}
+
+function usageError(message: string, usage: string): number {
+  console.error(`keyward: ${message}\n\n${usage}`)
+  return 2
+}
+
+process.exitCode = await main(process.argv.slice(2))

@@ -1,0 +1,40 @@
+/** Schema pieces shared by every resource: identifiers, descriptions, environment names. */
+import * as v from 'valibot'
+import { UUID } from '../../http/access'
+import { formatTimestamp } from '../../store/clock'
+
+/** A UUID in a body or query; answered lowercase whatever case it was sent in. */
+export const Uuid = v.pipe(v.string(), v.regex(UUID, 'Invalid UUID'), v.toLowerCase())
+
+export const MAX_DESCRIPTION = 1024
+
+/** Not empty (nor only blanks), at most 1024 characters (code points). */
+export const Description = v.pipe(
+  v.string(),
+  v.check((s) => s.trim().length > 0, 'Must not be empty'),
+  v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
+)
+
+const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
+
+/** Case-insensitive on input, stored and shown in uppercase. */
+export const EnvironmentName = v.pipe(
+  v.string(),
+  v.toUpperCase(),
+  v.regex(ENVIRONMENT_NAME, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
+)
+
+/** `"dev, Prod,DEV"` → `['DEV', 'PROD']`: uppercase, sorted, without duplicates, never empty. */
+export const EnvironmentList = v.pipe(
+  v.union([v.string(), v.array(v.string())], 'Expected a comma-separated string or an array of strings'),
+  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.trim().toUpperCase())),
+  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
+  v.transform((names) => [...new Set(names)].sort()),
+)
+
+export const formatEnvironments = (names: readonly string[]) => names.join(',')
+
+export const timestamps = (r: { created: number; modified: number }) => ({
+  created: formatTimestamp(r.created),
+  modified: formatTimestamp(r.modified),
+})

@@ -1,0 +1,154 @@
+/**
+ * The stored record shapes and the tables that hold them, with the indexes the API's lookups and
+ * lists need. Timestamps are integer microseconds since the epoch (see clock.ts).
+ */
+import { Table, type TableDefinition } from './table'
+
+export type OrganizationType = 'vendor' | 'customer' | 'partner'
+export type ActiveState = 'active' | 'suspended'
+export type InstallationState = 'unregistered' | 'verified' | 'suspended'
+
+export interface EnvironmentSet {
+  readonly default: string
+  /** Uppercase, sorted, without duplicates. */
+  readonly supported: readonly string[]
+}
+
+export interface Organization {
+  readonly organization_id: string
+  readonly parent_id: string | null
+  readonly organization_type: OrganizationType
+  readonly description: string
+  readonly state: ActiveState
+  /** Null: not enabled for virtual environments (one implicit `PRODUCTION`). */
+  readonly environments: EnvironmentSet | null
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Application {
+  readonly application_id: string
+  readonly organization_id: string
+  readonly description: string
+  /** Uppercase, sorted, without duplicates, never empty. */
+  readonly environments: readonly string[]
+  readonly state: ActiveState
+  /** SHA-256 of the api_key, hex; the key itself is shown once and never stored. */
+  readonly api_key_hash: string
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Consumer {
+  readonly consumer_id: string
+  /** The owning customer. */
+  readonly organization_id: string
+  readonly state: ActiveState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Installation {
+  readonly installation_id: string
+  readonly organization_id: string
+  readonly description: string
+  readonly state: InstallationState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Enrollment {
+  readonly enrollment_id: string
+  readonly organization_id: string
+  readonly consumer_id: string
+  readonly installation_id: string
+  readonly application_id: string
+  readonly environment: string
+  readonly nickname: string
+  readonly active_keyset_id: string | null
+  readonly client_enclave_key: string | null
+  readonly state: ActiveState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Keyset {
+  readonly keyset_id: string
+  readonly enrollment_id: string
+  readonly application_id: string
+  readonly environment: string
+  readonly client_enclave_key: string
+  readonly state: 'active' | 'retired'
+  readonly created: number
+  readonly modified: number
+}
+
+export const enrollmentTupleKey = (e: Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>) =>
+  `${e.consumer_id}|${e.installation_id}|${e.application_id}|${e.environment}`
+
+export const applicationEnvironmentKey = (applicationId: string, environment: string) => `${applicationId}|${environment}`
+
+const definitions = {
+  organizations: {
+    name: 'organizations',
+    key: (o) => o.organization_id,
+    indexes: { parent: (o) => o.parent_id },
+  } satisfies TableDefinition<Organization>,
+  applications: {
+    name: 'applications',
+    key: (a) => a.application_id,
+    indexes: { organization: (a) => a.organization_id },
+  } satisfies TableDefinition<Application>,
+  consumers: {
+    name: 'consumers',
+    key: (c) => c.consumer_id,
+    indexes: { organization: (c) => c.organization_id },
+  } satisfies TableDefinition<Consumer>,
+  installations: {
+    name: 'installations',
+    key: (i) => i.installation_id,
+    indexes: { organization: (i) => i.organization_id },
+  } satisfies TableDefinition<Installation>,
+  enrollments: {
+    name: 'enrollments',
+    key: (e) => e.enrollment_id,
+    indexes: {
+      organization: (e) => e.organization_id,
+      application: (e) => e.application_id,
+      consumer: (e) => e.consumer_id,
+      installation: (e) => e.installation_id,
+      tuple: enrollmentTupleKey,
+    },
+  } satisfies TableDefinition<Enrollment>,
+  keysets: {
+    name: 'keysets',
+    key: (k) => k.keyset_id,
+    indexes: {
+      enrollment: (k) => k.enrollment_id,
+      applicationEnvironment: (k) => applicationEnvironmentKey(k.application_id, k.environment),
+    },
+  } satisfies TableDefinition<Keyset>,
+}
+
+export type Tables = {
+  organizations: Table<Organization>
+  applications: Table<Application>
+  consumers: Table<Consumer>
+  installations: Table<Installation>
+  enrollments: Table<Enrollment>
+  keysets: Table<Keyset>
+}
+export type TableName = keyof Tables
+export type RecordOf<N extends TableName> = Tables[N] extends Table<infer T> ? T : never
+export const TABLE_NAMES = Object.keys(definitions) as TableName[]
+
+export function createTables(): Tables {
+  return {
+    organizations: new Table(definitions.organizations),
+    applications: new Table(definitions.applications),
+    consumers: new Table(definitions.consumers),
+    installations: new Table(definitions.installations),
+    enrollments: new Table(definitions.enrollments),
+    keysets: new Table(definitions.keysets),
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * Start-up: load the snapshot, replay the log segments over it. Log records are full images of the
+ * records they change, so replaying one the snapshot already holds is harmless; records at or below
+ * the snapshot's LSN are skipped anyway, and a gap in the LSN sequence (a lost segment, a lost
+ * snapshot) is damage, never silently accepted.
+ */
+import { open } from 'node:fs/promises'
+import { join } from 'node:path'
+import { Low } from 'lowdb'
+import { TABLE_NAMES, type Tables } from './database'
+import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
+import { SnapshotDamageError, SnapshotFile, type SnapshotData } from './snapshot-file'
+import { listSegments, type Segment } from './wal'
+import { SNAPSHOT_FILE } from './paths'
+
+/** Refused data: the message names the file and the byte offset. */
+export class RecoveryDamageError extends Error {
+  constructor(
+    readonly file: string,
+    readonly offset: number,
+    reason: string,
+  ) {
+    super(`${file}: damaged at offset ${offset}: ${reason}`)
+    this.name = 'RecoveryDamageError'
+  }
+}
+
+export function isDamageError(error: unknown): error is Error & { file: string; offset: number } {
+  return error instanceof RecoveryDamageError || error instanceof LogDamageError || error instanceof SnapshotDamageError
+}
+
+export interface Recovered {
+  readonly lastLsn: number
+  /** LSN covered by the snapshot loaded (0 without one). */
+  readonly snapshotLsn: number
+  /** Newest `created`/`modified` seen, so the clock never goes back across a restart. */
+  readonly newestTimestamp: number
+  /** Where appends continue, when repairing. */
+  readonly lastSegment?: { segment: Segment; end: number }
+}
+
+interface LogEntry {
+  lsn: number
+  puts: [string, Record<string, unknown>][]
+}
+
+export async function recover(
+  dir: string,
+  tables: Tables,
+  options: { repair: boolean; warn: (message: string) => void },
+): Promise<Recovered> {
+  let newest = 0
+  const load = (table: string, record: Record<string, unknown>) => {
+    const target = (tables as unknown as Record<string, { put(r: unknown): unknown } | undefined>)[table]
+    if (!target) return false
+    target.put(record)
+    newest = Math.max(newest, Number(record.modified ?? 0), Number(record.created ?? 0))
+    return true
+  }
+
+  const snapshotPath = join(dir, SNAPSHOT_FILE)
+  const db = new Low<SnapshotData | null>(new SnapshotFile(snapshotPath), null)
+  await db.read()
+  let lsn = 0
+  if (db.data) {
+    lsn = db.data.lsn
+    for (const name of TABLE_NAMES) {
+      for (const record of (db.data.tables[name] ?? []) as Iterable<Record<string, unknown>>) load(name, record)
+    }
+  }
+
+  const segments = await listSegments(dir)
+  let lastSegment: Recovered['lastSegment']
+  for (const [i, segment] of segments.entries()) {
+    const isLast = i === segments.length - 1
+    const scan = await readLogFile(segment.path)
+    let offset = 0
+    for (const payload of scan.payloads) {
+      const entry = parseEntry(payload, segment.path, offset)
+      if (entry.lsn > lsn) {
+        if (entry.lsn !== lsn + 1) {
+          throw new RecoveryDamageError(segment.path, offset, `log records ${lsn + 1}..${entry.lsn - 1} are missing`)
+        }
+        for (const [table, record] of entry.puts) {
+          if (!load(table, record)) throw new RecoveryDamageError(segment.path, offset, `unknown table ${table}`)
+        }
+        lsn = entry.lsn
+      }
+      offset += LOG_HEADER_BYTES + payload.length
+    }
+    if (scan.tornTail) {
+      if (!isLast) {
+        throw new RecoveryDamageError(segment.path, scan.tornTail.offset, 'incomplete record in a log segment that is not the newest')
+      }
+      if (options.repair) {
+        options.warn(
+          `warning: ${segment.path}: dropped an incomplete last record at offset ${scan.tornTail.offset} ` +
+            `(${scan.tornTail.bytes} bytes, an interrupted write that was never acknowledged)`,
+        )
+        await truncateDurably(segment.path, scan.validEnd)
+      }
+    }
+    if (isLast) lastSegment = { segment, end: scan.validEnd }
+  }
+  return { lastLsn: lsn, snapshotLsn: db.data?.lsn ?? 0, newestTimestamp: newest, ...(lastSegment ? { lastSegment } : {}) }
+}
+
+function parseEntry(payload: Uint8Array, file: string, offset: number): LogEntry {
+  try {
+    const entry = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString('utf8')) as LogEntry
+    if (typeof entry.lsn !== 'number' || !Array.isArray(entry.puts)) throw new Error('not a log entry')
+    return entry
+  } catch (error) {
+    throw new RecoveryDamageError(file, offset, `unreadable log record (${(error as Error).message})`)
+  }
+}
+
+async function truncateDurably(path: string, length: number): Promise<void> {
+  const file = await open(path, 'r+')
+  try {
+    await file.truncate(length)
+    await file.datasync()
+  } finally {
+    await file.close()
+  }
+}

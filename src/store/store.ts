@@ -1,0 +1,240 @@
+/**
+ * The repository: tables in memory, every change logged and fsynced before it is acknowledged,
+ * compacted into a lowdb snapshot.
+ *
+ * A transaction runs synchronously against the tables and applies its changes at once, so the next
+ * request sees them; its log record is then group-committed. If the log cannot be written, every
+ * transaction not yet durable is undone in reverse order (later ones may depend on earlier ones) and
+ * answered 503. Readers that looked at state not yet durable wait for it (see `readBarrier`), so no
+ * response ever shows a write that could still be lost.
+ */
+import { mkdir, stat, chmod } from 'node:fs/promises'
+import { join } from 'node:path'
+import { Low } from 'lowdb'
+import { createTables, TABLE_NAMES, type RecordOf, type TableName, type Tables } from './database'
+import { advanceClockPast } from './clock'
+import { LogWriter, removeSegmentsBefore } from './wal'
+import { recover } from './recovery'
+import { SnapshotFile, type SnapshotData } from './snapshot-file'
+
+import { SNAPSHOT_FILE } from './paths'
+const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
+
+export interface StoreOptions {
+  /** Load only: no log writer, no repair of a torn tail (for `issue-token` beside a running server). */
+  readonly readOnly?: boolean
+  /** Compact once the current log segment grows past this many bytes. */
+  readonly compactAfterBytes?: number
+  readonly log?: (message: string) => void
+  /** The log holds records it must not (a failed batch could not be cut off). Default: exit. */
+  readonly onFatal?: (error: unknown) => void
+}
+
+type Undo = [table: TableName, id: string, previous: unknown]
+
+interface PendingTransaction {
+  readonly lsn: number
+  readonly undo: Undo[]
+}
+
+/** The handle a transaction body writes through. */
+export class Transaction {
+  readonly undo: Undo[] = []
+  readonly puts: [TableName, unknown][] = []
+
+  constructor(private readonly tables: Tables) {}
+
+  put<N extends TableName>(table: N, record: RecordOf<N>): RecordOf<N> {
+    const previous = (this.tables[table] as { put(r: unknown): unknown }).put(record)
+    this.undo.push([table, this.tables[table].keyOf(record as never), previous])
+    this.puts.push([table, record])
+    return record
+  }
+}
+
+export class Store {
+  readonly tables: Tables = createTables()
+  private lastLsn = 0
+  /** LSN the snapshot on disk covers; a compaction with nothing newer is skipped. */
+  private snapshotLsn = 0
+  private writer: LogWriter | null = null
+  private pending: PendingTransaction[] = []
+  private newestPending: Promise<unknown> | undefined
+  private compaction: Promise<void> | null = null
+  private closed = false
+  private readonly log: (message: string) => void
+
+  private constructor(
+    readonly dir: string,
+    private readonly options: StoreOptions,
+  ) {
+    this.log = options.log ?? ((message) => console.error(message))
+  }
+
+  static async open(dir: string, options: StoreOptions = {}): Promise<Store> {
+    const store = new Store(dir, options)
+    if (!options.readOnly) await ensurePrivateDir(dir)
+    const recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log })
+    store.lastLsn = recovered.lastLsn
+    store.snapshotLsn = recovered.snapshotLsn
+    advanceClockPast(recovered.newestTimestamp)
+    if (!options.readOnly) {
+      store.writer = await LogWriter.open(dir, recovered.lastLsn, store.writerHooks(), recovered.lastSegment)
+    }
+    return store
+  }
+
+  /** True once the vendor organization exists, i.e. `init` has run on this dir. */
+  get initialised(): boolean {
+    return this.tables.organizations.size > 0
+  }
+
+  /**
+   * Runs `body` as one atomic, durable change. It must be synchronous: the tables may not change
+   * under it. A throw undoes whatever it already put. Resolves with its result once it is on disk.
+   */
+  commit<R>(body: (tx: Transaction) => R): Promise<R> {
+    if (this.closed || !this.writer) return Promise.reject(new Error('store is read-only or closed'))
+    const tx = new Transaction(this.tables)
+    let result: R
+    try {
+      result = body(tx)
+    } catch (error) {
+      this.undo(tx.undo)
+      throw error
+    }
+    if (tx.puts.length === 0) {
+      // Nothing changed, but the answer may rest on state that is not durable yet.
+      const barrier = this.readBarrier()
+      return barrier ? barrier.then(() => result) : Promise.resolve(result)
+    }
+    const lsn = ++this.lastLsn
+    this.pending.push({ lsn, undo: tx.undo })
+    const payload = Buffer.from(JSON.stringify({ lsn, puts: tx.puts }))
+    const durable = this.writer.append(lsn, payload).then(() => result)
+    this.newestPending = durable
+    return durable
+  }
+
+  /**
+   * Undefined when everything in memory is durable (the common case, no cost); otherwise a promise
+   * that settles when what is in memory now is durable, and rejects if it was undone.
+   */
+  readBarrier(): Promise<unknown> | undefined {
+    return this.newestPending
+  }
+
+  /** Writes a snapshot of the durable state and drops the log segments it covers. */
+  compact(): Promise<void> {
+    if (!this.writer) return Promise.reject(new Error('store is read-only'))
+    this.compaction ??= this.writeSnapshot().finally(() => (this.compaction = null))
+    return this.compaction
+  }
+
+  /** Finishes what is queued, writes a snapshot, closes the log. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    if (this.writer) {
+      await this.compaction?.catch(() => {})
+      await this.compact()
+      this.closed = true
+      await this.writer.close()
+    }
+    this.closed = true
+  }
+
+  private writerHooks() {
+    return {
+      onDurable: (lsn: number) => {
+        let done = 0
+        while (done < this.pending.length && this.pending[done]!.lsn <= lsn) done++
+        this.pending.splice(0, done)
+        if (this.pending.length === 0) this.newestPending = undefined
+        const threshold = this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES
+        if (this.writer && this.writer.segmentBytes >= threshold && !this.compaction) {
+          this.compact().catch((error) => this.log(`snapshot failed, will retry: ${(error as Error).message}`))
+        }
+      },
+      onFailure: (firstLsn: number) => {
+        const failed = this.pending.filter((p) => p.lsn >= firstLsn)
+        this.pending = this.pending.filter((p) => p.lsn < firstLsn)
+        for (let i = failed.length - 1; i >= 0; i--) this.undo(failed[i]!.undo)
+        this.lastLsn = firstLsn - 1
+        this.newestPending = undefined
+        this.log(`write-ahead log append failed; ${failed.length} transaction(s) undone and answered 503`)
+      },
+      onFatal: (error: unknown) => {
+        this.log(`FATAL: could not remove a failed write from the log: ${(error as Error)?.message ?? error}`)
+        if (this.options.onFatal) this.options.onFatal(error)
+        else process.exit(70)
+      },
+    }
+  }
+
+  private undo(entries: Undo[]): void {
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [table, id, previous] = entries[i]!
+      const target = this.tables[table] as { put(r: unknown): unknown; remove(id: string): void }
+      if (previous === undefined) target.remove(id)
+      else target.put(previous)
+    }
+  }
+
+  /**
+   * Point-in-time snapshot at the durable LSN, taken while no batch is in flight. Records changed
+   * afterwards, and those whose log record is still queued, are written as they were at that point:
+   * a snapshot never holds a write that might yet fail.
+   */
+  private async writeSnapshot(): Promise<void> {
+    const writer = this.writer!
+    const view = await writer.quiesce(async () => {
+      if (writer.durableLsn === this.snapshotLsn) return null
+      const view = this.captureView(writer.durableLsn)
+      await writer.rotate()
+      return view
+    })
+    if (!view) return
+    try {
+      const db = new Low<SnapshotData>(new SnapshotFile(join(this.dir, SNAPSHOT_FILE)), view.data)
+      await db.write()
+    } finally {
+      for (const name of TABLE_NAMES) this.tables[name].observer = undefined
+    }
+    this.snapshotLsn = view.data.lsn
+    await removeSegmentsBefore(this.dir, view.data.lsn + 1)
+  }
+
+  private captureView(lsn: number): { data: SnapshotData } {
+    const tables: Record<string, Iterable<unknown>> = {}
+    for (const name of TABLE_NAMES) {
+      const table = this.tables[name] as unknown as {
+        ids(): readonly string[]
+        get(id: string): unknown
+        observer: ((id: string, previous: unknown) => void) | undefined
+      }
+      const asOfCapture = new Map<string, unknown>()
+      // Queued transactions are not durable yet: keep their pre-images (the earliest one wins).
+      for (let p = this.pending.length - 1; p >= 0; p--) {
+        for (const [t, id, previous] of this.pending[p]!.undo) if (t === name) asOfCapture.set(id, previous ?? null)
+      }
+      table.observer = (id, previous) => {
+        if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)
+      }
+      const ids = table.ids().slice()
+      tables[name] = (function* () {
+        for (const id of ids) {
+          const record = asOfCapture.has(id) ? asOfCapture.get(id) : table.get(id)
+          if (record !== null && record !== undefined) yield record
+        }
+      })()
+    }
+    return { data: { format: 1, lsn, meta: {}, tables } }
+  }
+}
+
+/** The data dir is the vendor's secret and every tenant's data: owner-only, always. */
+async function ensurePrivateDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  const info = await stat(dir)
+  if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700)
+}

@@ -1,0 +1,206 @@
+/**
+ * The write-ahead log on disk: numbered segment files and a group-commit writer.
+ *
+ * Appends queue up while a batch is being written; the next batch takes everything queued, so one
+ * write and one fdatasync acknowledge many transactions and durable throughput grows with
+ * concurrency. A batch that cannot be written is cut off the file again, and it and everything
+ * queued behind it (which may depend on it) fail together.
+ */
+import { open, readdir, unlink, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+import { encodeRecord } from './log-format'
+import { fsyncDir } from './fs-util'
+
+const SEGMENT = /^wal-(\d{16})\.log$/
+
+export const segmentFileName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`
+
+export interface Segment {
+  readonly path: string
+  readonly firstLsn: number
+}
+
+/** Segment files of a data dir, oldest first. */
+export async function listSegments(dir: string): Promise<Segment[]> {
+  const names = await readdir(dir)
+  return names
+    .map((name) => SEGMENT.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ path: join(dir, m[0]), firstLsn: Number(m[1]) }))
+    .sort((a, b) => a.firstLsn - b.firstLsn)
+}
+
+/** The log could not be written; the write was undone. Answered as 503. */
+export class StorageUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`write-ahead log append failed: ${(cause as Error)?.message ?? cause}`, { cause })
+    this.name = 'StorageUnavailableError'
+  }
+}
+
+interface PendingAppend {
+  readonly lsn: number
+  readonly bytes: Uint8Array
+  resolve(): void
+  reject(error: Error): void
+}
+
+export interface LogWriterHooks {
+  /** Everything up to `lsn` is on disk. Called before the appends' promises resolve. */
+  onDurable(lsn: number): void
+  /** Appends from `firstLsn` on were not written and are about to be rejected: undo them. */
+  onFailure(firstLsn: number): void
+  /** The failed batch could not be cut off the file: the log may hold unacknowledged records. */
+  onFatal(error: unknown): void
+}
+
+export class LogWriter {
+  private queue: PendingAppend[] = []
+  private quiescers: (() => Promise<void>)[] = []
+  private running: Promise<void> | null = null
+  private file: FileHandle
+  private offset: number
+  private segment: Segment
+  private durable: number
+
+  private constructor(
+    private readonly dir: string,
+    file: FileHandle,
+    segment: Segment,
+    offset: number,
+    durableLsn: number,
+    private readonly hooks: LogWriterHooks,
+  ) {
+    this.file = file
+    this.segment = segment
+    this.offset = offset
+    this.durable = durableLsn
+  }
+
+  /** Continues `segment` at `offset` (recovery truncated anything past it), or starts a new one. */
+  static async open(dir: string, durableLsn: number, hooks: LogWriterHooks, last?: { segment: Segment; end: number }): Promise<LogWriter> {
+    if (last) {
+      const file = await open(last.segment.path, 'r+')
+      return new LogWriter(dir, file, last.segment, last.end, durableLsn, hooks)
+    }
+    const segment = { path: join(dir, segmentFileName(durableLsn + 1)), firstLsn: durableLsn + 1 }
+    const file = await createSegmentFile(dir, segment)
+    return new LogWriter(dir, file, segment, 0, durableLsn, hooks)
+  }
+
+  get durableLsn(): number {
+    return this.durable
+  }
+
+  /** Bytes in the current segment: the signal for compaction. */
+  get segmentBytes(): number {
+    return this.offset
+  }
+
+  get currentSegment(): Segment {
+    return this.segment
+  }
+
+  append(lsn: number, payload: Uint8Array): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ lsn, bytes: encodeRecord(payload), resolve, reject })
+      this.kick()
+    })
+  }
+
+  /**
+   * Runs `task` at a point where no batch is being written: everything not still queued is durable.
+   * Appends keep queueing meanwhile and are written after it.
+   */
+  quiesce<T>(task: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.quiescers.push(() => task().then(resolve, reject))
+      this.kick()
+    })
+  }
+
+  /** Starts a new segment for the appends that follow; only call from a quiesce task. */
+  async rotate(): Promise<Segment> {
+    if (this.segment.firstLsn === this.durable + 1) return this.segment // nothing written to it yet
+    const segment = { path: join(this.dir, segmentFileName(this.durable + 1)), firstLsn: this.durable + 1 }
+    const file = await createSegmentFile(this.dir, segment)
+    await this.file.close()
+    this.file = file
+    this.segment = segment
+    this.offset = 0
+    return segment
+  }
+
+  /** Waits for everything queued, then closes the file. */
+  async close(): Promise<void> {
+    await this.quiesce(async () => {})
+    await this.file.close()
+  }
+
+  private kick(): void {
+    if (!this.running) this.running = this.run().finally(() => (this.running = null))
+  }
+
+  private async run(): Promise<void> {
+    for (;;) {
+      const quiescers = this.quiescers.splice(0)
+      for (const task of quiescers) await task()
+      if (this.queue.length === 0) {
+        if (this.quiescers.length === 0) return
+        continue
+      }
+      await this.writeBatch(this.queue.splice(0))
+    }
+  }
+
+  private async writeBatch(batch: PendingAppend[]): Promise<void> {
+    const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
+    try {
+      await writeFully(this.file, bytes, this.offset)
+      await this.file.datasync()
+    } catch (error) {
+      await this.cutOffFailedBatch()
+      // Later appends were made against the state the failed batch produced: they fail too.
+      const failed = batch.concat(this.queue.splice(0))
+      this.hooks.onFailure(failed[0]!.lsn)
+      const reason = new StorageUnavailableError(error)
+      for (const pending of failed) pending.reject(reason)
+      return
+    }
+    this.offset += bytes.length
+    this.durable = batch[batch.length - 1]!.lsn
+    this.hooks.onDurable(this.durable)
+    for (const pending of batch) pending.resolve()
+  }
+
+  /** Truncates a partly written batch away, so a restart cannot resurrect a write answered 503. */
+  private async cutOffFailedBatch(): Promise<void> {
+    try {
+      await this.file.truncate(this.offset)
+      await this.file.datasync()
+    } catch (error) {
+      this.hooks.onFatal(error)
+    }
+  }
+}
+
+async function createSegmentFile(dir: string, segment: Segment): Promise<FileHandle> {
+  const file = await open(segment.path, 'wx', 0o600)
+  await fsyncDir(dir)
+  return file
+}
+
+async function writeFully(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+  let written = 0
+  while (written < bytes.length) {
+    const { bytesWritten } = await file.write(bytes, written, bytes.length - written, position + written)
+    if (bytesWritten <= 0) throw new Error('short write to the write-ahead log')
+    written += bytesWritten
+  }
+}
+
+export async function removeSegmentsBefore(dir: string, firstLsnToKeep: number): Promise<void> {
+  const old = (await listSegments(dir)).filter((s) => s.firstLsn < firstLsnToKeep)
+  for (const segment of old) await unlink(segment.path)
+  if (old.length > 0) await fsyncDir(dir)
+}
