@@ -6,13 +6,29 @@ import { foundation } from './http/foundation'
 import { doc, openApiDocument } from './http/openapi'
 import type { AppDeps } from './http/context'
 import { organizationsController } from './modules/organizations'
+import { applicationsController } from './modules/applications'
+import { environmentsController } from './modules/environments'
+import { consumersController } from './modules/consumers'
+import { installationsController } from './modules/installations'
+import { enrollmentsController } from './modules/enrollments'
+import { ConsumerService } from './modules/consumers/service'
+import { InstallationService } from './modules/installations/service'
+import { EnrollmentService } from './modules/enrollments/service'
 import { VERSION } from './version'
 
 export function createApp(deps: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
+  const consumers = new ConsumerService(deps.store)
+  const installations = new InstallationService(deps.store, deps.config.autoVerifyInstallations)
+  const enrollments = new EnrollmentService(deps.store, consumers, installations)
   const app = new Elysia()
     .use(foundation(log))
     .get('/healthz', () => ({ status: 'ok' }), { detail: doc({ summary: 'Liveness', tag: 'service', public: true }) })
     .use(organizationsController(deps))
+    .use(applicationsController(deps))
+    .use(environmentsController(deps))
+    .use(consumersController(deps, consumers))
+    .use(installationsController(deps, installations))
+    .use(enrollmentsController(deps, enrollments))
   let document: unknown
   return app.get('/openapi.json', () => (document ??= openApiDocument(app.routes, VERSION)), {
     detail: doc({ summary: 'This document', tag: 'service', public: true }),

@@ -35,15 +35,24 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     lock.release()
     throw error
   }
-  const secret = (await readSecret(options.data))!
-  const config = {
-    publicUrl: options.publicUrl ?? `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`,
-    autoVerifyInstallations: options.autoVerifyInstallations,
+  let server: ReturnType<typeof Bun.serve>
+  try {
+    const secret = (await readSecret(options.data))!
+    // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+    // reads the config per request, so filling it in right after binding is early enough.
+    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
+    const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
+    // Bun's own limit only guards memory; bodies over 64 KiB get our 413 problem body.
+    server = Bun.serve({ hostname: options.host, port, fetch: app.fetch, maxRequestBodySize: 16 * 1024 * 1024 })
+    const host = options.host.includes(':') ? `[${options.host}]` : options.host
+    config.publicUrl ||= `http://${host}:${server.port}`
+    log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
+  } catch (error) {
+    // Port taken, say: give the dir back in a clean state before reporting it.
+    await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
+    lock.release()
+    throw error
   }
-  const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
-  // Bun's own limit only guards memory; bodies over 64 KiB get our 413 problem body.
-  const server = Bun.serve({ hostname: options.host, port, fetch: app.fetch, maxRequestBodySize: 16 * 1024 * 1024 })
-  log(`keyward: listening on http://${options.host}:${server.port} (data dir ${options.data})`)
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -53,9 +62,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     process.once('SIGINT', () => stop('SIGINT'))
     process.once('SIGTERM', () => stop('SIGTERM'))
   })
-  await server.stop(false)
-  await store.close()
-  lock.release()
+  try {
+    await server.stop(false)
+    await store.close()
+  } finally {
+    lock.release()
+  }
   log('keyward: stopped')
   return 0
 }

@@ -5,6 +5,7 @@
  */
 import type { Organization, Tables } from '../store/database'
 import type { Principal } from './auth'
+import type { RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -13,6 +14,17 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export function pathId(raw: string, name: string): string {
   if (!UUID.test(raw)) throw badRequest('invalid_identifier', `${name} must be a UUID.`, [{ path: `params.${name}`, message: 'Invalid UUID' }])
   return raw.toLowerCase()
+}
+
+/**
+ * A well-formed UUID that a JSON body names under `field`, lowercased; undefined otherwise (the
+ * schema reports those). Lets a handler answer an unknown referenced record (404) before the rest
+ * of the body is validated (400), in CONTRACT section 3's order.
+ */
+export function referencedId(body: RequestBody | undefined, field: string): string | undefined {
+  if (body?.kind !== 'json' || typeof body.value !== 'object' || body.value === null) return undefined
+  const value = (body.value as Record<string, unknown>)[field]
+  return typeof value === 'string' && UUID.test(value) ? value.toLowerCase() : undefined
 }
 
 export const isVendor = (p: Principal) => p.organization.organization_type === 'vendor'
@@ -61,4 +73,42 @@ export const may = {
 
 export function authorize(allowed: boolean, what: string): void {
   if (!allowed) throw forbidden(`This token's role or organization may not ${what}.`)
+}
+
+interface Owned {
+  /** The owning customer. */
+  readonly organization_id: string
+}
+
+/** A customer-owned record by path id: 400 malformed, 404 missing or out of scope. */
+export function findOwned<T extends Owned>(
+  table: { get(id: string): T | undefined },
+  p: Principal,
+  rawId: string,
+  idName: string,
+  what: string,
+): T {
+  const record = table.get(pathId(rawId, idName))
+  if (!record || !reachesCustomer(p, record.organization_id)) throw notFound(what)
+  return record
+}
+
+/**
+ * The customer a body names (`organization_id` of an application, consumer or installation):
+ * 404 if unknown or out of the caller's scope, 400 if it is in scope but not a customer.
+ */
+export function customerNamed(tables: Tables, p: Principal, id: string): Organization {
+  const org = tables.organizations.get(id)
+  if (org && org.organization_type === 'customer' && reachesCustomer(p, org.organization_id)) return org
+  if (org && reachesOrganization(p, org)) throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
+  throw notFound('Organization')
+}
+
+/** The customer new consumers and installations go to: the token's, or for the vendor the one named. */
+export function owningCustomer(tables: Tables, p: Principal, id: string | undefined): Organization {
+  if (id === undefined) {
+    if (p.customerId === null) throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.')
+    return tables.organizations.get(p.customerId)!
+  }
+  return customerNamed(tables, p, id)
 }

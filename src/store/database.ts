@@ -130,16 +130,17 @@ const definitions = {
   } satisfies TableDefinition<Keyset>,
 }
 
-export type Tables = {
-  organizations: Table<Organization>
-  applications: Table<Application>
-  consumers: Table<Consumer>
-  installations: Table<Installation>
-  enrollments: Table<Enrollment>
-  keysets: Table<Keyset>
+export type Tables = { [N in keyof RecordTypes]: Table<RecordTypes[N]> }
+export interface RecordTypes {
+  organizations: Organization
+  applications: Application
+  consumers: Consumer
+  installations: Installation
+  enrollments: Enrollment
+  keysets: Keyset
 }
-export type TableName = keyof Tables
-export type RecordOf<N extends TableName> = Tables[N] extends Table<infer T> ? T : never
+export type TableName = keyof RecordTypes
+export type RecordOf<N extends TableName> = RecordTypes[N]
 export const TABLE_NAMES = Object.keys(definitions) as TableName[]
 
 export function createTables(): Tables {

@@ -73,6 +73,11 @@ export async function recover(
   let lastSegment: Recovered['lastSegment']
   for (const [i, segment] of segments.entries()) {
     const isLast = i === segments.length - 1
+    // A segment is named after its first LSN. Checked before its records, because it may be empty
+    // (a clean shutdown leaves one): a lost snapshot or segment before it must still be caught.
+    if (segment.firstLsn > lsn + 1) {
+      throw new RecoveryDamageError(segment.path, 0, `log records ${lsn + 1}..${segment.firstLsn - 1} are missing`)
+    }
     const scan = await readLogFile(segment.path)
     let offset = 0
     for (const payload of scan.payloads) {

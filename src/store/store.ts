@@ -91,7 +91,8 @@ export class Store {
 
   /**
    * Runs `body` as one atomic, durable change. It must be synchronous: the tables may not change
-   * under it. A throw undoes whatever it already put. Resolves with its result once it is on disk.
+   * under it. A throw undoes whatever it already put and rejects with it. Resolves with its result
+   * once it is on disk.
    */
   commit<R>(body: (tx: Transaction) => R): Promise<R> {
     if (this.closed || !this.writer) return Promise.reject(new Error('store is read-only or closed'))
@@ -101,7 +102,7 @@ export class Store {
       result = body(tx)
     } catch (error) {
       this.undo(tx.undo)
-      throw error
+      return Promise.reject(error) // like every other failure here, so `.catch()` sees it too
     }
     if (tx.puts.length === 0) {
       // Nothing changed, but the answer may rest on state that is not durable yet.

@@ -57,7 +57,7 @@ export interface LogWriterHooks {
 export class LogWriter {
   private queue: PendingAppend[] = []
   private quiescers: (() => Promise<void>)[] = []
-  private running: Promise<void> | null = null
+  private running = false
   private file: FileHandle
   private offset: number
   private segment: Segment
@@ -138,18 +138,26 @@ export class LogWriter {
   }
 
   private kick(): void {
-    if (!this.running) this.running = this.run().finally(() => (this.running = null))
+    if (this.running) return
+    this.running = true
+    void this.run()
   }
 
   private async run(): Promise<void> {
-    for (;;) {
-      const quiescers = this.quiescers.splice(0)
-      for (const task of quiescers) await task()
-      if (this.queue.length === 0) {
-        if (this.quiescers.length === 0) return
-        continue
+    try {
+      for (;;) {
+        const quiescers = this.quiescers.splice(0)
+        for (const task of quiescers) await task()
+        if (this.queue.length === 0) {
+          if (this.quiescers.length === 0) return
+          continue
+        }
+        await this.writeBatch(this.queue.splice(0))
       }
-      await this.writeBatch(this.queue.splice(0))
+    } finally {
+      // Cleared in the same turn as the last look at the queue: a `.finally()` callback would run a
+      // few microtasks later, and an append queued in between would never be written.
+      this.running = false
     }
   }
 
@@ -176,6 +184,9 @@ export class LogWriter {
   /** Truncates a partly written batch away, so a restart cannot resurrect a write answered 503. */
   private async cutOffFailedBatch(): Promise<void> {
     try {
+      // A write refused outright (EBADF, EROFS, ENOSPC before any byte) left nothing behind; a
+      // handle that cannot write may not be able to truncate either, and that is not fatal.
+      if ((await this.file.stat()).size <= this.offset) return
       await this.file.truncate(this.offset)
       await this.file.datasync()
     } catch (error) {

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findEnvironmentCustomer, findOrganization, may } from '../../http/access'
+import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
+import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
@@ -37,6 +38,10 @@ export const organizationsController = (deps: AppDeps) => {
       '',
       async ({ principal, body, set }) => {
         authorize(may.createOrganization(principal), 'create organizations')
+        // An unknown parent (404) outranks the body's other faults (400). A customer caller's parent_id
+        // is its own id or a 400 (CONTRACT section 5), so only the vendor's is looked up here.
+        const parentId = referencedId(body, 'parent_id')
+        if (parentId !== undefined && isVendor(principal) && !tables.organizations.has(parentId)) throw notFound('Parent organization')
         const input = parseBody(CreateOrganizationBody, body)
         const org = await service.create(principal, input)
         set.status = 201

@@ -38,3 +38,36 @@ export const timestamps = (r: { created: number; modified: number }) => ({
   created: formatTimestamp(r.created),
   modified: formatTimestamp(r.modified),
 })
+
+/**
+ * A multi-value query filter: repeated (`?ids=a&ids=b`) and comma-separated (`?ids=a,b`) alike;
+ * blank values are ignored, so an empty list means no filter.
+ */
+const multiValue = <S extends v.GenericSchema<string, unknown>>(item: S) =>
+  v.optional(
+    v.pipe(
+      v.union([v.string(), v.array(v.string())]),
+      v.transform((raw) => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0)),
+      v.array(item),
+    ),
+  )
+
+export const UuidList = multiValue(Uuid)
+
+const positiveInteger = (max: number, name: string) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^\d{1,9}$/, `${name} must be a whole number`),
+    v.transform(Number),
+    v.minValue(1, `${name} must be at least 1`),
+    v.maxValue(max, `${name} must be at most ${max}`),
+  )
+
+export const MAX_PAGE_SIZE = 1000
+
+/** page, page_size and order, shared by every paged list. */
+export const pagingQuery = {
+  page: v.optional(positiveInteger(1_000_000_000, 'page')),
+  page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size'), '100'),
+  order: v.optional(v.picklist(['asc', 'desc'], 'order must be asc or desc'), 'asc'),
+}

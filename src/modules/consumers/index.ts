@@ -1,0 +1,61 @@
+import { Elysia } from 'elysia'
+import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authorize, findOwned, may, owningCustomer } from '../../http/access'
+import type { Principal } from '../../http/auth'
+import { parseBody, parseQuery } from '../../http/body'
+import { doc } from '../../http/openapi'
+import type { ConsumerService } from './service'
+import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
+
+export const consumersController = (deps: AppDeps, service: ConsumerService) => {
+  const { tables } = deps.store
+  const find = (principal: Principal, id: string) => findOwned(tables.consumers, principal, id, 'consumer_id', 'Consumer')
+
+  return new Elysia({ prefix: '/api/consumers' })
+    .use(authenticated(deps))
+    .get(
+      '',
+      ({ principal, query }) => {
+        const q = parseQuery(ConsumerListQuery, query)
+        const { items, total } = service.list(principal, q)
+        // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
+        return settled(deps.store, { consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
+      },
+      { detail: doc({ summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery }) },
+    )
+    .get(
+      '/:consumer_id',
+      ({ principal, params, set }) => settled(deps.store, { consumer: consumerView(find(principal, params.consumer_id)), trace_id: traceIdOf(set) }),
+      { detail: doc({ summary: 'View a consumer', tag: 'consumers' }) },
+    )
+    .post(
+      '',
+      async ({ principal, body, set }) => {
+        authorize(may.changeTenantData(principal), 'create consumers')
+        const input = parseBody(CreateConsumerBody, body)
+        const customer = owningCustomer(tables, principal, input.organization_id)
+        const { record, created } = await service.create(customer, input.consumer_id)
+        set.status = created ? 201 : 200
+        return { consumer: consumerView(record), trace_id: traceIdOf(set) }
+      },
+      { detail: doc({ summary: 'Create a consumer (or return the existing one)', tag: 'consumers', body: CreateConsumerBody, status: 201 }) },
+    )
+    .patch(
+      '/:consumer_id/suspend',
+      async ({ principal, params, set }) => {
+        const consumer = find(principal, params.consumer_id)
+        authorize(may.changeTenantData(principal), 'suspend consumers')
+        return { consumer: consumerView(await service.setState(consumer, 'suspended')), trace_id: traceIdOf(set) }
+      },
+      { detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
+    )
+    .patch(
+      '/:consumer_id/activate',
+      async ({ principal, params, set }) => {
+        const consumer = find(principal, params.consumer_id)
+        authorize(may.changeTenantData(principal), 'activate consumers')
+        return { consumer: consumerView(await service.setState(consumer, 'active')), trace_id: traceIdOf(set) }
+      },
+      { detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },
+    )
+}
