@@ -46,9 +46,9 @@ function verifySignature(secret: Buffer, token: string): TokenClaims | null {
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null
   try {
     const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Partial<TokenClaims>
-    const role = typeof claims.role === 'string' ? parseRole(claims.role) : null
-    if (typeof claims.org !== 'string' || !role || typeof claims.exp !== 'number') return null
-    return { org: claims.org, role, exp: claims.exp }
+    // Tokens carry the canonical role name: the `administrator` alias is resolved before minting.
+    if (typeof claims.org !== 'string' || !ROLES.includes(claims.role as Role) || typeof claims.exp !== 'number') return null
+    return { org: claims.org, role: claims.role as Role, exp: claims.exp }
   } catch {
     return null
   }

@@ -55,12 +55,17 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   }
 
   await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
+    let stopping = false
+    const stop = (signal: NodeJS.Signals) => {
+      // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
+      // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
+      if (stopping) return log(`keyward: ${signal}: already stopping`)
+      stopping = true
       log(`keyward: ${signal}: finishing requests in flight, writing a snapshot`)
       resolve()
     }
-    process.once('SIGINT', () => stop('SIGINT'))
-    process.once('SIGTERM', () => stop('SIGTERM'))
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
   })
   try {
     await server.stop(false)

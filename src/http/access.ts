@@ -93,15 +93,32 @@ export function findOwned<T extends Owned>(
   return record
 }
 
+/** Organizations a body may name: those the caller reads, and a partner's own customer. */
+function namesOrganization(p: Principal, org: Organization): boolean {
+  return reachesOrganization(p, org) || (org.organization_type === 'customer' && reachesCustomer(p, org.organization_id))
+}
+
 /**
  * The customer a body names (`organization_id` of an application, consumer or installation):
  * 404 if unknown or out of the caller's scope, 400 if it is in scope but not a customer.
  */
 export function customerNamed(tables: Tables, p: Principal, id: string): Organization {
   const org = tables.organizations.get(id)
-  if (org && org.organization_type === 'customer' && reachesCustomer(p, org.organization_id)) return org
-  if (org && reachesOrganization(p, org)) throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
-  throw notFound('Organization')
+  if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+  if (org.organization_type !== 'customer') throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
+  return org
+}
+
+/**
+ * The `organization_id` a POST body names, checked before the role and the rest of the body:
+ * an unknown or out-of-scope record is 404 whatever the role (CONTRACT sections 2 and 3: 404
+ * outranks 403 and a bad body). Whether it is a customer is a body question, answered later.
+ */
+export function checkNamedOrganization(tables: Tables, p: Principal, body: RequestBody | undefined): void {
+  const id = referencedId(body, 'organization_id')
+  if (id === undefined) return
+  const org = tables.organizations.get(id)
+  if (!org || !namesOrganization(p, org)) throw notFound('Organization')
 }
 
 /** The customer new consumers and installations go to: the token's, or for the vendor the one named. */

@@ -33,3 +33,4 @@ export function authenticate(tables: Tables, verifier: TokenVerifier, authorizat
   }
   return { organization, role: claims.role, customerId }
 }
+

@@ -72,6 +72,14 @@ export function parseBody<S extends v.GenericSchema>(schema: S, body: RequestBod
   return validate(schema, body.value, 'body')
 }
 
+/**
+ * For routes that take no body (suspend, activate): a JSON body is ignored, but bytes that are not
+ * JSON are still a 400 (CONTRACT section 3), like on every other route.
+ */
+export function ignoreBody(body: RequestBody | undefined): void {
+  if (body?.kind === 'invalid') throw badRequest('invalid_json', body.reason)
+}
+
 /** Query parameters validated against `schema`. */
 export function parseQuery<S extends v.GenericSchema>(schema: S, query: unknown): v.InferOutput<S> {
   return validate(schema, query, 'query')

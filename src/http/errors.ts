@@ -45,6 +45,11 @@ export function problemResponse(
   }
   return new Response(JSON.stringify(body), {
     status,
-    headers: { 'content-type': 'application/problem+json', 'x-trace-id': traceId },
+    headers: {
+      'content-type': 'application/problem+json',
+      'x-trace-id': traceId,
+      // RFC 6750: a 401 names the scheme the client should use.
+      ...(status === 401 ? { 'www-authenticate': 'Bearer realm="keyward"' } : {}),
+    },
   })
 }

@@ -7,7 +7,7 @@
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Low } from 'lowdb'
-import { TABLE_NAMES, type Tables } from './database'
+import type { Tables } from './database'
 import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
 import { SnapshotDamageError, SnapshotFile, type SnapshotData } from './snapshot-file'
 import { listSegments, type Segment } from './wal'
@@ -51,8 +51,8 @@ export async function recover(
 ): Promise<Recovered> {
   let newest = 0
   const load = (table: string, record: Record<string, unknown>) => {
-    const target = (tables as unknown as Record<string, { put(r: unknown): unknown } | undefined>)[table]
-    if (!target) return false
+    if (!Object.hasOwn(tables, table)) return false // not `in`: "constructor" is no table
+    const target = (tables as unknown as Record<string, { put(r: unknown): unknown }>)[table]!
     target.put(record)
     newest = Math.max(newest, Number(record.modified ?? 0), Number(record.created ?? 0))
     return true
@@ -64,8 +64,11 @@ export async function recover(
   let lsn = 0
   if (db.data) {
     lsn = db.data.lsn
-    for (const name of TABLE_NAMES) {
-      for (const record of (db.data.tables[name] ?? []) as Iterable<Record<string, unknown>>) load(name, record)
+    // As in the log: a table we do not know is refused, never silently left out.
+    for (const [name, records] of Object.entries(db.data.tables)) {
+      for (const record of records as Iterable<Record<string, unknown>>) {
+        if (!load(name, record)) throw new RecoveryDamageError(snapshotPath, 0, `unknown table ${name}`)
+      }
     }
   }
 

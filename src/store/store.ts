@@ -62,6 +62,7 @@ export class Store {
   private newestPending: Promise<unknown> | undefined
   private compaction: Promise<void> | null = null
   private closed = false
+  private closing: Promise<void> | undefined
   private readonly log: (message: string) => void
 
   private constructor(
@@ -132,16 +133,25 @@ export class Store {
     return this.compaction
   }
 
-  /** Finishes what is queued, writes a snapshot, closes the log. */
-  async close(): Promise<void> {
-    if (this.closed) return
-    if (this.writer) {
+  /**
+   * Refuses new commits, finishes what is queued, writes a snapshot, closes the log. The log is
+   * closed even if the snapshot fails (it still holds every write); the failure is reported.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown()
+    return this.closing
+  }
+
+  private async shutDown(): Promise<void> {
+    this.closed = true
+    const writer = this.writer
+    if (!writer) return
+    try {
       await this.compaction?.catch(() => {})
       await this.compact()
-      this.closed = true
-      await this.writer.close()
+    } finally {
+      await writer.close()
     }
-    this.closed = true
   }
 
   private writerHooks() {
@@ -152,7 +162,8 @@ export class Store {
         this.pending.splice(0, done)
         if (this.pending.length === 0) this.newestPending = undefined
         const threshold = this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES
-        if (this.writer && this.writer.segmentBytes >= threshold && !this.compaction) {
+        // Not while closing: close() writes its own snapshot, and one started later would race the log's close.
+        if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction) {
           this.compact().catch((error) => this.log(`snapshot failed, will retry: ${(error as Error).message}`))
         }
       },
@@ -214,9 +225,14 @@ export class Store {
         observer: ((id: string, previous: unknown) => void) | undefined
       }
       const asOfCapture = new Map<string, unknown>()
-      // Queued transactions are not durable yet: keep their pre-images (the earliest one wins).
+      // Queued transactions are not durable yet: keep their pre-images. Newest first, within a
+      // transaction too (it may change a record twice), so the earliest pre-image is set last and wins.
       for (let p = this.pending.length - 1; p >= 0; p--) {
-        for (const [t, id, previous] of this.pending[p]!.undo) if (t === name) asOfCapture.set(id, previous ?? null)
+        const undo = this.pending[p]!.undo
+        for (let u = undo.length - 1; u >= 0; u--) {
+          const [t, id, previous] = undo[u]!
+          if (t === name) asOfCapture.set(id, previous ?? null)
+        }
       }
       table.observer = (id, previous) => {
         if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)

@@ -1,0 +1,180 @@
+/**
+ * Bearer authentication (CONTRACT section 2): every 401 case, the scheme's case, suspended
+ * organizations and partners of suspended customers, and recovery after activation.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { mintToken, type Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+function expect401(res: ApiResponse, secret?: string) {
+  expect(res.status).toBe(401)
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/)
+  expect(res.body).toMatchObject({ type: 'about:blank', title: 'Unauthorized', status: 401, code: 'unauthorized' })
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  // No echo of the token.
+  if (secret) expect(JSON.stringify(res.body)).not.toContain(secret)
+}
+
+const withHeader = (authorization: string) => h.request('GET', '/api/organizations', { token: null, headers: { authorization } })
+
+describe('the Authorization header', () => {
+  test('missing: 401', async () => {
+    expect401(await h.request('GET', '/api/organizations', { token: null }))
+    expect401(await h.request('GET', `/api/organizations/${h.vendorId}`, { token: null }))
+    expect401(await h.request('POST', '/api/organizations', { token: null, body: { description: 'x', parent_id: h.vendorId } }))
+  })
+
+  test('the scheme is case-insensitive', async () => {
+    for (const scheme of ['Bearer', 'bearer', 'BEARER', 'bEaReR']) {
+      const res = await withHeader(`${scheme} ${h.vendorToken}`)
+      expect({ scheme, status: res.status }).toEqual({ scheme, status: 200 })
+    }
+  })
+
+  test('malformed headers and wrong schemes: 401', async () => {
+    const t = h.vendorToken
+    for (const header of [t, `Basic ${t}`, `Token ${t}`, `Bearer`, `Bearer `, `Bearer ${t} extra`, `Bearer${t}`, `Bearer: ${t}`, `Bearer "${t}"`]) {
+      expect401(await withHeader(header), t)
+    }
+  })
+
+  test('tokens that are not ours: garbage, truncated, other secret, tampered claims', async () => {
+    const t = h.vendorToken
+    const [prefix, claims, signature] = t.split('.')
+    const other = await h.createCustomer('Other')
+    const otherClaims = h.token(other).split('.')[1]
+    const cases = [
+      'not-a-token',
+      'kw1.',
+      `${prefix}.${claims}`,
+      `${prefix}.${claims}.`,
+      t.slice(0, -4),
+      `kw2.${claims}.${signature}`,
+      `${prefix}.${otherClaims}.${signature}`,
+      // Signed with another secret: a forged signature.
+      mintToken(randomBytes(32), { org: h.vendorId, role: 'admin', exp: Math.floor(Date.now() / 1000) + 3600 }),
+      // Signature of valid bytes but not for these claims.
+      `${prefix}.${Buffer.from(JSON.stringify({ org: h.vendorId, role: 'admin', exp: 9999999999 })).toString('base64url')}.${signature}`,
+    ]
+    for (const token of cases) expect401(await h.request('GET', '/api/organizations', { token }), token)
+  })
+
+  test('an expired token: 401; one minted with time left: 200', async () => {
+    expect401(await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'admin', -1) }))
+    expect401(await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'viewer', -3600) }))
+    expect((await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'viewer', 60) })).status).toBe(200)
+  })
+
+  test('a token of an organization that does not exist: 401', async () => {
+    expect401(await h.request('GET', '/api/organizations', { token: h.token(crypto.randomUUID()) }))
+  })
+
+  test('a token carries a canonical role only: "administrator" is the CLI\'s spelling, not a token role', async () => {
+    // Minted with the real secret, so only the role name is wrong.
+    for (const role of ['administrator', 'Admin', 'root', '']) {
+      expect401(await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, role as Role) }))
+    }
+    for (const role of ['admin', 'application_admin', 'viewer'] as const) {
+      expect((await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, role) })).status).toBe(200)
+    }
+  })
+
+  test('every /api route asks for a token, even with an unknown or malformed id', async () => {
+    const id = crypto.randomUUID()
+    const routes: [string, string][] = [
+      ['GET', '/api/organizations'],
+      ['POST', '/api/organizations'],
+      ['GET', `/api/organizations/${id}`],
+      ['PATCH', `/api/organizations/${id}`],
+      ['PATCH', `/api/organizations/${id}/suspend`],
+      ['PATCH', `/api/organizations/${id}/activate`],
+      ['GET', `/api/organizations/${id}/environments`],
+      ['PATCH', `/api/organizations/${id}/environments`],
+      ['DELETE', `/api/organizations/${id}/environments`],
+      ['GET', '/api/organizations/not-a-uuid'],
+      ['PATCH', '/api/organizations/not-a-uuid/suspend'],
+    ]
+    for (const [method, route] of routes) {
+      const res = await h.request(method, route, { token: null, body: method === 'GET' ? undefined : { description: '' } })
+      expect({ method, route, status: res.status }).toEqual({ method, route, status: 401 })
+    }
+  })
+
+  test('/healthz and /openapi.json need no token and ignore a bad one', async () => {
+    for (const route of ['/healthz', '/openapi.json']) {
+      expect((await h.request('GET', route, { token: null })).status).toBe(200)
+      expect((await h.request('GET', route, { token: 'garbage' })).status).toBe(200)
+    }
+  })
+})
+
+describe('suspended organizations', () => {
+  const ROLES: Role[] = ['admin', 'application_admin', 'viewer']
+
+  async function works(org: string): Promise<number[]> {
+    const statuses: number[] = []
+    for (const role of ROLES) statuses.push((await h.request('GET', `/api/organizations/${org}`, { token: h.token(org, role) })).status)
+    return statuses
+  }
+
+  test("a suspended customer's tokens are 401, its partners' too; activation restores both", async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    const other = await h.createCustomer('Other')
+    const tokenBefore = h.token(C)
+    expect(await works(C)).toEqual([200, 200, 200])
+    expect(await works(P)).toEqual([200, 200, 200])
+
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    expect(await works(C)).toEqual([401, 401, 401])
+    expect(await works(P)).toEqual([401, 401, 401])
+    expect401(await h.request('GET', '/api/organizations', { token: tokenBefore }))
+    // Every route, writes included.
+    expect401(await h.request('POST', '/api/organizations', { token: tokenBefore, body: { description: 'x' } }))
+    expect401(await h.request('PATCH', `/api/organizations/${P}/suspend`, { token: tokenBefore }))
+    // Other tenants are not affected.
+    expect(await works(other)).toEqual([200, 200, 200])
+
+    expect((await h.request('PATCH', `/api/organizations/${C}/activate`)).status).toBe(200)
+    expect(await works(C)).toEqual([200, 200, 200])
+    expect(await works(P)).toEqual([200, 200, 200])
+    // A token minted before the suspension works again too.
+    expect((await h.request('GET', '/api/organizations', { token: tokenBefore })).status).toBe(200)
+  })
+
+  test("a suspended partner's tokens are 401 while its customer's work; activation restores them", async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    const Q = await h.createPartner(C)
+    const admin = h.token(C)
+    expect((await h.request('PATCH', `/api/organizations/${P}/suspend`, { token: admin })).status).toBe(200)
+    expect(await works(P)).toEqual([401, 401, 401])
+    expect(await works(Q)).toEqual([200, 200, 200])
+    expect(await works(C)).toEqual([200, 200, 200])
+    expect((await h.request('PATCH', `/api/organizations/${P}/activate`, { token: admin })).status).toBe(200)
+    expect(await works(P)).toEqual([200, 200, 200])
+  })
+
+  test('a partner suspended under a suspended customer stays 401 until both are active', async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    await h.request('PATCH', `/api/organizations/${P}/suspend`)
+    await h.request('PATCH', `/api/organizations/${C}/suspend`)
+    await h.request('PATCH', `/api/organizations/${C}/activate`)
+    expect(await works(P)).toEqual([401, 401, 401])
+    await h.request('PATCH', `/api/organizations/${P}/activate`)
+    expect(await works(P)).toEqual([200, 200, 200])
+  })
+
+  test('the vendor token keeps working whatever is suspended', async () => {
+    const C = await h.createCustomer('C')
+    await h.request('PATCH', `/api/organizations/${C}/suspend`)
+    expect((await h.request('GET', `/api/organizations/${C}`)).body.organization.state).toBe('suspended')
+  })
+})

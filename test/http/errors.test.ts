@@ -1,0 +1,490 @@
+/**
+ * The HTTP plumbing every endpoint shares (CONTRACT section 3 and 8): problem bodies, unknown
+ * routes, body limits and types, trace ids, the error precedence, /healthz and /openapi.json.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+let customer: string
+let partner: string
+let other: string
+beforeAll(async () => {
+  h = await createHarness()
+  customer = await h.createCustomer('Customer', { default: 'PROD', supported: 'DEV,PROD' })
+  partner = await h.createPartner(customer, 'Partner')
+  other = await h.createCustomer('Other')
+})
+afterAll(() => h.close())
+
+const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const LIMIT = 64 * 1024
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  500: 'Internal Server Error',
+}
+
+/** An RFC 9457 body with exactly the contract's members, and nothing of the internals. */
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, code: res.body?.code }).toEqual({ status, code: code ?? res.body?.code })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  const keys = ['code', 'detail', 'status', 'title', 'trace_id', 'type']
+  expect(Object.keys(res.body).sort()).toEqual(res.body.errors ? [...keys, 'errors'].sort() : keys)
+  expect(res.body).toMatchObject({ type: 'about:blank', title: REASONS[status], status })
+  expect(res.body.code).toMatch(/^[a-z]+(_[a-z]+)*$/)
+  expect(typeof res.body.detail).toBe('string')
+  expect(res.body.detail.length).toBeGreaterThan(0)
+  expect(res.body.trace_id).toMatch(UUID_LOWER)
+  expect(res.headers.get('x-trace-id')).toBe(res.body.trace_id)
+  const text = JSON.stringify(res.body)
+  for (const leak of ['    at ', '.ts:', 'node_modules', 'elysia', 'Elysia', 'kw1.']) expect(text).not.toContain(leak)
+}
+
+/** A raw request through the app: full control over body bytes and headers. */
+async function raw(method: string, path: string, init: { body?: RequestInit['body']; headers?: Record<string, string>; token?: string | null } = {}) {
+  const headers: Record<string, string> = { ...init.headers }
+  const token = init.token === undefined ? h.vendorToken : init.token
+  if (token !== null) headers.authorization = `Bearer ${token}`
+  const response = await h.app.handle(new Request(`http://localhost${path}`, { method, headers, body: init.body }))
+  const text = await response.text()
+  let body: unknown = text
+  try {
+    body = text ? JSON.parse(text) : undefined
+  } catch {}
+  return { status: response.status, headers: response.headers, body } as ApiResponse
+}
+
+/** A body streamed in chunks, so no content-length is known in advance. */
+function stream(text: string, chunk = 8192): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(text)
+  let at = 0
+  return new ReadableStream({
+    pull(controller) {
+      if (at >= bytes.length) return controller.close()
+      controller.enqueue(bytes.slice(at, at + chunk))
+      at += chunk
+    },
+  })
+}
+
+/** A create body of exactly `size` bytes (the description carries the padding). */
+function createBodyOfSize(size: number): string {
+  const empty = JSON.stringify({ description: '', parent_id: h.vendorId })
+  const text = JSON.stringify({ description: 'd'.repeat(size - empty.length), parent_id: h.vendorId })
+  expect(Buffer.byteLength(text)).toBe(size)
+  return text
+}
+
+async function organizationCount() {
+  return (await h.request('GET', '/api/organizations')).body.organizations.length as number
+}
+
+describe('problem bodies', () => {
+  test('each status has its reason phrase as title, a snake_case code and a trace id', async () => {
+    const viewer = h.token(h.vendorId, 'viewer')
+    expectProblem(await h.request('POST', '/api/organizations', { body: { parent_id: h.vendorId } }), 400, 'validation_failed')
+    expectProblem(await h.request('GET', '/api/organizations', { token: null }), 401, 'unauthorized')
+    expectProblem(await h.request('POST', '/api/organizations', { token: viewer, body: { description: 'x' } }), 403, 'forbidden')
+    expectProblem(await h.request('GET', `/api/organizations/${crypto.randomUUID()}`), 404, 'not_found')
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`), 409)
+    expectProblem(await raw('POST', '/api/organizations', { body: 'x'.repeat(LIMIT + 1), headers: { 'content-type': 'application/json' } }), 413)
+    expectProblem(await raw('POST', '/api/organizations', { body: '{}', headers: { 'content-type': 'text/plain' } }), 415)
+  })
+
+  test('validation errors list the offending fields as body.<field>', async () => {
+    const res = await h.request('POST', '/api/organizations', { body: { description: '', parent_id: 'nope' } })
+    expectProblem(res, 400, 'validation_failed')
+    expect(Array.isArray(res.body.errors)).toBe(true)
+    for (const error of res.body.errors) {
+      expect(Object.keys(error).sort()).toEqual(['message', 'path'])
+      expect(error.path).toMatch(/^body\.(description|parent_id)$/)
+      expect(error.message.length).toBeGreaterThan(0)
+    }
+    // Other 400s carry no errors list.
+    const json = await h.request('POST', '/api/organizations', { body: '{' })
+    expectProblem(json, 400)
+    expect(json.body.errors).toBeUndefined()
+  })
+
+  test('a malformed path identifier is a 400 naming the parameter', async () => {
+    const res = await h.request('GET', '/api/organizations/1234')
+    expectProblem(res, 400)
+    expect(res.body.errors).toEqual([{ path: 'params.organization_id', message: expect.any(String) }])
+  })
+
+  test('an unexpected fault is a 500 problem, logged with its trace id, without internals', async () => {
+    const broken = await createHarness()
+    try {
+      await broken.store.close()
+      const res = await broken.request('POST', '/api/organizations', { body: { description: 'x', parent_id: broken.vendorId } })
+      expect(res.status).toBe(500)
+      expect(res.headers.get('content-type')).toBe('application/problem+json')
+      expect(res.body).toMatchObject({ type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'internal_error' })
+      expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+      expect(JSON.stringify(res.body)).not.toContain('store')
+      expect(broken.logged.some((line) => line.includes(res.body.trace_id))).toBe(true)
+    } finally {
+      await broken.close()
+    }
+  })
+})
+
+describe('unknown routes: 404 before anything else', () => {
+  const routes: [string, string][] = [
+    ['GET', '/api/nothing'],
+    ['GET', '/api'],
+    ['GET', '/nothing'],
+    ['GET', '/'],
+    ['POST', '/api/organization'],
+    ['PATCH', '/api/organizations'],
+    ['DELETE', '/api/organizations'],
+    ['OPTIONS', '/api/organizations'],
+    ['PUT', `/api/organizations/ID`],
+    ['DELETE', `/api/organizations/ID`],
+    ['POST', `/api/organizations/ID`],
+    ['GET', `/api/organizations/ID/suspend`],
+    ['POST', `/api/organizations/ID/activate`],
+    ['GET', `/api/organizations/ID/unknown`],
+    ['PUT', `/api/organizations/ID/environments`],
+    ['POST', `/api/organizations/ID/environments`],
+    ['GET', `/api/organizations/ID/environments/PROD`],
+    ['POST', '/healthz'],
+  ]
+
+  test('with a valid token, with none, with a bad one', async () => {
+    for (const [method, template] of routes) {
+      const route = template.replace('ID', customer)
+      for (const token of [undefined, null, 'garbage']) {
+        const res = await h.request(method, route, { token })
+        expect({ method, route, token, status: res.status }).toEqual({ method, route, token, status: 404 })
+        expectProblem(res, 404, 'not_found')
+      }
+    }
+  })
+
+  test('even with an oversized body or a wrong content type', async () => {
+    for (const [method, template] of routes.filter(([m]) => m !== 'GET')) {
+      const route = template.replace('ID', customer)
+      const big = await raw(method, route, { token: null, body: 'x'.repeat(LIMIT * 2), headers: { 'content-type': 'text/plain' } })
+      expectProblem(big, 404)
+      const streamed = await raw(method, route, { token: 'bad', body: stream('y'.repeat(LIMIT * 2)) })
+      expectProblem(streamed, 404)
+    }
+  })
+})
+
+describe('request bodies', () => {
+  test('413 over 64 KiB, with a content-length', async () => {
+    const before = await organizationCount()
+    const body = createBodyOfSize(LIMIT + 1)
+    const res = await raw('POST', '/api/organizations', {
+      body,
+      headers: { 'content-type': 'application/json', 'content-length': String(LIMIT + 1) },
+    })
+    expectProblem(res, 413, 'payload_too_large')
+    expect(await organizationCount()).toBe(before)
+  })
+
+  test('413 over 64 KiB, streamed without a content-length', async () => {
+    const before = await organizationCount()
+    const request = new Request('http://localhost/api/organizations', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.vendorToken}`, 'content-type': 'application/json' },
+      body: stream(createBodyOfSize(LIMIT + 1), 1000),
+    })
+    expect(request.headers.get('content-length')).toBeNull()
+    const response = await h.app.handle(request)
+    expect(response.status).toBe(413)
+    expect(response.headers.get('content-type')).toBe('application/problem+json')
+    expect(await organizationCount()).toBe(before)
+  })
+
+  test('a content-length over the limit is 413 without reading the body', async () => {
+    const res = await raw('POST', '/api/organizations', {
+      body: stream('{"description":"x"}'),
+      headers: { 'content-type': 'application/json', 'content-length': String(10 * 1024 * 1024) },
+    })
+    expectProblem(res, 413)
+    // Just over the limit, declared: 413 even though the bytes sent are few.
+    const barely = await raw('POST', '/api/organizations', {
+      body: stream(JSON.stringify({ description: 'x', parent_id: h.vendorId })),
+      headers: { 'content-type': 'application/json', 'content-length': String(LIMIT + 1) },
+    })
+    expectProblem(barely, 413)
+  })
+
+  test('exactly 64 KiB passes the size check (then the 1024-character description rule answers)', async () => {
+    const body = createBodyOfSize(LIMIT)
+    const declared = await raw('POST', '/api/organizations', {
+      body,
+      headers: { 'content-type': 'application/json', 'content-length': String(LIMIT) },
+    })
+    expectProblem(declared, 400, 'validation_failed')
+    expect(declared.body.errors[0].path).toBe('body.description')
+    const streamed = await raw('POST', '/api/organizations', { body: stream(body, 4096), headers: { 'content-type': 'application/json' } })
+    expectProblem(streamed, 400, 'validation_failed')
+  })
+
+  test('a large valid body under the limit is accepted', async () => {
+    const padding = 'p'.repeat(60 * 1024)
+    const res = await raw('POST', '/api/organizations', {
+      body: JSON.stringify({ description: 'Padded', parent_id: h.vendorId, padding }),
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(res.status).toBe(201)
+  })
+
+  test('415 for a body that is not application/json, on every method that takes one', async () => {
+    const id = customer
+    const cases: [string, string, string][] = [
+      ['POST', '/api/organizations', JSON.stringify({ description: 'x', parent_id: h.vendorId })],
+      ['PATCH', `/api/organizations/${id}`, JSON.stringify({ description: 'x' })],
+      ['PATCH', `/api/organizations/${id}/environments`, JSON.stringify({ environment: 'QA' })],
+      ['DELETE', `/api/organizations/${id}/environments`, JSON.stringify({ environment: 'DEV' })],
+      ['PATCH', `/api/organizations/${partner}/suspend`, '{}'],
+    ]
+    const before = await organizationCount()
+    for (const [method, route, body] of cases) {
+      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx', 'application/problem+json', 'json', undefined]) {
+        const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {}
+        const res = await raw(method, route, { body: new TextEncoder().encode(body), headers })
+        expect({ method, route, contentType, status: res.status }).toEqual({ method, route, contentType, status: 415 })
+        expectProblem(res, 415, 'unsupported_media_type')
+      }
+    }
+    expect(await organizationCount()).toBe(before)
+    const envs = await h.request('GET', `/api/organizations/${id}/environments`)
+    expect(envs.body.supported).toBe('DEV,PROD')
+    expect((await h.request('GET', `/api/organizations/${partner}`)).body.organization.state).toBe('active')
+  })
+
+  test('application/json with parameters or in another case is accepted', async () => {
+    for (const contentType of ['application/json; charset=utf-8', 'Application/JSON', 'application/json;charset=UTF-8']) {
+      const res = await raw('POST', '/api/organizations', {
+        body: JSON.stringify({ description: 'typed', parent_id: h.vendorId }),
+        headers: { 'content-type': contentType },
+      })
+      expect({ contentType, status: res.status }).toEqual({ contentType, status: 201 })
+    }
+  })
+
+  test('invalid JSON is 400', async () => {
+    const before = await organizationCount()
+    for (const body of ['{', '{"description": "x",}', "{'description': 'x'}", 'undefined', '{"description": "x"} trailing', 'NaN']) {
+      const res = await h.request('POST', '/api/organizations', { body })
+      expect({ body, status: res.status }).toEqual({ body, status: 400 })
+      expectProblem(res, 400, 'invalid_json')
+    }
+    expect(await organizationCount()).toBe(before)
+  })
+
+  test('invalid UTF-8 is 400', async () => {
+    const before = await organizationCount()
+    const prefix = new TextEncoder().encode(`{"parent_id":"${h.vendorId}","description":"`)
+    for (const bad of [[0xff], [0xc3, 0x28], [0xe2, 0x82], [0xed, 0xa0, 0x80]]) {
+      const body = new Uint8Array([...prefix, ...bad, 0x22, 0x7d])
+      const res = await raw('POST', '/api/organizations', { body, headers: { 'content-type': 'application/json' } })
+      expectProblem(res, 400, 'invalid_json')
+      expect(res.body.detail).toContain('UTF-8')
+    }
+    expect(await organizationCount()).toBe(before)
+    // Valid multi-byte UTF-8 goes through.
+    const ok = await raw('POST', '/api/organizations', {
+      body: new TextEncoder().encode(JSON.stringify({ description: 'Zürich 東京 🚀', parent_id: h.vendorId })),
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(ok.status).toBe(201)
+    expect(ok.body.organization.description).toBe('Zürich 東京 🚀')
+  })
+
+  test('a missing body where one is required is 400', async () => {
+    expectProblem(await h.request('POST', '/api/organizations'), 400, 'body_required')
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}`), 400)
+    expectProblem(await raw('DELETE', `/api/organizations/${customer}/environments`, { headers: { 'content-type': 'application/json' } }), 400)
+  })
+
+  test('description length is counted in characters, not UTF-16 units', async () => {
+    const res = await h.request('POST', '/api/organizations', { body: { description: '🚀'.repeat(1024), parent_id: h.vendorId } })
+    expect(res.status).toBe(201)
+    const tooLong = await h.request('POST', '/api/organizations', { body: { description: '🚀'.repeat(1025), parent_id: h.vendorId } })
+    expectProblem(tooLong, 400)
+  })
+})
+
+describe('trace ids', () => {
+  test('every response carries a new x-trace-id, equal to the body trace_id where there is one', async () => {
+    const responses: ApiResponse[] = [
+      await h.request('GET', '/api/organizations'),
+      await h.request('GET', '/api/organizations'),
+      await h.request('GET', `/api/organizations/${customer}`),
+      await h.request('GET', `/api/organizations/${customer}/environments`),
+      await h.request('PATCH', `/api/organizations/${customer}`, { body: { description: 'Customer' } }),
+      await h.request('GET', `/api/organizations/${crypto.randomUUID()}`),
+      await h.request('GET', '/api/nope'),
+      await h.request('GET', '/api/organizations', { token: null }),
+    ]
+    const ids = new Set<string>()
+    for (const res of responses) {
+      const header = res.headers.get('x-trace-id')
+      expect(header).toMatch(UUID_LOWER)
+      expect(res.body.trace_id).toBe(header)
+      ids.add(header!)
+    }
+    const health = await h.request('GET', '/healthz', { token: null })
+    const openapi = await h.request('GET', '/openapi.json', { token: null })
+    for (const res of [health, openapi]) {
+      expect(res.headers.get('x-trace-id')).toMatch(UUID_LOWER)
+      ids.add(res.headers.get('x-trace-id')!)
+    }
+    expect(ids.size).toBe(responses.length + 2)
+  })
+})
+
+describe('error precedence (CONTRACT section 3): 401, 413, 415, 400 path, 404, 403, 400 body, 409', () => {
+  test('401 beats 413, 415, a malformed id, 404, 403 and an invalid body', async () => {
+    const big = 'x'.repeat(LIMIT + 10)
+    expectProblem(await raw('POST', '/api/organizations', { token: 'bad', body: big, headers: { 'content-type': 'application/json' } }), 401)
+    expectProblem(await raw('POST', '/api/organizations', { token: null, body: stream(big), headers: { 'content-type': 'text/plain' } }), 401)
+    expectProblem(await raw('PATCH', '/api/organizations/bad-id', { token: null, body: '{', headers: { 'content-type': 'text/plain' } }), 401)
+    expectProblem(await h.request('PATCH', `/api/organizations/${crypto.randomUUID()}`, { token: h.token(h.vendorId, 'viewer', -5), body: { description: '' } }), 401)
+  })
+
+  test('413 beats 415, a malformed id, 404, 403 and an invalid body', async () => {
+    const big = 'x'.repeat(LIMIT + 10)
+    expectProblem(await raw('POST', '/api/organizations', { body: big, headers: { 'content-type': 'text/plain' } }), 413)
+    expectProblem(await raw('POST', '/api/organizations', { body: stream(big) }), 413)
+    expectProblem(await raw('PATCH', '/api/organizations/bad-id', { body: big, headers: { 'content-type': 'text/plain' } }), 413)
+    expectProblem(await raw('PATCH', `/api/organizations/${other}`, { token: h.token(customer), body: big, headers: { 'content-type': 'application/json' } }), 413)
+    expectProblem(await raw('POST', '/api/organizations', { token: h.token(partner, 'viewer'), body: big, headers: { 'content-type': 'application/json' } }), 413)
+  })
+
+  test('415 beats a malformed id, 404, 403 and an invalid body', async () => {
+    const text = { 'content-type': 'text/plain' }
+    expectProblem(await raw('PATCH', '/api/organizations/bad-id', { body: '{', headers: text }), 415)
+    expectProblem(await raw('PATCH', `/api/organizations/${other}`, { token: h.token(customer), body: '{}', headers: text }), 415)
+    expectProblem(await raw('POST', '/api/organizations', { token: h.token(customer, 'viewer'), body: '{', headers: text }), 415)
+  })
+
+  test('a malformed path id (400) beats 404 and 403', async () => {
+    const viewer = h.token(customer, 'viewer')
+    expectProblem(await h.request('PATCH', '/api/organizations/bad-id', { token: viewer, body: { description: 'x' } }), 400, 'invalid_identifier')
+    expectProblem(await h.request('PATCH', '/api/organizations/bad-id/suspend', { token: viewer }), 400, 'invalid_identifier')
+    expectProblem(await h.request('DELETE', '/api/organizations/bad-id/environments', { token: h.token(partner), body: {} }), 400, 'invalid_identifier')
+  })
+
+  test('404 (out of scope or missing) beats 403 and an invalid body', async () => {
+    const appAdmin = h.token(customer, 'application_admin')
+    const before = (await h.request('GET', `/api/organizations/${other}`)).body.organization
+    for (const id of [other, crypto.randomUUID()]) {
+      expectProblem(await h.request('PATCH', `/api/organizations/${id}`, { token: appAdmin, body: { description: '' } }), 404)
+      expectProblem(await h.request('PATCH', `/api/organizations/${id}`, { token: h.token(customer), body: '{bad' }), 404)
+      expectProblem(await h.request('PATCH', `/api/organizations/${id}/suspend`, { token: appAdmin }), 404)
+      expectProblem(await h.request('PATCH', `/api/organizations/${id}/environments`, { token: appAdmin, body: {} }), 404)
+    }
+    expect((await h.request('GET', `/api/organizations/${other}`)).body.organization).toEqual(before)
+    // A customer not enabled for environments: 404 before the viewer's 403 and the bad body.
+    expectProblem(await h.request('PATCH', `/api/organizations/${other}/environments`, { token: h.token(h.vendorId, 'viewer'), body: {} }), 404)
+  })
+
+  test('403 beats an invalid body and 409', async () => {
+    const viewer = h.token(customer, 'viewer')
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}`, { token: viewer, body: { description: '' } }), 403)
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}`, { token: viewer, body: '{bad' }), 403)
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}/environments`, { token: viewer, body: {} }), 403)
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}/environments`, { token: viewer, body: { environment: 'DEV' } }), 403)
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`, { token: h.token(h.vendorId, 'application_admin') }), 403)
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}/activate`, { token: h.token(customer) }), 403)
+  })
+
+  test('an invalid body (400) beats 409', async () => {
+    // Both keys, one of them an existing environment (that alone would be 409).
+    expectProblem(await h.request('PATCH', `/api/organizations/${customer}/environments`, { body: { environment: 'DEV', default: 'QA' } }), 400)
+    // The default environment as an array (the string alone would be 409).
+    expectProblem(await h.request('DELETE', `/api/organizations/${customer}/environments`, { body: { environment: ['PROD'] } }), 400)
+    expectProblem(await h.request('DELETE', `/api/organizations/${customer}/environments`, { body: { environment: 'PROD' } }), 409)
+  })
+})
+
+describe('/healthz', () => {
+  test('200 {"status":"ok"} with no token', async () => {
+    const res = await h.request('GET', '/healthz', { token: null })
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ status: 'ok' })
+    expect(res.headers.get('content-type')).toStartWith('application/json')
+  })
+})
+
+describe('/openapi.json', () => {
+  const ORGANIZATION_ROUTES: [string, string, boolean][] = [
+    ['get', '/api/organizations', false],
+    ['post', '/api/organizations', true],
+    ['get', '/api/organizations/{organization_id}', false],
+    ['patch', '/api/organizations/{organization_id}', true],
+    ['patch', '/api/organizations/{organization_id}/suspend', false],
+    ['patch', '/api/organizations/{organization_id}/activate', false],
+    ['get', '/api/organizations/{organization_id}/environments', false],
+    ['patch', '/api/organizations/{organization_id}/environments', true],
+    ['delete', '/api/organizations/{organization_id}/environments', true],
+  ]
+
+  let document: any
+  beforeAll(async () => {
+    const res = await h.request('GET', '/openapi.json', { token: null })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('content-type')).toStartWith('application/json')
+    document = res.body
+  })
+
+  test('an OpenAPI 3 document with bearer security and the problem schema', () => {
+    expect(document.openapi).toMatch(/^3\./)
+    expect(typeof document.info.title).toBe('string')
+    expect(typeof document.info.version).toBe('string')
+    expect(document.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer' })
+    expect(document.components.schemas.Problem.required).toEqual(['type', 'title', 'status', 'code', 'detail', 'trace_id'])
+  })
+
+  test('lists every organization route, with its path parameter and, where it takes one, its request schema', () => {
+    for (const [method, path, hasBody] of ORGANIZATION_ROUTES) {
+      const operation = document.paths[path]?.[method]
+      expect({ method, path, present: operation !== undefined }).toEqual({ method, path, present: true })
+      expect(typeof operation.summary).toBe('string')
+      expect(Object.keys(operation.responses)).toContain('default')
+      const params = (operation.parameters ?? []).filter((p: { in: string }) => p.in === 'path').map((p: { name: string }) => p.name)
+      expect(params).toEqual(path.includes('{organization_id}') ? ['organization_id'] : [])
+      if (hasBody) {
+        expect(operation.requestBody.content['application/json'].schema.type).toBe('object')
+      } else {
+        expect(operation.requestBody).toBeUndefined()
+      }
+      // Only /healthz and /openapi.json are public.
+      expect(operation.security).toBeUndefined()
+    }
+    expect(Object.keys(document.paths['/api/organizations/{organization_id}/environments']).sort()).toEqual(['delete', 'get', 'patch'])
+  })
+
+  test('the request schemas are the ones that validate', () => {
+    const body = (method: string, path: string) => document.paths[path][method].requestBody.content['application/json'].schema
+    const create = body('post', '/api/organizations')
+    expect(Object.keys(create.properties).sort()).toEqual(['description', 'parent_id', 'supported_environments'])
+    expect(create.required).toEqual(['description'])
+    expect(create.properties.supported_environments.required.sort()).toEqual(['default', 'supported'])
+    expect(document.paths['/api/organizations'].post.responses['201']).toBeDefined()
+    const update = body('patch', '/api/organizations/{organization_id}')
+    expect(update.required).toEqual(['description'])
+    const change = body('patch', '/api/organizations/{organization_id}/environments')
+    expect(Object.keys(change.properties).sort()).toEqual(['default', 'environment'])
+    const remove = body('delete', '/api/organizations/{organization_id}/environments')
+    expect(remove.required).toEqual(['environment'])
+  })
+
+  test('/healthz and /openapi.json are documented as public', () => {
+    expect(document.paths['/healthz'].get.security).toEqual([])
+    expect(document.paths['/openapi.json'].get.security).toEqual([])
+  })
+})

@@ -1,0 +1,725 @@
+/**
+ * Organizations over HTTP: list, view, create, update, suspend, activate; every role of CONTRACT
+ * section 2's table, scope (404 exactly like a missing id), field sets, formats, section 5 rules.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const SUMMARY_KEYS = ['created', 'description', 'modified', 'organization_id', 'state']
+const FULL_KEYS = ['created', 'description', 'modified', 'organization_id', 'organization_type', 'parent_id', 'state']
+
+type Target = 'V' | 'A' | 'AP' | 'B' | 'BP'
+const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP']
+
+interface Actor {
+  readonly label: string
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+/** Every row of CONTRACT section 2's table: vendor, customer (A) and partner (AP of A), each role. */
+const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+type World = Record<Target, string>
+
+/** The vendor, customer A (enabled for environments) with partner AP, customer B with partner BP. */
+async function world(): Promise<World> {
+  const A = await h.createCustomer('Customer A', { default: 'PROD', supported: 'DEV,PROD' })
+  const AP = await h.createPartner(A, 'Partner of A')
+  const B = await h.createCustomer('Customer B')
+  const BP = await h.createPartner(B, 'Partner of B')
+  return { V: h.vendorId, A, AP, B, BP }
+}
+
+const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
+
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
+
+/** The organization as the vendor sees it (a read that never depends on the record under test). */
+interface Summary {
+  organization_id: string
+  description: string
+  state: string
+  created: string
+  modified: string
+}
+
+async function read(id: string): Promise<Summary> {
+  const res = await h.request('GET', `/api/organizations/${id}`)
+  expect(res.status).toBe(200)
+  return res.body.organization
+}
+
+async function listIds(token?: string): Promise<string[]> {
+  const res = await h.request('GET', '/api/organizations', { token })
+  expect(res.status).toBe(200)
+  return res.body.organizations.map((o: { organization_id: string }) => o.organization_id)
+}
+
+async function setState(id: string, action: 'suspend' | 'activate') {
+  const res = await h.request('PATCH', `/api/organizations/${id}/${action}`)
+  expect(res.status).toBe(200)
+}
+
+// ---------------------------------------------------------------------------------------------
+// reads
+
+describe('GET /api/organizations and /api/organizations/{id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('the vendor is listed first, with organization_type vendor and parent_id null', async () => {
+    const res = await h.request('GET', '/api/organizations')
+    expect(res.status).toBe(200)
+    expect(res.body.organizations[0].organization_id).toBe(h.vendorId)
+    expect(res.body.organizations[0].description).toBe('Vendor')
+    // Its full record, as an update answers it.
+    const update = await h.request('PATCH', `/api/organizations/${h.vendorId}`, { body: { description: 'Vendor' } })
+    expect(update.status).toBe(200)
+    expect(update.body.organization.organization_type).toBe('vendor')
+    expect(update.body.organization.parent_id).toBeNull()
+    expect(Object.keys(update.body.organization).sort()).toEqual(FULL_KEYS)
+  })
+
+  test('list response shape: organizations of summary records and a trace_id', async () => {
+    const res = await h.request('GET', '/api/organizations')
+    expect(Object.keys(res.body).sort()).toEqual(['organizations', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(res.headers.get('content-type')).toStartWith('application/json')
+    for (const org of res.body.organizations) {
+      expect(Object.keys(org).sort()).toEqual(SUMMARY_KEYS)
+      expect(org.organization_id).toMatch(UUID_LOWER)
+      expect(org.created).toMatch(TIMESTAMP)
+      expect(org.modified).toMatch(TIMESTAMP)
+      expect(['active', 'suspended']).toContain(org.state)
+    }
+  })
+
+  test('view response shape: organization summary and a trace_id', async () => {
+    const res = await h.request('GET', `/api/organizations/${w.AP}`)
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['organization', 'trace_id'])
+    expect(Object.keys(res.body.organization).sort()).toEqual(SUMMARY_KEYS)
+    expect(res.body.organization).toMatchObject({ organization_id: w.AP, description: 'Partner of A', state: 'active' })
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  })
+
+  test('identifiers sent in uppercase are answered in lowercase', async () => {
+    const res = await h.request('GET', `/api/organizations/${w.A.toUpperCase()}`)
+    expect(res.status).toBe(200)
+    expect(res.body.organization.organization_id).toBe(w.A)
+  })
+
+  test('a malformed identifier is 400, a well-formed unknown one 404', async () => {
+    expectProblem(await h.request('GET', '/api/organizations/not-a-uuid'), 400)
+    expectProblem(await h.request('GET', `/api/organizations/${w.A}x`), 400)
+    expectProblem(await h.request('GET', `/api/organizations/${crypto.randomUUID()}`), 404, 'not_found')
+  })
+
+  const visible: Record<Actor['org'], Target[]> = { V: TARGETS, A: ['A', 'AP'], AP: ['AP'] }
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}: view reaches ${visible[actor.org].join(', ')}; anything else is 404 like a missing id`, async () => {
+      const token = tokenOf(w, actor)
+      const missing = await h.request('GET', `/api/organizations/${crypto.randomUUID()}`, { token })
+      expectProblem(missing, 404)
+      for (const target of TARGETS) {
+        const res = await h.request('GET', `/api/organizations/${w[target]}`, { token })
+        if (visible[actor.org].includes(target)) {
+          expect({ target, status: res.status }).toEqual({ target, status: 200 })
+          expect(res.body.organization.organization_id).toBe(w[target])
+        } else {
+          expectProblem(res, 404)
+          // Same answer as for a record that does not exist: nothing but the trace id differs.
+          expect({ ...res.body, trace_id: null }).toEqual({ ...missing.body, trace_id: null })
+        }
+      }
+    })
+
+    test(`${actor.label}: list`, async () => {
+      const ids = await listIds(tokenOf(w, actor))
+      if (actor.org === 'V') {
+        // Every organization, in creation order.
+        expect(ids.filter((id) => Object.values(w).includes(id))).toEqual([w.V, w.A, w.AP, w.B, w.BP])
+      } else if (actor.org === 'A') {
+        expect(ids).toEqual([w.A, w.AP])
+      } else {
+        expect(ids).toEqual([w.AP])
+      }
+    })
+  }
+
+  test('a customer lists itself and all its partners, in creation order, and not a later customer', async () => {
+    const C = await h.createCustomer('C')
+    const p1 = await h.createPartner(C, 'p1')
+    await h.createCustomer('D')
+    const p2 = await h.request('POST', '/api/organizations', { token: h.token(C), body: { description: 'p2' } })
+    expect(p2.status).toBe(201)
+    const p3 = await h.createPartner(C, 'p3')
+    expect(await listIds(h.token(C, 'viewer'))).toEqual([C, p1, p2.body.organization.organization_id, p3])
+  })
+})
+
+test('the vendor list on a fresh service is exactly the organizations, in creation order, unmoved by updates', async () => {
+  const fresh = await createHarness()
+  try {
+    const A = await fresh.createCustomer('A')
+    const B = await fresh.createCustomer('B')
+    const AP = await fresh.createPartner(A, 'AP')
+    const BP = await fresh.createPartner(B, 'BP')
+    expect((await fresh.request('PATCH', `/api/organizations/${A}`, { body: { description: 'A2' } })).status).toBe(200)
+    expect((await fresh.request('PATCH', `/api/organizations/${B}/suspend`)).status).toBe(200)
+    const res = await fresh.request('GET', '/api/organizations')
+    expect(res.body.organizations.map((o: { organization_id: string }) => o.organization_id)).toEqual([fresh.vendorId, A, B, AP, BP])
+    expect(res.body.organizations.map((o: { description: string }) => o.description)).toEqual(['Vendor', 'A2', 'B', 'AP', 'BP'])
+    expect(res.body.organizations.map((o: { state: string }) => o.state)).toEqual(['active', 'active', 'suspended', 'active', 'active'])
+  } finally {
+    await fresh.close()
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
+// create
+
+describe('POST /api/organizations', () => {
+  test('vendor creates a customer: 201, full record, active, timestamps equal on creation', async () => {
+    const res = await h.request('POST', '/api/organizations', { body: { description: 'Acme', parent_id: h.vendorId } })
+    expect(res.status).toBe(201)
+    expect(Object.keys(res.body).sort()).toEqual(['organization', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    const org = res.body.organization
+    expect(Object.keys(org).sort()).toEqual(FULL_KEYS)
+    expect(org).toMatchObject({ parent_id: h.vendorId, organization_type: 'customer', description: 'Acme', state: 'active' })
+    expect(org.organization_id).toMatch(UUID_LOWER)
+    expect(org.created).toMatch(TIMESTAMP)
+    expect(org.modified).toBe(org.created)
+    // It is really there.
+    expect(await read(org.organization_id)).toEqual({
+      organization_id: org.organization_id,
+      description: 'Acme',
+      state: 'active',
+      created: org.created,
+      modified: org.modified,
+    })
+  })
+
+  test('vendor creates a partner by naming a customer as parent', async () => {
+    const C = await h.createCustomer('C')
+    const res = await h.request('POST', '/api/organizations', { body: { description: 'P', parent_id: C } })
+    expect(res.status).toBe(201)
+    expect(res.body.organization).toMatchObject({ parent_id: C, organization_type: 'partner', state: 'active' })
+    expect(Object.keys(res.body.organization).sort()).toEqual(FULL_KEYS)
+  })
+
+  test('a parent_id sent in uppercase is answered lowercase', async () => {
+    const res = await h.request('POST', '/api/organizations', { body: { description: 'Up', parent_id: h.vendorId.toUpperCase() } })
+    expect(res.status).toBe(201)
+    expect(res.body.organization.parent_id).toBe(h.vendorId)
+    expect(res.body.organization.organization_type).toBe('customer')
+  })
+
+  test('a customer creates a partner of itself with parent_id omitted or its own id (any case)', async () => {
+    const C = await h.createCustomer('C')
+    const token = h.token(C)
+    for (const body of [{ description: 'p1' }, { description: 'p2', parent_id: C }, { description: 'p3', parent_id: C.toUpperCase() }]) {
+      const res = await h.request('POST', '/api/organizations', { token, body })
+      expect(res.status).toBe(201)
+      expect(res.body.organization).toMatchObject({ parent_id: C, organization_type: 'partner', description: body.description })
+    }
+    expect(await listIds(h.token(C, 'viewer'))).toHaveLength(4)
+  })
+
+  test('supported_environments is echoed uppercase, sorted, deduplicated, only when sent', async () => {
+    const res = await h.request('POST', '/api/organizations', {
+      body: { description: 'Env', parent_id: h.vendorId, supported_environments: { default: 'dev', supported: 'prod,Dev,staging,DEV' } },
+    })
+    expect(res.status).toBe(201)
+    expect(Object.keys(res.body.organization).sort()).toEqual([...FULL_KEYS, 'supported_environments'].sort())
+    expect(res.body.organization.supported_environments).toEqual({ default: 'DEV', supported: 'DEV,PROD,STAGING' })
+    const id = res.body.organization.organization_id
+    // Never on the other outputs.
+    expect(Object.keys(await read(id)).sort()).toEqual(SUMMARY_KEYS)
+    const update = await h.request('PATCH', `/api/organizations/${id}`, { body: { description: 'Env2' } })
+    expect(Object.keys(update.body.organization).sort()).toEqual(FULL_KEYS)
+    const envs = await h.request('GET', `/api/organizations/${id}/environments`)
+    expect(envs.body).toMatchObject({ organization_id: id, default: 'DEV', supported: 'DEV,PROD,STAGING' })
+  })
+
+  test('supported_environments with a single environment', async () => {
+    const res = await h.request('POST', '/api/organizations', {
+      body: { description: 'One', parent_id: h.vendorId, supported_environments: { default: 'Prod', supported: 'prod' } },
+    })
+    expect(res.status).toBe(201)
+    expect(res.body.organization.supported_environments).toEqual({ default: 'PROD', supported: 'PROD' })
+  })
+
+  test('without supported_environments the customer has none and its environment endpoints are 404', async () => {
+    const res = await h.request('POST', '/api/organizations', { body: { description: 'Plain', parent_id: h.vendorId } })
+    expect(res.status).toBe(201)
+    expect(res.body.organization.supported_environments).toBeUndefined()
+    expectProblem(await h.request('GET', `/api/organizations/${res.body.organization.organization_id}/environments`), 404)
+  })
+
+  test('descriptions: 1024 characters accepted; empty, blank and 1025 characters are 400', async () => {
+    const long = 'x'.repeat(1024)
+    const ok = await h.request('POST', '/api/organizations', { body: { description: long, parent_id: h.vendorId } })
+    expect(ok.status).toBe(201)
+    expect(ok.body.organization.description).toBe(long)
+    const before = await listIds()
+    for (const description of ['', '   ', ' \t\n ', 'y'.repeat(1025)]) {
+      const res = await h.request('POST', '/api/organizations', { body: { description, parent_id: h.vendorId } })
+      expectProblem(res, 400)
+      expect(res.body.errors[0].path).toBe('body.description')
+    }
+    expect(await listIds()).toEqual(before)
+  })
+
+  test('missing or mistyped fields are 400 with the field path, and nothing is created', async () => {
+    const before = await listIds()
+    const cases: [unknown, string][] = [
+      [{ parent_id: h.vendorId }, 'body.description'],
+      [{ description: 5, parent_id: h.vendorId }, 'body.description'],
+      [{ description: null, parent_id: h.vendorId }, 'body.description'],
+      [{ description: 'x', parent_id: 'not-a-uuid' }, 'body.parent_id'],
+      [{ description: 'x', parent_id: 42 }, 'body.parent_id'],
+      [{ description: 'x', parent_id: h.vendorId, supported_environments: 'DEV' }, 'body.supported_environments'],
+      [{ description: 'x', parent_id: h.vendorId, supported_environments: { default: 'DEV' } }, 'body.supported_environments.supported'],
+      [{ description: 'x', parent_id: h.vendorId, supported_environments: { supported: 'DEV' } }, 'body.supported_environments.default'],
+    ]
+    for (const [body, path] of cases) {
+      const res = await h.request('POST', '/api/organizations', { body })
+      expectProblem(res, 400, 'validation_failed')
+      expect({ body, paths: res.body.errors.map((e: { path: string }) => e.path) }).toEqual({ body, paths: [path] })
+      expect(typeof res.body.errors[0].message).toBe('string')
+    }
+    expect(await listIds()).toEqual(before)
+  })
+
+  test('a body that is not an object is 400', async () => {
+    for (const body of ['[]', '"text"', '42', 'null', 'true']) {
+      expectProblem(await h.request('POST', '/api/organizations', { body }), 400)
+    }
+  })
+
+  test('bad environment lists are 400: bad names, empty entries, default not in supported', async () => {
+    const before = await listIds()
+    const cases = [
+      { default: 'DEV', supported: '' },
+      { default: 'DEV', supported: 'DEV,,PROD' },
+      { default: 'DEV', supported: 'DEV,PR OD' },
+      { default: 'DEV', supported: 'DEV,PRÖD' },
+      { default: 'DEV', supported: `DEV,${'A'.repeat(33)}` },
+      { default: 'D.V', supported: 'D.V' },
+      { default: '', supported: 'DEV' },
+      { default: 'QA', supported: 'DEV,PROD' },
+      { default: 5, supported: 'DEV' },
+      { default: 'DEV', supported: 5 },
+    ]
+    for (const supported_environments of cases) {
+      const res = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: h.vendorId, supported_environments } })
+      expect({ supported_environments, status: res.status }).toEqual({ supported_environments, status: 400 })
+    }
+    expect(await listIds()).toEqual(before)
+    // 32 characters is the longest name.
+    const max = 'A'.repeat(32)
+    const ok = await h.request('POST', '/api/organizations', {
+      body: { description: 'x', parent_id: h.vendorId, supported_environments: { default: max, supported: `${max},b_-9` } },
+    })
+    expect(ok.status).toBe(201)
+    expect(ok.body.organization.supported_environments).toEqual({ default: max, supported: `${max},B_-9` })
+  })
+
+  describe('parent_id rules (CONTRACT section 5)', () => {
+    let w: World
+    beforeAll(async () => (w = await world()))
+
+    async function rejected(token: string | undefined, body: unknown, status: number, field?: string) {
+      const before = await listIds()
+      const res = await h.request('POST', '/api/organizations', { token, body })
+      expectProblem(res, status)
+      if (field) expect(res.body.errors.map((e: { path: string }) => e.path)).toEqual([`body.${field}`])
+      expect(await listIds()).toEqual(before)
+      return res
+    }
+
+    test('a vendor caller must send parent_id: 400', async () => {
+      await rejected(undefined, { description: 'x' }, 400, 'parent_id')
+    })
+
+    test("a vendor caller naming a partner: 400", async () => {
+      await rejected(undefined, { description: 'x', parent_id: w.AP }, 400, 'parent_id')
+    })
+
+    test('a vendor caller naming an unknown organization: 404', async () => {
+      const res = await rejected(undefined, { description: 'x', parent_id: crypto.randomUUID() }, 404)
+      expect(res.body.code).toBe('not_found')
+    })
+
+    test('a customer caller naming another organization, known or not: 400', async () => {
+      const token = h.token(w.A)
+      for (const parent_id of [w.V, w.B, w.BP, w.AP, crypto.randomUUID()]) {
+        await rejected(token, { description: 'x', parent_id }, 400, 'parent_id')
+      }
+    })
+
+    test('supported_environments on a partner: 400, from the vendor or from a customer', async () => {
+      const supported_environments = { default: 'DEV', supported: 'DEV' }
+      await rejected(undefined, { description: 'x', parent_id: w.A, supported_environments }, 400, 'supported_environments')
+      await rejected(h.token(w.A), { description: 'x', supported_environments }, 400, 'supported_environments')
+      await rejected(h.token(w.A), { description: 'x', parent_id: w.A, supported_environments }, 400, 'supported_environments')
+    })
+
+    test('the vendor may create a partner under a suspended customer; its tokens work once the customer is active', async () => {
+      const C = await h.createCustomer('C')
+      await setState(C, 'suspend')
+      const res = await h.request('POST', '/api/organizations', { body: { description: 'P', parent_id: C } })
+      expect(res.status).toBe(201)
+      const P = res.body.organization.organization_id
+      expect((await h.request('GET', `/api/organizations/${P}`, { token: h.token(P, 'viewer') })).status).toBe(401)
+      await setState(C, 'activate')
+      expect((await h.request('GET', `/api/organizations/${P}`, { token: h.token(P, 'viewer') })).status).toBe(200)
+    })
+
+    test('an unknown parent is 404 even when the rest of the body is invalid too', async () => {
+      await rejected(undefined, { description: '', parent_id: crypto.randomUUID() }, 404)
+    })
+  })
+
+  describe('who may create (CONTRACT section 2)', () => {
+    let w: World
+    beforeAll(async () => (w = await world()))
+
+    // [customer under the vendor, partner of A, partner with parent_id omitted]
+    const expected: Record<string, [number, number, number]> = {
+      'vendor admin': [201, 201, 400],
+      'vendor application_admin': [403, 403, 403],
+      'vendor viewer': [403, 403, 403],
+      'customer admin': [400, 201, 201],
+      'customer application_admin': [403, 403, 403],
+      'customer viewer': [403, 403, 403],
+      'partner admin': [403, 403, 403],
+      'partner application_admin': [403, 403, 403],
+      'partner viewer': [403, 403, 403],
+    }
+
+    for (const actor of ACTORS) {
+      test(`${actor.label}: ${expected[actor.label]!.join(', ')}`, async () => {
+        const token = tokenOf(w, actor)
+        const bodies = [
+          { description: 'new customer', parent_id: w.V },
+          { description: 'new partner', parent_id: w.A },
+          { description: 'new partner' },
+        ]
+        for (const [i, body] of bodies.entries()) {
+          const before = await listIds()
+          const res = await h.request('POST', '/api/organizations', { token, body })
+          const want = expected[actor.label]![i]!
+          expect({ body, status: res.status }).toEqual({ body, status: want })
+          if (want === 201) {
+            expect(res.body.organization.organization_type).toBe(i === 0 ? 'customer' : 'partner')
+            expect(res.body.organization.parent_id).toBe(i === 0 ? w.V : w.A)
+            expect(await listIds()).toEqual([...before, res.body.organization.organization_id])
+          } else {
+            expectProblem(res, want)
+            expect(await listIds()).toEqual(before)
+          }
+        }
+      })
+    }
+
+    test('a role that may not create is 403 even with an invalid body', async () => {
+      for (const token of [h.token(w.V, 'viewer'), h.token(w.A, 'application_admin'), h.token(w.AP, 'admin')]) {
+        expectProblem(await h.request('POST', '/api/organizations', { token, body: '{not json' }), 403, 'forbidden')
+        expectProblem(await h.request('POST', '/api/organizations', { token, body: { description: '' } }), 403, 'forbidden')
+        expectProblem(await h.request('POST', '/api/organizations', { token }), 403, 'forbidden')
+      }
+    })
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// update
+
+describe('PATCH /api/organizations/{id}', () => {
+  test('updates the description; modified strictly increases, created stays; full shape', async () => {
+    const C = await h.createCustomer('Old')
+    const before = await read(C)
+    const first = await h.request('PATCH', `/api/organizations/${C.toUpperCase()}`, { body: { description: 'New' } })
+    expect(first.status).toBe(200)
+    expect(Object.keys(first.body).sort()).toEqual(['organization', 'trace_id'])
+    expect(Object.keys(first.body.organization).sort()).toEqual(FULL_KEYS)
+    expect(first.body.organization).toMatchObject({
+      organization_id: C,
+      parent_id: h.vendorId,
+      organization_type: 'customer',
+      description: 'New',
+      state: 'active',
+      created: before.created,
+    })
+    expect(first.body.organization.modified > before.modified).toBe(true)
+    // The same description again is still an update.
+    const second = await h.request('PATCH', `/api/organizations/${C}`, { body: { description: 'New' } })
+    expect(second.status).toBe(200)
+    expect(second.body.organization.modified > first.body.organization.modified).toBe(true)
+    expect(second.body.organization.created).toBe(before.created)
+    expect(await read(C)).toMatchObject({ description: 'New', modified: second.body.organization.modified })
+  })
+
+  test('a partner answers with its own type and parent', async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    const res = await h.request('PATCH', `/api/organizations/${P}`, { token: h.token(C), body: { description: 'P2' } })
+    expect(res.status).toBe(200)
+    expect(res.body.organization).toMatchObject({ organization_id: P, parent_id: C, organization_type: 'partner', description: 'P2' })
+  })
+
+  test('description rules: 1024 ok; empty, blank, 1025, missing, mistyped, no body are 400 and change nothing', async () => {
+    const C = await h.createCustomer('Keep')
+    const ok = await h.request('PATCH', `/api/organizations/${C}`, { body: { description: 'z'.repeat(1024) } })
+    expect(ok.status).toBe(200)
+    const before = await read(C)
+    for (const body of [{ description: '' }, { description: '  ' }, { description: 'z'.repeat(1025) }, {}, { description: 7 }, undefined, '{"description":']) {
+      const res = await h.request('PATCH', `/api/organizations/${C}`, { body })
+      expect({ body, status: res.status }).toEqual({ body, status: 400 })
+      expectProblem(res, 400)
+    }
+    expect(await read(C)).toEqual(before)
+  })
+
+  test('unknown id 404, malformed id 400', async () => {
+    expectProblem(await h.request('PATCH', `/api/organizations/${crypto.randomUUID()}`, { body: { description: 'x' } }), 404)
+    expectProblem(await h.request('PATCH', '/api/organizations/123', { body: { description: 'x' } }), 400)
+  })
+
+  const expected: Record<string, Record<Target, number>> = {
+    'vendor admin': { V: 200, A: 200, AP: 200, B: 200, BP: 200 },
+    'vendor application_admin': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'vendor viewer': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'customer admin': { V: 404, A: 200, AP: 200, B: 404, BP: 404 },
+    'customer application_admin': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'customer viewer': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'partner admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner application_admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner viewer': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+  }
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}: ${JSON.stringify(expected[actor.label])}`, async () => {
+      const w = await world()
+      const token = tokenOf(w, actor)
+      for (const target of TARGETS) {
+        const before = await read(w[target])
+        const description = `by ${actor.label}`
+        const res = await h.request('PATCH', `/api/organizations/${w[target]}`, { token, body: { description } })
+        const want = expected[actor.label]![target]
+        expect({ target, status: res.status }).toEqual({ target, status: want })
+        if (want === 200) {
+          expect(res.body.organization.description).toBe(description)
+          expect(await read(w[target])).toMatchObject({ description, created: before.created, modified: res.body.organization.modified })
+          // Restore the vendor's name for the other tests.
+          if (target === 'V') await h.request('PATCH', `/api/organizations/${w.V}`, { body: { description: 'Vendor' } })
+        } else {
+          expectProblem(res, want)
+          expect(await read(w[target])).toEqual(before)
+          // Scope before role and body: an invalid body does not change the answer.
+          const invalid = await h.request('PATCH', `/api/organizations/${w[target]}`, { token, body: { description: '' } })
+          expectProblem(invalid, want)
+        }
+      }
+    })
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
+// suspend and activate
+
+describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
+  test('suspend then activate: state, full shape, modified strictly increasing, created kept', async () => {
+    const C = await h.createCustomer('C')
+    const before = await read(C)
+    const suspended = await h.request('PATCH', `/api/organizations/${C.toUpperCase()}/suspend`)
+    expect(suspended.status).toBe(200)
+    expect(Object.keys(suspended.body).sort()).toEqual(['organization', 'trace_id'])
+    expect(Object.keys(suspended.body.organization).sort()).toEqual(FULL_KEYS)
+    expect(suspended.body.organization).toMatchObject({
+      organization_id: C,
+      parent_id: h.vendorId,
+      organization_type: 'customer',
+      state: 'suspended',
+      created: before.created,
+    })
+    expect(suspended.body.organization.modified > before.modified).toBe(true)
+    expect(await read(C)).toMatchObject({ state: 'suspended', modified: suspended.body.organization.modified })
+
+    const activated = await h.request('PATCH', `/api/organizations/${C}/activate`)
+    expect(activated.status).toBe(200)
+    expect(activated.body.organization).toMatchObject({ organization_id: C, state: 'active', created: before.created })
+    expect(activated.body.organization.modified > suspended.body.organization.modified).toBe(true)
+    expect(await read(C)).toMatchObject({ state: 'active', modified: activated.body.organization.modified })
+  })
+
+  test('no-op transitions are 409 and change nothing', async () => {
+    const C = await h.createCustomer('C')
+    const active = await read(C)
+    expectProblem(await h.request('PATCH', `/api/organizations/${C}/activate`), 409)
+    expect(await read(C)).toEqual(active)
+    await setState(C, 'suspend')
+    const suspended = await read(C)
+    expectProblem(await h.request('PATCH', `/api/organizations/${C}/suspend`), 409)
+    expect(await read(C)).toEqual(suspended)
+  })
+
+  test('the vendor can be neither suspended nor activated: 409', async () => {
+    const before = await read(h.vendorId)
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`), 409)
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/activate`), 409)
+    expect(await read(h.vendorId)).toEqual(before)
+    expect((await h.request('GET', '/api/organizations')).status).toBe(200)
+  })
+
+  test('unknown id 404, malformed id 400; a body is ignored', async () => {
+    expectProblem(await h.request('PATCH', `/api/organizations/${crypto.randomUUID()}/suspend`), 404)
+    expectProblem(await h.request('PATCH', `/api/organizations/${crypto.randomUUID()}/activate`), 404)
+    expectProblem(await h.request('PATCH', '/api/organizations/zzz/suspend'), 400)
+    expectProblem(await h.request('PATCH', '/api/organizations/zzz/activate'), 400)
+    const C = await h.createCustomer('C')
+    const res = await h.request('PATCH', `/api/organizations/${C}/suspend`, { body: { state: 'active', description: 'ignored' } })
+    expect(res.status).toBe(200)
+    expect(res.body.organization).toMatchObject({ state: 'suspended', description: 'C' })
+  })
+
+  test('a body that is not JSON is 400 (after scope and role) and changes nothing', async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    const before = await read(P)
+    for (const action of ['suspend', 'activate']) {
+      expectProblem(await h.request('PATCH', `/api/organizations/${P}/${action}`, { body: '{nope' }), 400, 'invalid_json')
+      expectProblem(await h.request('PATCH', `/api/organizations/${P}/${action}`, { token: h.token(C, 'viewer'), body: '{nope' }), 403)
+      expectProblem(await h.request('PATCH', `/api/organizations/${P}/${action}`, { token: h.token(h.vendorId, 'viewer'), body: '{nope' }), 403)
+      const other = await h.createCustomer('Other')
+      expectProblem(await h.request('PATCH', `/api/organizations/${P}/${action}`, { token: h.token(other), body: '{nope' }), 404)
+    }
+    expect(await read(P)).toEqual(before)
+  })
+
+  test('two concurrent suspensions: one 200, one 409', async () => {
+    const C = await h.createCustomer('C')
+    const results = await Promise.all([1, 2].map(() => h.request('PATCH', `/api/organizations/${C}/suspend`)))
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409])
+    expect((await read(C)).state).toBe('suspended')
+  })
+
+  test('concurrent updates each move modified; the last one answered is what is stored', async () => {
+    const C = await h.createCustomer('C')
+    const results = await Promise.all(['one', 'two', 'three'].map((description) => h.request('PATCH', `/api/organizations/${C}`, { body: { description } })))
+    const modified = results.map((r) => r.body.organization.modified as string)
+    expect(new Set(modified).size).toBe(3)
+    const latest = results.reduce((a, b) => (a.body.organization.modified > b.body.organization.modified ? a : b))
+    expect(await read(C)).toMatchObject({ description: latest.body.organization.description, modified: latest.body.organization.modified })
+  })
+
+  test('a suspended organization is still read and updated by those in scope', async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    await setState(P, 'suspend')
+    const res = await h.request('GET', `/api/organizations/${P}`, { token: h.token(C, 'viewer') })
+    expect(res.status).toBe(200)
+    expect(res.body.organization.state).toBe('suspended')
+    const update = await h.request('PATCH', `/api/organizations/${P}`, { token: h.token(C), body: { description: 'still mine' } })
+    expect(update.status).toBe(200)
+    expect(update.body.organization).toMatchObject({ state: 'suspended', description: 'still mine' })
+  })
+
+  const suspendExpected: Record<string, Record<Target, number>> = {
+    'vendor admin': { V: 409, A: 200, AP: 200, B: 200, BP: 200 },
+    'vendor application_admin': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'vendor viewer': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'customer admin': { V: 404, A: 403, AP: 200, B: 404, BP: 404 },
+    'customer application_admin': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'customer viewer': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'partner admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner application_admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner viewer': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+  }
+
+  for (const actor of ACTORS) {
+    test(`suspend by ${actor.label}: ${JSON.stringify(suspendExpected[actor.label])}`, async () => {
+      const w = await world()
+      const token = tokenOf(w, actor)
+      for (const target of TARGETS) {
+        const before = await read(w[target])
+        const res = await h.request('PATCH', `/api/organizations/${w[target]}/suspend`, { token })
+        const want = suspendExpected[actor.label]![target]
+        expect({ target, status: res.status }).toEqual({ target, status: want })
+        if (want === 200) {
+          expect(res.body.organization.state).toBe('suspended')
+          expect(await read(w[target])).toMatchObject({ state: 'suspended', created: before.created })
+        } else {
+          expectProblem(res, want)
+          expect(await read(w[target])).toEqual(before)
+        }
+      }
+    })
+  }
+
+  const activateExpected: Record<string, Record<Target, number>> = {
+    'vendor admin': { V: 409, A: 200, AP: 200, B: 200, BP: 200 },
+    'vendor application_admin': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'vendor viewer': { V: 403, A: 403, AP: 403, B: 403, BP: 403 },
+    'customer admin': { V: 404, A: 403, AP: 200, B: 404, BP: 404 },
+    'customer application_admin': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'customer viewer': { V: 404, A: 403, AP: 403, B: 404, BP: 404 },
+    'partner admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner application_admin': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+    'partner viewer': { V: 404, A: 404, AP: 403, B: 404, BP: 404 },
+  }
+
+  for (const actor of ACTORS) {
+    test(`activate by ${actor.label}: ${JSON.stringify(activateExpected[actor.label])}`, async () => {
+      const w = await world()
+      // Everything the caller's own token does not depend on starts suspended.
+      const suspend: Target[] = actor.org === 'V' ? ['A', 'AP', 'B', 'BP'] : actor.org === 'A' ? ['AP', 'B', 'BP'] : ['B', 'BP']
+      for (const target of suspend) await setState(w[target], 'suspend')
+      const token = tokenOf(w, actor)
+      for (const target of TARGETS) {
+        const before = await read(w[target])
+        const res = await h.request('PATCH', `/api/organizations/${w[target]}/activate`, { token })
+        const want = activateExpected[actor.label]![target]
+        expect({ target, status: res.status }).toEqual({ target, status: want })
+        if (want === 200) {
+          expect(res.body.organization.state).toBe('active')
+          expect(res.body.organization.modified > before.modified).toBe(true)
+          expect(await read(w[target])).toMatchObject({ state: 'active', created: before.created })
+        } else {
+          expectProblem(res, want)
+          expect(await read(w[target])).toEqual(before)
+        }
+      }
+    })
+  }
+})

@@ -1,0 +1,428 @@
+/**
+ * The real CLI as a process (CONTRACT sections 1 and 7): exit codes, what goes to stdout and
+ * stderr, start-up on an empty dir, the data dir lock, crash safety, graceful stop, refusing damage.
+ * Servers bind `--port 0`; readiness is the "listening on http://host:PORT" line on stderr.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import type { Subprocess } from 'bun'
+import { tempDir } from '../support/harness.ts'
+import { listSegments } from '../../src/store/wal.ts'
+import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
+import { readSnapshot } from '../../src/store/snapshot-file.ts'
+import pkg from '../../package.json'
+
+setDefaultTimeout(15000)
+
+const ROOT = resolve(import.meta.dir, '../..')
+/** Bounds every wait for a process; generous, only reached when something is broken. */
+const DEADLINE_MS = 10000
+
+/** The environment without KEYWARD_* settings, so the developer's own cannot leak into a test. */
+const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KEYWARD_'))) as Record<string, string>
+
+const dirs: string[] = []
+const servers: Server[] = []
+
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.proc.kill('SIGKILL')
+    await server.proc.exited
+  }
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A data dir path inside a fresh temp dir; the CLI creates the data dir itself. */
+function newDataDir(): string {
+  const parent = tempDir('keyward-cli-')
+  dirs.push(parent)
+  return join(parent, 'data')
+}
+
+interface Result {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+async function keyward(args: string[], env: Record<string, string> = {}): Promise<Result> {
+  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv, ...env },
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  return { code, stdout, stderr }
+}
+
+/** Reads a stream into `sink.text` as it arrives. */
+function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }): Promise<void> {
+  return (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) sink.text += decoder.decode(chunk, { stream: true })
+  })()
+}
+
+/** Polls `condition` until it holds, the deadline passes (throws), or `proc` exits (throws). */
+async function waitFor(what: string, condition: () => boolean, proc?: Subprocess): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS
+  while (!condition()) {
+    if (proc?.exitCode !== null && proc?.exitCode !== undefined) throw new Error(`process exited (${proc.exitCode}) while waiting for ${what}`)
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(10)
+  }
+}
+
+interface Server {
+  readonly proc: Subprocess<'ignore', 'pipe', 'pipe'>
+  readonly url: string
+  readonly stdout: { text: string }
+  readonly stderr: { text: string }
+  /** Resolves once both streams are drained (the process has exited). */
+  readonly drained: Promise<unknown>
+}
+
+async function startServer(data: string): Promise<Server> {
+  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', 'serve', '--data', data, '--port', '0'], {
+    cwd: ROOT,
+    env: baseEnv,
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const stdout = { text: '' }
+  const stderr = { text: '' }
+  const drained = Promise.all([collect(proc.stdout, stdout), collect(proc.stderr, stderr)])
+  const server = { proc, stdout, stderr, drained, url: '' }
+  servers.push(server)
+  const listening = /listening on (http:\/\/127\.0\.0\.1:(\d+))/
+  try {
+    await waitFor('the listening line', () => listening.test(stderr.text), proc)
+  } catch (error) {
+    await drained
+    throw new Error(`${(error as Error).message}; stderr:\n${stderr.text}`)
+  }
+  const [, url, port] = listening.exec(stderr.text)!
+  expect(Number(port)).toBeGreaterThan(0)
+  return { ...server, url: url! }
+}
+
+/** Sends `signal` (unless null: already sent) and waits for the exit code and all output. */
+async function stop(server: Server, signal: 'SIGTERM' | 'SIGINT' | 'SIGKILL' | null): Promise<number> {
+  if (signal) server.proc.kill(signal)
+  const code = await server.proc.exited
+  await server.drained
+  servers.splice(servers.indexOf(server), 1)
+  return signal === 'SIGKILL' ? (server.proc.signalCode === 'SIGKILL' ? -9 : code) : code
+}
+
+async function api(server: Server, method: string, path: string, token: string, body?: unknown) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, any> }
+}
+
+function parseInitLine(stdout: string): { organization_id: string; token: string } {
+  const lines = stdout.split('\n').filter(Boolean)
+  expect(lines).toHaveLength(1)
+  const parsed = JSON.parse(lines[0]!)
+  expect(Object.keys(parsed).sort()).toEqual(['organization_id', 'token'])
+  expect(parsed.organization_id).toMatch(/^[0-9a-f-]{36}$/)
+  expect(typeof parsed.token).toBe('string')
+  return parsed
+}
+
+async function init(data: string): Promise<{ organization_id: string; token: string }> {
+  const result = await keyward(['init', '--data', data])
+  expect(result.code).toBe(0)
+  return parseInitLine(result.stdout)
+}
+
+describe('usage', () => {
+  test('--help prints the usage on stdout, exit 0', async () => {
+    const result = await keyward(['--help'])
+    expect(result).toMatchObject({ code: 0, stderr: '' })
+    expect(result.stdout).toContain('Usage:')
+    for (const command of ['serve', 'init', 'issue-token']) expect(result.stdout).toContain(`keyward ${command}`)
+  })
+
+  for (const command of ['serve', 'init', 'issue-token']) {
+    test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
+      const data = newDataDir()
+      const result = await keyward([command, '--data', data, '--help'])
+      expect(result).toMatchObject({ code: 0, stderr: '' })
+      expect(result.stdout).toContain(`Usage: keyward ${command}`)
+      expect(result.stdout).toContain('--data DIR')
+      expect(existsSync(data)).toBe(false)
+    })
+  }
+
+  test('--version prints the version, exit 0', async () => {
+    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `${pkg.version}\n`, stderr: '' })
+  })
+
+  const misuse: [string, string[], RegExp][] = [
+    ['an unknown command', ['frobnicate'], /unknown command 'frobnicate'/],
+    ['no command', [], /no command/],
+    ['an unknown flag', ['init', '--frobnicate'], /frobnicate/],
+    ['a positional argument', ['serve', 'extra'], /extra/],
+    ['a flag without its value', ['serve', '--port'], /port/],
+    ['a bad port', ['serve', '--port', 'http'], /invalid port/],
+  ]
+  for (const [name, args, message] of misuse) {
+    test(`${name}: usage on stderr, nothing on stdout, exit 2`, async () => {
+      const data = newDataDir()
+      const result = await keyward(args.length > 0 ? [...args, '--data', data] : [])
+      expect(result.code).toBe(2)
+      expect(result.stdout).toBe('')
+      expect(result.stderr).toMatch(message)
+      expect(result.stderr).toContain('Usage:')
+      expect(existsSync(data)).toBe(false)
+    })
+  }
+})
+
+describe('init', () => {
+  test('prints one JSON line, creates a private data dir; a second init fails with exit 1', async () => {
+    const data = newDataDir()
+    const first = await keyward(['init', '--data', data, '--vendor-description', 'Acme'])
+    expect(first.code).toBe(0)
+    parseInitLine(first.stdout)
+    expect(statSync(data).mode & 0o777).toBe(0o700)
+    expect(statSync(join(data, 'secret')).mode & 0o777).toBe(0o600)
+    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+
+    const second = await keyward(['init', '--data', data])
+    expect(second.code).toBe(1)
+    expect(second.stdout).toBe('')
+    expect(second.stderr).toContain('already initialised')
+    expect(second.stderr).toContain(data)
+  })
+
+  test('KEYWARD_DATA chooses the data dir', async () => {
+    const data = newDataDir()
+    const result = await keyward(['init'], { KEYWARD_DATA: data })
+    expect(result.code).toBe(0)
+    expect(existsSync(join(data, 'secret'))).toBe(true)
+  })
+})
+
+describe('serve', () => {
+  test('on an empty dir it initialises and prints the JSON line once; not on the next start', async () => {
+    const data = newDataDir()
+    const server = await startServer(data)
+    await waitFor('the init line', () => server.stdout.text.includes('\n'), server.proc)
+    const { organization_id: vendorId, token } = parseInitLine(server.stdout.text)
+    const health = await fetch(`${server.url}/healthz`)
+    expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }])
+    const own = await api(server, 'GET', `/api/organizations/${vendorId}`, token)
+    expect(own.status).toBe(200)
+    expect(own.body.organization.organization_id).toBe(vendorId)
+    expect(await stop(server, 'SIGTERM')).toBe(0)
+    parseInitLine(server.stdout.text) // still exactly one line
+
+    const again = await startServer(data)
+    expect((await api(again, 'GET', `/api/organizations/${vendorId}`, token)).status).toBe(200)
+    expect(await stop(again, 'SIGTERM')).toBe(0)
+    expect(again.stdout.text).toBe('')
+  })
+
+  test('SIGTERM and SIGINT: exit 0, a snapshot holding everything, the lock released', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const server = await startServer(data)
+      const created = await api(server, 'POST', '/api/organizations', token, { description: `via ${signal}`, parent_id: vendorId })
+      expect(created.status).toBe(201)
+      expect(await stop(server, signal)).toBe(0)
+      expect(server.stderr.text).toContain('stopped')
+      expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+      const snapshot = (await readSnapshot(join(data, 'snapshot.json')))!
+      const ids = (snapshot.tables.organizations as { organization_id: string }[]).map((o) => o.organization_id)
+      expect(ids).toContain(created.body.organization.organization_id)
+      expect(statSync(join(data, 'snapshot.json')).mode & 0o777).toBe(0o600)
+    }
+  })
+
+  test('SIGTERM with writes in flight: exit 0, and every acknowledged write survives', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    const server = await startServer(data)
+    let answered!: () => void
+    const firstAnswer = new Promise<void>((resolve) => (answered = resolve))
+    const posts = Array.from({ length: 40 }, (_, i) =>
+      api(server, 'POST', '/api/organizations', token, { description: `in flight ${i}`, parent_id: vendorId }).finally(() => answered()),
+    )
+    await firstAnswer
+    server.proc.kill('SIGTERM')
+    const results = await Promise.allSettled(posts)
+    expect(await stop(server, null)).toBe(0)
+    const acknowledged = results.flatMap((r) => (r.status === 'fulfilled' && r.value.status === 201 ? [r.value.body.organization.organization_id as string] : []))
+    expect(acknowledged.length).toBeGreaterThan(0)
+    // Anything else was refused or cut off, never answered with another status.
+    for (const r of results) if (r.status === 'fulfilled') expect(r.value.status).toBe(201)
+
+    const restarted = await startServer(data)
+    const listed = (await api(restarted, 'GET', '/api/organizations', token)).body.organizations.map((o: { organization_id: string }) => o.organization_id)
+    for (const id of acknowledged) expect(listed).toContain(id)
+    expect(await stop(restarted, 'SIGTERM')).toBe(0)
+  })
+
+  test('a repeated SIGTERM during shutdown does not cut it short', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    const server = await startServer(data)
+    const posts = Array.from({ length: 20 }, (_, i) => api(server, 'POST', '/api/organizations', token, { description: `o${i}`, parent_id: vendorId }))
+    await posts[0]
+    server.proc.kill('SIGTERM')
+    await waitFor('the shutdown to begin', () => server.stderr.text.includes('finishing requests'), server.proc)
+    server.proc.kill('SIGTERM')
+    server.proc.kill('SIGINT')
+    await Promise.allSettled(posts)
+    expect(await stop(server, null)).toBe(0)
+    expect(server.stderr.text).toContain('stopped')
+    expect(existsSync(join(data, 'snapshot.json'))).toBe(true)
+  })
+
+  test('a second serve on the same dir exits 1 at once; the first keeps serving', async () => {
+    const data = newDataDir()
+    const first = await startServer(data)
+    const second = await keyward(['serve', '--data', data, '--port', '0'])
+    expect(second.code).toBe(1)
+    expect(second.stdout).toBe('')
+    expect(second.stderr).toContain('already in use')
+    expect(second.stderr).toContain(String(first.proc.pid))
+    expect((await fetch(`${first.url}/healthz`)).status).toBe(200)
+    expect(existsSync(join(data, 'serve.lock'))).toBe(true) // the loser did not remove the winner's lock
+    expect(await stop(first, 'SIGTERM')).toBe(0)
+  })
+
+  test('a port already taken: exit 1 with a message, and the data dir is left unlocked', async () => {
+    const data = newDataDir()
+    await init(data)
+    const blocker = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('') })
+    try {
+      const result = await keyward(['serve', '--data', data, '--port', String(blocker.port)])
+      expect(result.code).toBe(1)
+      expect(result.stderr).toContain(String(blocker.port))
+      expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+    } finally {
+      blocker.stop(true)
+    }
+  })
+
+  test('kill -9 after acknowledged writes: a restart (past the stale lock) has them all', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    const server = await startServer(data)
+    const created = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => api(server, 'POST', '/api/organizations', token, { description: `customer ${i}`, parent_id: vendorId })),
+    )
+    for (const response of created) expect(response.status).toBe(201)
+    const ids = created.map((r) => r.body.organization.organization_id as string)
+    // An update acknowledged just before the kill.
+    expect((await api(server, 'PATCH', `/api/organizations/${ids[0]}`, token, { description: 'renamed' })).status).toBe(200)
+    expect(await stop(server, 'SIGKILL')).toBe(-9)
+    expect(readFileSync(join(data, 'serve.lock'), 'utf8').trim()).toBe(String(server.proc.pid))
+
+    const restarted = await startServer(data)
+    const list = await api(restarted, 'GET', '/api/organizations', token)
+    expect(list.status).toBe(200)
+    const listed = (list.body.organizations as { organization_id: string; description: string }[]).map((o) => o.organization_id)
+    for (const id of ids) expect(listed).toContain(id)
+    expect((await api(restarted, 'GET', `/api/organizations/${ids[0]}`, token)).body.organization.description).toBe('renamed')
+    expect(restarted.stdout.text).toBe('') // not initialised a second time
+    expect(await stop(restarted, 'SIGTERM')).toBe(0)
+  })
+
+  test('a damaged log: exit 1 with a message naming the file and offset; nothing repaired', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    const server = await startServer(data)
+    for (let i = 0; i < 4; i++) {
+      expect((await api(server, 'POST', '/api/organizations', token, { description: `c${i}`, parent_id: vendorId })).status).toBe(201)
+    }
+    await stop(server, 'SIGKILL')
+
+    const segments = await listSegments(data)
+    const segment = segments[segments.length - 1]!.path
+    const bytes = readFileSync(segment)
+    const { payloads } = scanLog(bytes, segment)
+    expect(payloads.length).toBeGreaterThanOrEqual(3)
+    const second = LOG_HEADER_BYTES + payloads[0]!.length // where the second record starts
+    const at = second + LOG_HEADER_BYTES + 10
+    bytes[at] = bytes[at]! ^ 0x20
+    writeFileSync(segment, bytes)
+
+    const result = await keyward(['serve', '--data', data, '--port', '0'])
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toContain(segment)
+    expect(result.stderr).toContain(`offset ${second}`)
+    expect(result.stderr).not.toContain('listening')
+    expect(readFileSync(segment)).toEqual(bytes)
+    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+  })
+})
+
+describe('issue-token', () => {
+  test('beside a running server: one token on stdout, accepted by the server', async () => {
+    const data = newDataDir()
+    const server = await startServer(data)
+    await waitFor('the init line', () => server.stdout.text.includes('\n'), server.proc)
+    const { organization_id: vendorId, token: admin } = parseInitLine(server.stdout.text)
+    const customer = await api(server, 'POST', '/api/organizations', admin, { description: 'Customer', parent_id: vendorId })
+    expect(customer.status).toBe(201)
+    const customerId = customer.body.organization.organization_id as string
+
+    for (const [org, role] of [
+      [customerId, 'viewer'],
+      [vendorId, 'administrator'],
+      [customerId.toUpperCase(), 'application_admin'],
+    ] as const) {
+      const result = await keyward(['issue-token', '--data', data, '--org', org, '--role', role, '--ttl', '30m'])
+      expect(result.code).toBe(0)
+      expect(result.stderr).toBe('')
+      expect(result.stdout).toMatch(/^\S+\n$/)
+      const token = result.stdout.trim()
+      const seen = await api(server, 'GET', `/api/organizations/${org.toLowerCase()}`, token)
+      expect(seen.status).toBe(200)
+    }
+    expect(await stop(server, 'SIGTERM')).toBe(0)
+  })
+
+  const refusals: [string, (org: string) => string[], RegExp][] = [
+    ['an unknown organization', () => ['--org', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /unknown organization/],
+    ['an unknown role', (org) => ['--org', org, '--role', 'root'], /unknown role 'root'/],
+    ['a missing --org', () => ['--role', 'admin'], /--org is required/],
+    ['a missing --role', (org) => ['--org', org], /--role is required/],
+    ['a bad --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '10 days'], /invalid --ttl/],
+    ['a --ttl without a unit', (org) => ['--org', org, '--role', 'admin', '--ttl', '90'], /invalid --ttl/],
+    ['a zero --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '0d'], /invalid --ttl/],
+  ]
+  test('refusals: message on stderr, nothing on stdout, exit 2', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = await init(data)
+    await Promise.all(
+      refusals.map(async ([name, args, message]) => {
+        const result = await keyward(['issue-token', '--data', data, ...args(vendorId)])
+        expect([name, result.code, result.stdout]).toEqual([name, 2, ''])
+        expect(result.stderr).toMatch(message)
+      }),
+    )
+  })
+
+  test('an uninitialised data dir: exit 1 with a message', async () => {
+    const data = newDataDir()
+    const result = await keyward(['issue-token', '--data', data, '--org', 'x', '--role', 'admin'])
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toContain('not initialised')
+  })
+})
