@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import { notFound } from '../../http/errors'
-import { parseBody } from '../../http/body'
+import { ignoreBody, parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
 import {
@@ -61,18 +61,20 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:organization_id/suspend',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const org = findOrganization(tables, principal, params.organization_id)
         authorize(may.changeOrganizationState(principal, org), 'suspend this organization')
+        ignoreBody(body)
         return { organization: organizationFull(await service.setState(org, 'suspended')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
     )
     .patch(
       '/:organization_id/activate',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const org = findOrganization(tables, principal, params.organization_id)
         authorize(may.changeOrganizationState(principal, org), 'activate this organization')
+        ignoreBody(body)
         return { organization: organizationFull(await service.setState(org, 'active')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },

@@ -27,7 +27,9 @@ export class OrganizationService {
       const parent = this.parentFor(p, input.parent_id)
       const type = parent.organization_type === 'vendor' ? 'customer' : 'partner'
       if (type === 'partner' && input.supported_environments) {
-        throw badRequest('environments_not_allowed', 'supported_environments can only be given to a customer.')
+        throw badRequest('environments_not_allowed', 'supported_environments can only be given to a customer.', [
+          { path: 'body.supported_environments', message: 'Only a customer can be enabled for virtual environments' },
+        ])
       }
       const now = nowMicros()
       const envs = input.supported_environments
@@ -48,14 +50,24 @@ export class OrganizationService {
     const organizations = this.store.tables.organizations
     if (p.organization.organization_type === 'customer') {
       if (parentId !== undefined && parentId !== p.organization.organization_id) {
-        throw badRequest('invalid_parent', 'A customer creates partners of itself: leave parent_id out or send your own id.')
+        throw badRequest('invalid_parent', 'A customer creates partners of itself: leave parent_id out or send your own id.', [
+          { path: 'body.parent_id', message: "Must be omitted or the caller's own organization_id" },
+        ])
       }
       return p.organization
     }
-    if (parentId === undefined) throw badRequest('parent_required', 'parent_id is required: the vendor id for a customer, a customer id for a partner.')
+    if (parentId === undefined) {
+      throw badRequest('parent_required', 'parent_id is required: the vendor id for a customer, a customer id for a partner.', [
+        { path: 'body.parent_id', message: 'Required' },
+      ])
+    }
     const parent = organizations.get(parentId)
     if (!parent) throw notFound('Parent organization')
-    if (parent.organization_type === 'partner') throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.')
+    if (parent.organization_type === 'partner') {
+      throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.', [
+        { path: 'body.parent_id', message: 'Must be the vendor or a customer' },
+      ])
+    }
     return parent
   }
 
