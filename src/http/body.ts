@@ -80,8 +80,17 @@ export function ignoreBody(body: RequestBody | undefined): void {
   if (body?.kind === 'invalid') throw badRequest('invalid_json', body.reason)
 }
 
-/** Query parameters validated against `schema`. */
-export function parseQuery<S extends v.GenericSchema>(schema: S, query: unknown): v.InferOutput<S> {
+/**
+ * The request's query validated against `schema`. A repeated parameter arrives as an array (the
+ * framework's parsed `query` keeps only its last value, which would silently drop filters); the
+ * schema decides whether a parameter may repeat.
+ */
+export function parseQuery<S extends v.GenericSchema>(schema: S, request: Request): v.InferOutput<S> {
+  const query: Record<string, string | string[]> = {}
+  for (const [key, value] of new URL(request.url).searchParams) {
+    const seen = query[key]
+    query[key] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value]
+  }
   return validate(schema, query, 'query')
 }
 

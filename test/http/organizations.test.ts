@@ -723,3 +723,25 @@ describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
     })
   }
 })
+
+describe('POST /api/organizations: a named parent that does not exist', () => {
+  // CONTRACT section 3: 404 outranks 403 and the body's other faults, also for a record the body names.
+  for (const role of ['application_admin', 'viewer'] as Role[]) {
+    test(`is 404 for a vendor ${role}, not 403`, async () => {
+      const res = await h.request('POST', '/api/organizations', {
+        token: h.token(h.vendorId, role),
+        body: { description: 'x', parent_id: crypto.randomUUID() },
+      })
+      expect(res.status).toBe(404)
+      expect(res.body.code).toBe('not_found')
+    })
+  }
+
+  test('a known parent with a role that may not create is 403', async () => {
+    const res = await h.request('POST', '/api/organizations', {
+      token: h.token(h.vendorId, 'viewer'),
+      body: { description: 'x', parent_id: h.vendorId },
+    })
+    expect(res.status).toBe(403)
+  })
+})

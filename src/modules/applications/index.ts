@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, customerNamed, findOwned, may } from '../../http/access'
+import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import type { Application } from '../../store/database'
@@ -33,6 +33,7 @@ export const applicationsController = (deps: AppDeps) => {
     .post(
       '',
       async ({ principal, body, set }) => {
+        checkNamedOrganization(tables, principal, body)
         authorize(may.changeApplications(principal), 'register applications')
         const input = parseBody(CreateApplicationBody, body)
         const customer = customerNamed(tables, principal, input.organization_id)

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, may, owningCustomer } from '../../http/access'
+import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
@@ -15,8 +15,8 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, query }) => {
-        const q = parseQuery(ConsumerListQuery, query)
+      ({ principal, request }) => {
+        const q = parseQuery(ConsumerListQuery, request)
         const { items, total } = service.list(principal, q)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
         return settled(deps.store, { consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
@@ -31,6 +31,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .post(
       '',
       async ({ principal, body, set }) => {
+        checkNamedOrganization(tables, principal, body)
         authorize(may.changeTenantData(principal), 'create consumers')
         const input = parseBody(CreateConsumerBody, body)
         const customer = owningCustomer(tables, principal, input.organization_id)

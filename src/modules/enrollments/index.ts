@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, may } from '../../http/access'
+import { authorize, findOwned, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest, unauthorized } from '../../http/errors'
 import { parseBody, parseQuery } from '../../http/body'
@@ -28,8 +28,8 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, query }) => {
-        const q = parseQuery(EnrollmentListQuery, query)
+      ({ principal, request }) => {
+        const q = parseQuery(EnrollmentListQuery, request)
         const { items, total } = service.list(principal, q)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
         return settled(deps.store, { enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
@@ -45,10 +45,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .post(
       '',
       async ({ principal, body, set }) => {
+        // The named application is judged first: unknown or out of scope 404, suspended 401, whatever
+        // the role or the rest of the body (CONTRACT section 3's order).
+        const named = referencedId(body, 'application_id')
+        if (named !== undefined) requireActive(findOwned(tables.applications, principal, named, 'application_id', 'Application'))
         authorize(may.changeTenantData(principal), 'create enrollments')
         const input = parseBody(CreateEnrollmentBody, body)
-        const app = findOwned(tables.applications, principal, input.application_id, 'application_id', 'Application')
-        requireActive(app)
+        const app = requireActive(findOwned(tables.applications, principal, input.application_id, 'application_id', 'Application'))
         if (!app.environments.includes(input.environment)) {
           throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
         }

@@ -68,6 +68,11 @@ export class EnrollmentService {
     const tables = this.store.tables
     return this.store.commit((tx) => {
       const current = tables.enrollments.get(enrollment.enrollment_id)!
+      // An environment without keysets may be removed from the application while enrollments in it
+      // remain; a keyset there would hold an environment the application no longer has.
+      if (!tables.applications.get(current.application_id)!.environments.includes(current.environment)) {
+        throw badRequest('unknown_environment', `The application no longer has the environment ${current.environment}.`)
+      }
       if (current.state !== 'active') throw conflict('enrollment_suspended', 'Keysets can only be added to an active enrollment.')
       const now = nowMicros()
       if (current.active_keyset_id) {

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, may, owningCustomer } from '../../http/access'
+import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
@@ -15,8 +15,8 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, query, set }) => {
-        const q = parseQuery(InstallationListQuery, query)
+      ({ principal, request, set }) => {
+        const q = parseQuery(InstallationListQuery, request)
         const { items, total } = service.list(principal, q)
         const installations = items.map(installationView)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
@@ -36,6 +36,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .post(
       '',
       async ({ principal, body, set }) => {
+        checkNamedOrganization(tables, principal, body)
         authorize(may.changeTenantData(principal), 'create installations')
         const input = parseBody(CreateInstallationBody, body)
         const customer = owningCustomer(tables, principal, input.organization_id)

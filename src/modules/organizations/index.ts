@@ -37,11 +37,12 @@ export const organizationsController = (deps: AppDeps) => {
     .post(
       '',
       async ({ principal, body, set }) => {
-        authorize(may.createOrganization(principal), 'create organizations')
-        // An unknown parent (404) outranks the body's other faults (400). A customer caller's parent_id
-        // is its own id or a 400 (CONTRACT section 5), so only the vendor's is looked up here.
+        // A record the body names that does not exist is 404, before the role (403) and the body's
+        // other faults (400), as for every POST. A customer's parent_id is its own id or a 400
+        // (CONTRACT section 5), so only the vendor's is looked up here.
         const parentId = referencedId(body, 'parent_id')
         if (parentId !== undefined && isVendor(principal) && !tables.organizations.has(parentId)) throw notFound('Parent organization')
+        authorize(may.createOrganization(principal), 'create organizations')
         const input = parseBody(CreateOrganizationBody, body)
         const org = await service.create(principal, input)
         set.status = 201

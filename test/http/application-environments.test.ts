@@ -1,0 +1,307 @@
+/**
+ * Application environments over HTTP (/api/environments/{application_id}): view, add, remove;
+ * every role of CONTRACT section 2's table, scope, customers not enabled (404), the rules of SPEC.md
+ * (never fewer than one; not once keysets exist) and CONTRACT section 5.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { generateKeyPairSync } from 'node:crypto'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+interface Actor {
+  readonly label: string
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+/** A and B enabled for DEV, PROD, TEST (default PROD), with partners; N not enabled. */
+interface World {
+  V: string
+  A: string
+  AP: string
+  B: string
+  N: string
+}
+
+async function world(): Promise<World> {
+  const envs = { default: 'PROD', supported: 'dev,prod,test' }
+  const A = await h.createCustomer('A', envs)
+  const AP = await h.createPartner(A, 'AP')
+  const B = await h.createCustomer('B', envs)
+  await h.createPartner(B, 'BP')
+  const N = await h.createCustomer('N')
+  return { V: h.vendorId, A, AP, B, N }
+}
+
+const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
+
+function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
+  if (actor.org !== 'V' && owner !== 'A') return 404
+  if (kind === 'read') return success
+  if (actor.role === 'viewer' || actor.org === 'AP') return 403
+  return success
+}
+
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
+
+const path = (id: string) => `/api/environments/${id}`
+
+async function createApp(organizationId: string, allowed?: string): Promise<string> {
+  const res = await h.request('POST', '/api/applications', {
+    body: { organization_id: organizationId, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) },
+  })
+  expect(res.status).toBe(201)
+  return res.body.application.application_id
+}
+
+/** The application record as the vendor sees it. */
+async function readApp(id: string) {
+  const res = await h.request('GET', `/api/applications/${id}`)
+  expect(res.status).toBe(200)
+  return res.body.application as Record<string, string>
+}
+
+async function environmentsOf(id: string): Promise<string> {
+  const res = await h.request('GET', path(id))
+  expect(res.status).toBe(200)
+  return res.body.environments
+}
+
+async function enroll(applicationId: string, environment: string): Promise<{ status: number; enrollmentId: string }> {
+  const enrollmentId = crypto.randomUUID()
+  const res = await h.request('POST', '/api/enrollments', {
+    body: {
+      enrollment_id: enrollmentId,
+      consumer_id: crypto.randomUUID(),
+      installation_id: crypto.randomUUID(),
+      application_id: applicationId,
+      environment,
+      installation_description: 'device',
+    },
+  })
+  return { status: res.status, enrollmentId }
+}
+
+function p256Key(): string {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('GET /api/environments/{application_id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('exact shape; the same list as allowed_environments; id answered lowercase', async () => {
+    const id = await createApp(w.A, 'test,dev')
+    const res = await h.request('GET', path(id.toUpperCase()))
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'trace_id'])
+    expect(res.body).toMatchObject({ application_id: id, environments: 'DEV,TEST' })
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect((await readApp(id)).allowed_environments).toBe(res.body.environments)
+  })
+
+  test('a new application without allowed_environments has the customer default', async () => {
+    expect(await environmentsOf(await createApp(w.A))).toBe('PROD')
+  })
+
+  test('unknown 404, malformed id 400, no token 401', async () => {
+    expectProblem(await h.request('GET', path(crypto.randomUUID())), 404)
+    expectProblem(await h.request('GET', path('app-1')), 400)
+    expectProblem(await h.request('GET', path(await createApp(w.A)), { token: null }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const id = await createApp(w[owner], 'dev,prod')
+        const res = await h.request('GET', path(id), { token: tokenOf(w, actor) })
+        const want = expected(actor, owner, 'read', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 200) expect(res.body.environments).toBe('DEV,PROD')
+        else expectProblem(res, want)
+      }
+    })
+  }
+})
+
+describe('a customer not enabled for virtual environments', () => {
+  test('its applications have no environment endpoints: 404 for every method and every role', async () => {
+    const w = await world()
+    const id = await createApp(w.N)
+    const before = await readApp(id)
+    for (const token of [h.vendorToken, h.token(w.N), h.token(w.N, 'application_admin'), h.token(w.N, 'viewer')]) {
+      expectProblem(await h.request('GET', path(id), { token }), 404)
+      expectProblem(await h.request('POST', path(id), { token, body: { environment: 'PRODUCTION' } }), 404)
+      expectProblem(await h.request('POST', path(id), { token, body: { environment: 'DEV' } }), 404)
+      expectProblem(await h.request('DELETE', path(id), { token, body: { environment: 'PRODUCTION' } }), 404)
+    }
+    expect(await readApp(id)).toEqual(before)
+  })
+})
+
+describe('POST /api/environments/{application_id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('adds (any case): 200 with the sorted list and a message; allowed_environments and modified follow', async () => {
+    const id = await createApp(w.A, 'prod')
+    const before = await readApp(id)
+    const res = await h.request('POST', path(id), { body: { environment: 'dev' } })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'message', 'trace_id'])
+    expect(res.body).toMatchObject({ application_id: id, environments: 'DEV,PROD' })
+    expect(typeof res.body.message).toBe('string')
+    expect(res.body.message.length).toBeGreaterThan(0)
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    const after = await readApp(id)
+    expect(after.allowed_environments).toBe('DEV,PROD')
+    expect(after.modified! > before.modified!).toBe(true)
+    expect(await environmentsOf(id)).toBe('DEV,PROD')
+    expect((await enroll(id, 'DEV')).status).toBe(201)
+    expect((await h.request('POST', path(id), { body: { environment: 'Test' } })).body.environments).toBe('DEV,PROD,TEST')
+  })
+
+  test('already there: 409; not in the customer list or not a name: 400; 415; 413; nothing changes', async () => {
+    const id = await createApp(w.A, 'dev,prod')
+    const before = await readApp(id)
+    expectProblem(await h.request('POST', path(id), { body: { environment: 'DEV' } }), 409)
+    expectProblem(await h.request('POST', path(id), { body: { environment: 'prod' } }), 409)
+    expectProblem(await h.request('POST', path(id), { body: { environment: 'QA' } }), 400)
+    expectProblem(await h.request('POST', path(id), { body: { environment: 'PRODUCTION' } }), 400)
+    for (const body of [undefined, {}, { environment: '' }, { environment: 'bad name' }, { environment: 'x'.repeat(33) }, { environment: ['TEST'] }, { environment: 3 }, 'nope']) {
+      expectProblem(await h.request('POST', path(id), { body }), 400)
+    }
+    expectProblem(await h.request('POST', path(id), { body: JSON.stringify({ environment: 'TEST' }), headers: { 'content-type': 'text/plain' } }), 415)
+    expectProblem(await h.request('POST', path(id), { body: { environment: 'TEST', pad: 'x'.repeat(65 * 1024) } }), 413)
+    expect(await readApp(id)).toEqual(before)
+  })
+
+  test('unknown 404, malformed id 400, no token 401', async () => {
+    expectProblem(await h.request('POST', path(crypto.randomUUID()), { body: { environment: 'DEV' } }), 404)
+    expectProblem(await h.request('POST', path('nope'), { body: { environment: 'DEV' } }), 400)
+    expectProblem(await h.request('POST', path(await createApp(w.A)), { token: null, body: { environment: 'DEV' } }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const id = await createApp(w[owner], 'prod')
+        const res = await h.request('POST', path(id), { token: tokenOf(w, actor), body: { environment: 'test' } })
+        const want = expected(actor, owner, 'change', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want !== 200) expectProblem(res, want)
+        expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD,TEST' : 'PROD')
+      }
+    })
+  }
+})
+
+describe('DELETE /api/environments/{application_id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('removes (any case): 200 without a message; allowed_environments and modified follow', async () => {
+    const id = await createApp(w.A, 'dev,prod,test')
+    const before = await readApp(id)
+    const res = await h.request('DELETE', path(id), { body: { environment: 'test' } })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'trace_id'])
+    expect(res.body).toMatchObject({ application_id: id, environments: 'DEV,PROD' })
+    const after = await readApp(id)
+    expect(after.allowed_environments).toBe('DEV,PROD')
+    expect(after.modified! > before.modified!).toBe(true)
+    // Enrolling in it is now an unknown environment for the application.
+    expect((await enroll(id, 'TEST')).status).toBe(400)
+  })
+
+  test('never fewer than one: removing the last is 409', async () => {
+    const id = await createApp(w.A, 'dev,prod')
+    expect((await h.request('DELETE', path(id), { body: { environment: 'DEV' } })).status).toBe(200)
+    const before = await readApp(id)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'PROD' } }), 409)
+    expect(await readApp(id)).toEqual(before)
+    expect(await environmentsOf(id)).toBe('PROD')
+  })
+
+  test('not in the list: 404 (whether supported by the customer or not); a bad name or body 400; 415; 413', async () => {
+    const id = await createApp(w.A, 'dev,prod')
+    const before = await readApp(id)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'TEST' } }), 404)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'QA' } }), 404)
+    for (const body of [undefined, {}, { environment: 'no way' }, { environment: null }]) {
+      expectProblem(await h.request('DELETE', path(id), { body }), 400)
+    }
+    expectProblem(await h.request('DELETE', path(id), { body: '{"environment":"DEV"}', headers: { 'content-type': 'text/plain' } }), 415)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'DEV', pad: 'x'.repeat(65 * 1024) } }), 413)
+    expect(await readApp(id)).toEqual(before)
+  })
+
+  test('an environment with keysets cannot be removed (409), even once the enrollment is suspended', async () => {
+    const id = await createApp(w.A, 'dev,prod,test')
+    const { status, enrollmentId } = await enroll(id, 'DEV')
+    expect(status).toBe(201)
+    const keyset = await h.request('POST', `/api/enrollments/${enrollmentId}/keysets`, { body: { client_enclave_key: p256Key() } })
+    expect(keyset.status).toBe(201)
+    const before = await readApp(id)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'dev' } }), 409)
+    expect((await h.request('PATCH', `/api/enrollments/${enrollmentId}/suspend`)).status).toBe(200)
+    expectProblem(await h.request('DELETE', path(id), { body: { environment: 'DEV' } }), 409)
+    expect(await readApp(id)).toEqual(before)
+    // Other environments of it, and DEV of another application, are not held.
+    expect((await h.request('DELETE', path(id), { body: { environment: 'TEST' } })).status).toBe(200)
+    const other = await createApp(w.A, 'dev,prod')
+    expect((await h.request('DELETE', path(other), { body: { environment: 'DEV' } })).status).toBe(200)
+  })
+
+  test('an enrollment without keysets does not hold its environment', async () => {
+    const id = await createApp(w.A, 'dev,prod')
+    expect((await enroll(id, 'DEV')).status).toBe(201)
+    expect((await h.request('DELETE', path(id), { body: { environment: 'DEV' } })).status).toBe(200)
+  })
+
+  test('unknown 404, malformed id 400, no token 401', async () => {
+    expectProblem(await h.request('DELETE', path(crypto.randomUUID()), { body: { environment: 'DEV' } }), 404)
+    expectProblem(await h.request('DELETE', path('zzz'), { body: { environment: 'DEV' } }), 400)
+    expectProblem(await h.request('DELETE', path(await createApp(w.A, 'dev,prod')), { token: null, body: { environment: 'DEV' } }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const id = await createApp(w[owner], 'dev,prod')
+        const res = await h.request('DELETE', path(id), { token: tokenOf(w, actor), body: { environment: 'DEV' } })
+        const want = expected(actor, owner, 'change', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want !== 200) expectProblem(res, want)
+        expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD' : 'DEV,PROD')
+      }
+    })
+  }
+})

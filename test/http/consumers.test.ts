@@ -1,0 +1,330 @@
+/**
+ * Consumers over HTTP: create (201, or 200 for an existing one), view, suspend, activate, list
+ * shape; every role of CONTRACT section 2's table, scope, ownership by one customer (409 for
+ * another's id) and the customer a vendor token names (section 6). Filters and paging: lists.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+const KEYS = ['consumer_id', 'created', 'modified', 'state']
+
+interface Actor {
+  readonly label: string
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+interface World {
+  V: string
+  A: string
+  AP: string
+  B: string
+  BP: string
+}
+
+async function world(): Promise<World> {
+  const A = await h.createCustomer('A', { default: 'PROD', supported: 'PROD' })
+  const AP = await h.createPartner(A, 'AP')
+  const B = await h.createCustomer('B')
+  const BP = await h.createPartner(B, 'BP')
+  return { V: h.vendorId, A, AP, B, BP }
+}
+
+const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
+
+/** Consumers, installations, enrollments, keysets: partners may change their customer's. */
+function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
+  if (actor.org !== 'V' && owner !== 'A') return 404
+  if (kind === 'change' && actor.role === 'viewer') return 403
+  return success
+}
+
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
+
+/** A consumer of `customer`, created with the vendor token. */
+async function createConsumer(customer: string, id: string = crypto.randomUUID()) {
+  const res = await h.request('POST', '/api/consumers', { body: { consumer_id: id, organization_id: customer } })
+  expect(res.status).toBe(201)
+  return res.body.consumer as Record<string, string>
+}
+
+/** The consumer as the vendor sees it. */
+async function read(id: string) {
+  const res = await h.request('GET', `/api/consumers/${id}`)
+  expect(res.status).toBe(200)
+  return res.body.consumer as Record<string, string>
+}
+
+async function readAs(token: string, id: string) {
+  return (await h.request('GET', `/api/consumers/${id}`, { token })).status
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('POST /api/consumers', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('201 with exactly the consumer fields; id answered lowercase; state active', async () => {
+    const id = crypto.randomUUID()
+    const res = await h.request('POST', '/api/consumers', { token: h.token(w.A), body: { consumer_id: id.toUpperCase() } })
+    expect(res.status).toBe(201)
+    expect(Object.keys(res.body).sort()).toEqual(['consumer', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(Object.keys(res.body.consumer).sort()).toEqual(KEYS)
+    expect(res.body.consumer).toMatchObject({ consumer_id: id, state: 'active' })
+    expect(res.body.consumer.created).toMatch(TIMESTAMP)
+    expect(res.body.consumer.modified).toBe(res.body.consumer.created)
+    expect(await read(id)).toEqual(res.body.consumer)
+  })
+
+  test('an existing consumer of the same customer: 200, the record unchanged', async () => {
+    const created = await createConsumer(w.A)
+    const suspended = await h.request('PATCH', `/api/consumers/${created.consumer_id}/suspend`)
+    expect(suspended.status).toBe(200)
+    for (const token of [h.token(w.A), h.token(w.AP, 'application_admin')]) {
+      const again = await h.request('POST', '/api/consumers', { token, body: { consumer_id: created.consumer_id } })
+      expect(again.status).toBe(200)
+      expect(again.body.consumer).toEqual(suspended.body.consumer)
+    }
+    const vendor = await h.request('POST', '/api/consumers', { body: { consumer_id: created.consumer_id, organization_id: w.A } })
+    expect(vendor.status).toBe(200)
+    expect(vendor.body.consumer).toEqual(suspended.body.consumer)
+    expect(await read(created.consumer_id!)).toEqual(suspended.body.consumer)
+  })
+
+  test('an id owned by another customer: 409, and it stays the other customer\'s', async () => {
+    const created = await createConsumer(w.A)
+    expectProblem(await h.request('POST', '/api/consumers', { token: h.token(w.B), body: { consumer_id: created.consumer_id } }), 409)
+    expectProblem(await h.request('POST', '/api/consumers', { token: h.token(w.BP), body: { consumer_id: created.consumer_id } }), 409)
+    expectProblem(await h.request('POST', '/api/consumers', { body: { consumer_id: created.consumer_id, organization_id: w.B } }), 409)
+    expect(await read(created.consumer_id!)).toEqual(created)
+    expect(await readAs(h.token(w.A), created.consumer_id!)).toBe(200)
+    expect(await readAs(h.token(w.B), created.consumer_id!)).toBe(404)
+  })
+
+  test('the owning customer: the token\'s; a partner\'s customer; for the vendor the one named', async () => {
+    const byPartner = await h.request('POST', '/api/consumers', { token: h.token(w.AP), body: { consumer_id: crypto.randomUUID() } })
+    expect(byPartner.status).toBe(201)
+    const byVendor = await h.request('POST', '/api/consumers', { body: { consumer_id: crypto.randomUUID(), organization_id: w.B } })
+    expect(byVendor.status).toBe(201)
+    const named = await h.request('POST', '/api/consumers', { token: h.token(w.A), body: { consumer_id: crypto.randomUUID(), organization_id: w.A } })
+    expect(named.status).toBe(201)
+    const partnerNamed = await h.request('POST', '/api/consumers', { token: h.token(w.AP), body: { consumer_id: crypto.randomUUID(), organization_id: w.A } })
+    expect(partnerNamed.status).toBe(201)
+    for (const [res, owner, other] of [[byPartner, w.A, w.B], [byVendor, w.B, w.A], [named, w.A, w.B], [partnerNamed, w.A, w.B]] as const) {
+      expect(await readAs(h.token(owner, 'viewer'), res.body.consumer.consumer_id)).toBe(200)
+      expect(await readAs(h.token(other, 'viewer'), res.body.consumer.consumer_id)).toBe(404)
+    }
+  })
+
+  test('organization_id: missing for the vendor 400; a partner, the vendor 400; unknown or another customer 404', async () => {
+    const post = (token: string, body: unknown) => h.request('POST', '/api/consumers', { token, body })
+    const id = crypto.randomUUID()
+    expectProblem(await post(h.vendorToken, { consumer_id: id }), 400)
+    expectProblem(await post(h.vendorToken, { consumer_id: id, organization_id: w.AP }), 400)
+    expectProblem(await post(h.vendorToken, { consumer_id: id, organization_id: w.V }), 400)
+    expectProblem(await post(h.token(w.A), { consumer_id: id, organization_id: w.AP }), 400)
+    expectProblem(await post(h.token(w.AP), { consumer_id: id, organization_id: w.AP }), 400)
+    expectProblem(await post(h.vendorToken, { consumer_id: id, organization_id: crypto.randomUUID() }), 404)
+    expectProblem(await post(h.token(w.A), { consumer_id: id, organization_id: w.B }), 404)
+    expectProblem(await post(h.token(w.AP), { consumer_id: id, organization_id: w.BP }), 404)
+    expectProblem(await post(h.token(w.A), { consumer_id: id, organization_id: 'acme' }), 400)
+    // An unknown organization outranks a bad rest of the body, and the role.
+    expectProblem(await post(h.vendorToken, { consumer_id: 'x', organization_id: crypto.randomUUID() }), 404)
+    expectProblem(await post(h.token(w.A, 'viewer'), { consumer_id: id, organization_id: w.B }), 404)
+    expectProblem(await h.request('GET', `/api/consumers/${id}`), 404)
+  })
+
+  test('bad bodies: 400; wrong content type 415; over 64 KiB 413; no token 401', async () => {
+    const token = h.token(w.A)
+    for (const body of [undefined, {}, { consumer_id: 'consumer-1' }, { consumer_id: 5 }, { consumer_id: null }, '{', '"x"']) {
+      expectProblem(await h.request('POST', '/api/consumers', { token, body }), 400)
+    }
+    const id = crypto.randomUUID()
+    expectProblem(await h.request('POST', '/api/consumers', { token, body: JSON.stringify({ consumer_id: id }), headers: { 'content-type': 'text/plain' } }), 415)
+    expectProblem(await h.request('POST', '/api/consumers', { token, body: { consumer_id: id, pad: 'x'.repeat(65 * 1024) } }), 413)
+    expectProblem(await h.request('POST', '/api/consumers', { token: null, body: { consumer_id: id } }), 401)
+    expectProblem(await h.request('GET', `/api/consumers/${id}`), 404)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const id = crypto.randomUUID()
+        // The vendor names the customer; the others name it too (their own customer is implied).
+        const res = await h.request('POST', '/api/consumers', { token: tokenOf(w, actor), body: { consumer_id: id, organization_id: w[owner] } })
+        const want = expected(actor, owner, 'change', 201)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 201) expect(await readAs(h.token(w[owner]), id)).toBe(200)
+        else {
+          expectProblem(res, want)
+          expect((await h.request('GET', `/api/consumers/${id}`)).status).toBe(404)
+        }
+      }
+    })
+  }
+})
+
+describe('GET /api/consumers/{id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('exact shape; malformed 400; unknown 404; no token 401', async () => {
+    const c = await createConsumer(w.A)
+    const res = await h.request('GET', `/api/consumers/${c.consumer_id!.toUpperCase()}`)
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['consumer', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(res.body.consumer).toEqual(c)
+    expectProblem(await h.request('GET', '/api/consumers/12345'), 400)
+    expectProblem(await h.request('GET', `/api/consumers/${crypto.randomUUID()}`), 404)
+    expectProblem(await h.request('GET', `/api/consumers/${c.consumer_id}`, { token: null }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const c = await createConsumer(w[owner])
+        const res = await h.request('GET', `/api/consumers/${c.consumer_id}`, { token: tokenOf(w, actor) })
+        const want = expected(actor, owner, 'read', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 200) expect(res.body.consumer).toEqual(c)
+        else expectProblem(res, 404)
+      }
+    })
+  }
+})
+
+describe('PATCH /api/consumers/{id}/suspend and /activate', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('active → suspended → active with modified increasing; no-ops 409', async () => {
+    const c = await createConsumer(w.A)
+    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`), 409)
+    const suspended = await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`)
+    expect(suspended.status).toBe(200)
+    expect(Object.keys(suspended.body).sort()).toEqual(['consumer', 'trace_id'])
+    expect(Object.keys(suspended.body.consumer).sort()).toEqual(KEYS)
+    expect(suspended.body.consumer).toMatchObject({ consumer_id: c.consumer_id, state: 'suspended', created: c.created })
+    expect(suspended.body.consumer.modified > c.modified!).toBe(true)
+    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`), 409)
+    expect(await read(c.consumer_id!)).toEqual(suspended.body.consumer)
+    const active = await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`)
+    expect(active.status).toBe(200)
+    expect(active.body.consumer.state).toBe('active')
+    expect(active.body.consumer.modified > suspended.body.consumer.modified).toBe(true)
+  })
+
+  test('malformed 400; unknown 404; no token 401', async () => {
+    expectProblem(await h.request('PATCH', '/api/consumers/abc/suspend'), 400)
+    expectProblem(await h.request('PATCH', `/api/consumers/${crypto.randomUUID()}/activate`), 404)
+    const c = await createConsumer(w.A)
+    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token: null }), 401)
+    expect((await read(c.consumer_id!)).state).toBe('active')
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const c = await createConsumer(w[owner])
+        const token = tokenOf(w, actor)
+        const want = expected(actor, owner, 'change', 200)
+        const suspend = await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token })
+        expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
+        expect((await read(c.consumer_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
+        if (want !== 200) expect((await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`)).status).toBe(200)
+        const activate = await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`, { token })
+        expect({ owner, action: 'activate', status: activate.status }).toEqual({ owner, action: 'activate', status: want })
+        expect((await read(c.consumer_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
+      }
+    })
+  }
+})
+
+describe('GET /api/consumers', () => {
+  let w: World
+  let ofA: Record<string, string>[]
+  let ofB: Record<string, string>[]
+  beforeAll(async () => {
+    w = await world()
+    ofA = [await createConsumer(w.A), await createConsumer(w.A)]
+    ofB = [await createConsumer(w.B)]
+  })
+
+  test('shape: consumers, total, page_size; no page unless sent; no trace_id', async () => {
+    const res = await h.request('GET', '/api/consumers', { token: h.token(w.A) })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['consumers', 'page_size', 'total'])
+    expect(res.body).toEqual({ consumers: ofA, total: ofA.length, page_size: 100 })
+    const paged = await h.request('GET', '/api/consumers?page=1&page_size=1', { token: h.token(w.A) })
+    expect(paged.status).toBe(200)
+    expect(paged.body).toEqual({ consumers: [ofA[0]], total: ofA.length, page: 1, page_size: 1 })
+    const sized = await h.request('GET', '/api/consumers?page_size=1', { token: h.token(w.A) })
+    expect(sized.body).toEqual({ consumers: [ofA[0]], total: ofA.length, page_size: 1 })
+  })
+
+  test('a customer without consumers: an empty array, total 0', async () => {
+    const C = await h.createCustomer('C')
+    const res = await h.request('GET', '/api/consumers', { token: h.token(C, 'viewer') })
+    expect(res.body).toEqual({ consumers: [], total: 0, page_size: 100 })
+  })
+
+  test('no token 401', async () => {
+    expectProblem(await h.request('GET', '/api/consumers', { token: null }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}: sees ${actor.org === 'V' ? 'every customer\'s' : 'customer A\'s'} consumers`, async () => {
+      const res = await h.request('GET', '/api/consumers?page_size=1000', { token: tokenOf(w, actor) })
+      expect(res.status).toBe(200)
+      const ids = res.body.consumers.map((c: { consumer_id: string }) => c.consumer_id)
+      const mine = [...ofA, ...ofB].map((c) => c.consumer_id)
+      if (actor.org === 'V') expect(ids.filter((id: string) => mine.includes(id))).toEqual(mine)
+      else expect(res.body).toEqual({ consumers: ofA, total: ofA.length, page_size: 1000 })
+    })
+  }
+})
+
+describe('tokens of a suspended customer, or of a partner of one', () => {
+  test('are 401 on every consumer endpoint', async () => {
+    const C = await h.createCustomer('C')
+    const CP = await h.createPartner(C)
+    const c = await createConsumer(C)
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'application_admin')]) {
+      expectProblem(await h.request('GET', '/api/consumers', { token }), 401)
+      expectProblem(await h.request('GET', `/api/consumers/${c.consumer_id}`, { token }), 401)
+      expectProblem(await h.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } }), 401)
+      expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token }), 401)
+    }
+    expect(await read(c.consumer_id!)).toEqual(c)
+  })
+})

@@ -1,0 +1,426 @@
+/**
+ * Installations over HTTP: create (201, or 200 for an existing one), view, update, suspend,
+ * verify, list shapes; every role of CONTRACT section 2's table, scope, ownership (409), the state
+ * machine of CONTRACT section 6 and the automatic-verification switch. Filters: lists.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+const KEYS = ['created', 'description', 'installation_id', 'modified', 'state']
+
+interface Actor {
+  readonly label: string
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+interface World {
+  V: string
+  A: string
+  AP: string
+  B: string
+  BP: string
+}
+
+async function world(harness: Harness = h): Promise<World> {
+  const A = await harness.createCustomer('A')
+  const AP = await harness.createPartner(A, 'AP')
+  const B = await harness.createCustomer('B', { default: 'PROD', supported: 'DEV,PROD' })
+  const BP = await harness.createPartner(B, 'BP')
+  return { V: harness.vendorId, A, AP, B, BP }
+}
+
+const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
+
+function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
+  if (actor.org !== 'V' && owner !== 'A') return 404
+  if (kind === 'change' && actor.role === 'viewer') return 403
+  return success
+}
+
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
+
+async function createInstallation(customer: string, description = 'Pixel 8', harness: Harness = h) {
+  const res = await harness.request('POST', '/api/installations', {
+    body: { installation_id: crypto.randomUUID(), description, organization_id: customer },
+  })
+  expect(res.status).toBe(201)
+  return res.body.installation as Record<string, string>
+}
+
+/** The installation as the vendor sees it. */
+async function read(id: string, harness: Harness = h) {
+  const res = await harness.request('GET', `/api/installations/${id}`)
+  expect(res.status).toBe(200)
+  return res.body.installation as Record<string, string>
+}
+
+const act = (id: string, action: 'suspend' | 'verify', token?: string) => h.request('PATCH', `/api/installations/${id}/${action}`, { token })
+
+// ---------------------------------------------------------------------------------------------
+
+describe('POST /api/installations', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('201 with exactly the installation fields; unregistered; id answered lowercase', async () => {
+    const id = crypto.randomUUID()
+    const res = await h.request('POST', '/api/installations', { token: h.token(w.A), body: { installation_id: id.toUpperCase(), description: 'Firefox on a laptop' } })
+    expect(res.status).toBe(201)
+    expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(Object.keys(res.body.installation).sort()).toEqual(KEYS)
+    expect(res.body.installation).toMatchObject({ installation_id: id, description: 'Firefox on a laptop', state: 'unregistered' })
+    expect(res.body.installation.created).toMatch(TIMESTAMP)
+    expect(res.body.installation.modified).toBe(res.body.installation.created)
+    expect(await read(id)).toEqual(res.body.installation)
+  })
+
+  test('an existing installation of the same customer: 200, unchanged (even with another description)', async () => {
+    const i = await createInstallation(w.A, 'first')
+    const verified = await act(i.installation_id!, 'verify')
+    expect(verified.status).toBe(200)
+    for (const token of [h.token(w.A), h.token(w.AP)]) {
+      const again = await h.request('POST', '/api/installations', { token, body: { installation_id: i.installation_id, description: 'second' } })
+      expect(again.status).toBe(200)
+      expect(again.body.installation).toEqual(verified.body.installation)
+    }
+    expect(await read(i.installation_id!)).toEqual(verified.body.installation)
+  })
+
+  test("an id owned by another customer: 409, and it stays the other customer's", async () => {
+    const i = await createInstallation(w.A)
+    expectProblem(await h.request('POST', '/api/installations', { token: h.token(w.B), body: { installation_id: i.installation_id, description: 'x' } }), 409)
+    expectProblem(await h.request('POST', '/api/installations', { body: { installation_id: i.installation_id, description: 'x', organization_id: w.B } }), 409)
+    expect(await read(i.installation_id!)).toEqual(i)
+    expect((await h.request('GET', `/api/installations/${i.installation_id}`, { token: h.token(w.B) })).status).toBe(404)
+  })
+
+  test('organization_id: required for the vendor; must be a customer; unknown or another customer 404', async () => {
+    const post = (token: string, body: Record<string, unknown>) =>
+      h.request('POST', '/api/installations', { token, body: { installation_id: crypto.randomUUID(), description: 'x', ...body } })
+    expectProblem(await post(h.vendorToken, {}), 400)
+    expectProblem(await post(h.vendorToken, { organization_id: w.BP }), 400)
+    expectProblem(await post(h.vendorToken, { organization_id: w.V }), 400)
+    expectProblem(await post(h.vendorToken, { organization_id: crypto.randomUUID() }), 404)
+    expectProblem(await post(h.token(w.A), { organization_id: w.B }), 404)
+    expectProblem(await post(h.token(w.AP), { organization_id: w.B }), 404)
+    expectProblem(await post(h.token(w.A, 'viewer'), { organization_id: w.B }), 404)
+    expect((await post(h.token(w.AP), { organization_id: w.A })).status).toBe(201)
+    const byVendor = await post(h.vendorToken, { organization_id: w.B })
+    expect(byVendor.status).toBe(201)
+    expect((await h.request('GET', `/api/installations/${byVendor.body.installation.installation_id}`, { token: h.token(w.B) })).status).toBe(200)
+  })
+
+  test('bad bodies: 400; wrong content type 415; over 64 KiB 413; no token 401', async () => {
+    const token = h.token(w.A)
+    const id = crypto.randomUUID()
+    for (const body of [undefined, {}, { installation_id: id }, { description: 'x' }, { installation_id: 'dev-1', description: 'x' }, { installation_id: id, description: '' }, { installation_id: id, description: ' ' }, { installation_id: id, description: 'x'.repeat(1025) }, { installation_id: id, description: 1 }, '[1']) {
+      expectProblem(await h.request('POST', '/api/installations', { token, body }), 400)
+    }
+    const good = { installation_id: id, description: 'x' }
+    expectProblem(await h.request('POST', '/api/installations', { token, body: JSON.stringify(good), headers: { 'content-type': 'application/xml' } }), 415)
+    expectProblem(await h.request('POST', '/api/installations', { token, body: { ...good, description: 'x'.repeat(66 * 1024) } }), 413)
+    expectProblem(await h.request('POST', '/api/installations', { token: null, body: good }), 401)
+    expectProblem(await h.request('GET', `/api/installations/${id}`), 404)
+    expect((await h.request('POST', '/api/installations', { token, body: { ...good, description: 'y'.repeat(1024) } })).status).toBe(201)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const id = crypto.randomUUID()
+        const res = await h.request('POST', '/api/installations', {
+          token: tokenOf(w, actor),
+          body: { installation_id: id, description: 'd', organization_id: w[owner] },
+        })
+        const want = expected(actor, owner, 'change', 201)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 201) expect((await h.request('GET', `/api/installations/${id}`, { token: h.token(w[owner], 'viewer') })).status).toBe(200)
+        else {
+          expectProblem(res, want)
+          expect((await h.request('GET', `/api/installations/${id}`)).status).toBe(404)
+        }
+      }
+    })
+  }
+})
+
+describe('GET /api/installations/{id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('exact shape; malformed 400; unknown 404; no token 401', async () => {
+    const i = await createInstallation(w.A)
+    const res = await h.request('GET', `/api/installations/${i.installation_id!.toUpperCase()}`)
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(res.body.installation).toEqual(i)
+    expectProblem(await h.request('GET', '/api/installations/not-one'), 400)
+    expectProblem(await h.request('GET', `/api/installations/${crypto.randomUUID()}`), 404)
+    expectProblem(await h.request('GET', `/api/installations/${i.installation_id}`, { token: null }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const i = await createInstallation(w[owner])
+        const res = await h.request('GET', `/api/installations/${i.installation_id}`, { token: tokenOf(w, actor) })
+        const want = expected(actor, owner, 'read', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 200) expect(res.body.installation).toEqual(i)
+        else expectProblem(res, 404)
+      }
+    })
+  }
+})
+
+describe('PATCH /api/installations/{id}', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('updates the description and modified only', async () => {
+    const i = await createInstallation(w.A)
+    const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { body: { description: 'Pixel 8 Pro' } })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
+    expect({ ...res.body.installation, modified: null }).toEqual({ ...i, description: 'Pixel 8 Pro', modified: null })
+    expect(res.body.installation.modified > i.modified!).toBe(true)
+    expect(await read(i.installation_id!)).toEqual(res.body.installation)
+  })
+
+  test('bad bodies 400 and nothing changes; 415; 413; malformed id 400; unknown 404; no token 401', async () => {
+    const i = await createInstallation(w.A)
+    for (const body of [undefined, {}, { description: '' }, { description: false }, { description: 'x'.repeat(1025) }, '{']) {
+      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { body }), 400)
+    }
+    const path = `/api/installations/${i.installation_id}`
+    expectProblem(await h.request('PATCH', path, { body: '{"description":"x"}', headers: { 'content-type': 'text/plain' } }), 415)
+    expectProblem(await h.request('PATCH', path, { body: { description: 'x'.repeat(65 * 1024) } }), 413)
+    // Only the description can change.
+    const res = await h.request('PATCH', path, { body: { description: 'ok', state: 'verified', installation_id: crypto.randomUUID() } })
+    expect(res.status).toBe(200)
+    expect({ ...res.body.installation, modified: null }).toEqual({ ...i, description: 'ok', modified: null })
+    expectProblem(await h.request('PATCH', '/api/installations/1', { body: { description: 'x' } }), 400)
+    expectProblem(await h.request('PATCH', `/api/installations/${crypto.randomUUID()}`, { body: { description: 'x' } }), 404)
+    expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: null, body: { description: 'x' } }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const i = await createInstallation(w[owner])
+        const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: tokenOf(w, actor), body: { description: 'new' } })
+        const want = expected(actor, owner, 'change', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want !== 200) expectProblem(res, want)
+        expect((await read(i.installation_id!)).description).toBe(want === 200 ? 'new' : 'Pixel 8')
+      }
+    })
+  }
+})
+
+describe('PATCH /api/installations/{id}/suspend and /verify: the state machine', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  async function expectTransition(id: string, action: 'suspend' | 'verify', to: string) {
+    const before = await read(id)
+    const res = await act(id, action)
+    expect({ action, status: res.status }).toEqual({ action, status: 200 })
+    expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
+    expect(Object.keys(res.body.installation).sort()).toEqual(KEYS)
+    expect({ ...res.body.installation, modified: null }).toEqual({ ...before, state: to, modified: null })
+    expect(res.body.installation.modified > before.modified!).toBe(true)
+    expect(await read(id)).toEqual(res.body.installation)
+  }
+
+  async function expectRefused(id: string, action: 'suspend' | 'verify') {
+    const before = await read(id)
+    expectProblem(await act(id, action), 409)
+    expect(await read(id)).toEqual(before)
+  }
+
+  test('unregistered → verified → suspended → verified; verifying a verified one 409', async () => {
+    const { installation_id: id } = await createInstallation(w.A)
+    await expectTransition(id!, 'verify', 'verified')
+    await expectRefused(id!, 'verify')
+    await expectTransition(id!, 'suspend', 'suspended')
+    await expectTransition(id!, 'verify', 'verified')
+  })
+
+  test('unregistered → suspended; suspending a suspended one 409', async () => {
+    const { installation_id: id } = await createInstallation(w.A)
+    await expectTransition(id!, 'suspend', 'suspended')
+    await expectRefused(id!, 'suspend')
+    await expectTransition(id!, 'verify', 'verified')
+    await expectTransition(id!, 'suspend', 'suspended')
+    await expectRefused(id!, 'suspend')
+  })
+
+  test('malformed 400; unknown 404; no token 401; an unknown action 404', async () => {
+    expectProblem(await act('x', 'verify'), 400)
+    expectProblem(await act(crypto.randomUUID(), 'suspend'), 404)
+    const i = await createInstallation(w.A)
+    expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/verify`, { token: null }), 401)
+    expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/activate`), 404)
+    expect(await read(i.installation_id!)).toEqual(i)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const token = tokenOf(w, actor)
+        const want = expected(actor, owner, 'change', 200)
+        const i = await createInstallation(w[owner])
+        const verify = await act(i.installation_id!, 'verify', token)
+        expect({ owner, action: 'verify', status: verify.status }).toEqual({ owner, action: 'verify', status: want })
+        expect((await read(i.installation_id!)).state).toBe(want === 200 ? 'verified' : 'unregistered')
+        const suspend = await act(i.installation_id!, 'suspend', token)
+        expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
+        expect((await read(i.installation_id!)).state).toBe(want === 200 ? 'suspended' : 'unregistered')
+        if (want !== 200) {
+          expectProblem(verify, want)
+          expectProblem(suspend, want)
+        }
+      }
+    })
+  }
+})
+
+describe('automatic verification (--auto-verify-installations)', () => {
+  test('new installations start verified, also those an enrollment creates; existing ones are returned as they are', async () => {
+    const auto = await createHarness({ autoVerifyInstallations: true })
+    try {
+      const w = await world(auto)
+      const created = await createInstallation(w.A, 'x', auto)
+      expect(created.state).toBe('verified')
+      const suspended = await auto.request('PATCH', `/api/installations/${created.installation_id}/suspend`)
+      expect(suspended.body.installation.state).toBe('suspended')
+      const again = await auto.request('POST', '/api/installations', { token: auto.token(w.A), body: { installation_id: created.installation_id, description: 'x' } })
+      expect(again.status).toBe(200)
+      expect(again.body.installation.state).toBe('suspended')
+      // Verify of a verified one is still a no-op.
+      const other = await createInstallation(w.A, 'y', auto)
+      expect((await auto.request('PATCH', `/api/installations/${other.installation_id}/verify`)).status).toBe(409)
+
+      const app = await auto.request('POST', '/api/applications', { body: { organization_id: w.A, description: 'App' } })
+      const installationId = crypto.randomUUID()
+      const enrollment = await auto.request('POST', '/api/enrollments', {
+        token: auto.token(w.AP),
+        body: {
+          enrollment_id: crypto.randomUUID(),
+          consumer_id: crypto.randomUUID(),
+          installation_id: installationId,
+          application_id: app.body.application.application_id,
+          environment: 'PRODUCTION',
+          installation_description: 'by enrollment',
+        },
+      })
+      expect(enrollment.status).toBe(201)
+      expect(await read(installationId, auto)).toMatchObject({ description: 'by enrollment', state: 'verified' })
+    } finally {
+      await auto.close()
+    }
+  })
+
+  test('without the switch they start unregistered, also those an enrollment creates', async () => {
+    const w = await world()
+    const app = await h.request('POST', '/api/applications', { body: { organization_id: w.A, description: 'App' } })
+    const installationId = crypto.randomUUID()
+    const enrollment = await h.request('POST', '/api/enrollments', {
+      body: {
+        enrollment_id: crypto.randomUUID(),
+        consumer_id: crypto.randomUUID(),
+        installation_id: installationId,
+        application_id: app.body.application.application_id,
+        environment: 'PRODUCTION',
+        installation_description: 'by enrollment',
+      },
+    })
+    expect(enrollment.status).toBe(201)
+    expect((await read(installationId)).state).toBe('unregistered')
+  })
+})
+
+describe('GET /api/installations: shapes', () => {
+  let w: World
+  let ofA: Record<string, string>[]
+  beforeAll(async () => {
+    w = await world()
+    ofA = [await createInstallation(w.A, 'one'), await createInstallation(w.A, 'two'), await createInstallation(w.A, 'three')]
+    await createInstallation(w.B, 'other')
+  })
+
+  test('without page: installations and trace_id only', async () => {
+    const res = await h.request('GET', '/api/installations', { token: h.token(w.A) })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['installations', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    expect(res.body.installations).toEqual(ofA)
+  })
+
+  test('page_size without page: the unpaged shape, at most page_size records', async () => {
+    const res = await h.request('GET', '/api/installations?page_size=2', { token: h.token(w.A) })
+    expect(res.status).toBe(200)
+    expect(Object.keys(res.body).sort()).toEqual(['installations', 'trace_id'])
+    expect(res.body.installations).toEqual(ofA.slice(0, 2))
+  })
+
+  test('with page: installations, total, page, page_size; no trace_id', async () => {
+    const res = await h.request('GET', '/api/installations?page=2&page_size=2', { token: h.token(w.AP, 'viewer') })
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ installations: ofA.slice(2), total: ofA.length, page: 2, page_size: 2 })
+    const defaults = await h.request('GET', '/api/installations?page=1', { token: h.token(w.A) })
+    expect(defaults.body).toEqual({ installations: ofA, total: ofA.length, page: 1, page_size: 100 })
+  })
+
+  test('no token 401', async () => {
+    expectProblem(await h.request('GET', '/api/installations', { token: null }), 401)
+  })
+})
+
+describe('tokens of a suspended customer, or of a partner of one', () => {
+  test('are 401 on every installation endpoint', async () => {
+    const C = await h.createCustomer('C')
+    const CP = await h.createPartner(C)
+    const i = await createInstallation(C)
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
+      expectProblem(await h.request('GET', '/api/installations', { token }), 401)
+      expectProblem(await h.request('GET', `/api/installations/${i.installation_id}`, { token }), 401)
+      expectProblem(await h.request('POST', '/api/installations', { token, body: { installation_id: crypto.randomUUID(), description: 'x' } }), 401)
+      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { token, body: { description: 'x' } }), 401)
+      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/verify`, { token }), 401)
+      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/suspend`, { token }), 401)
+    }
+    expect(await read(i.installation_id!)).toEqual(i)
+  })
+})

@@ -1,0 +1,285 @@
+/**
+ * Tenant isolation (CONTRACT section 2): two customers, each with a partner and full data. Every
+ * id-taking endpoint called with the other tenant's ids, by each of the other tenant's tokens, is
+ * 404 exactly like a missing id, and changes nothing (read back with the owner's token); no list
+ * ever shows the other tenant's records, whatever ids its filters name.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { generateKeyPairSync } from 'node:crypto'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+
+interface Tenant {
+  readonly name: string
+  readonly customer: string
+  readonly partner: string
+  /** PROD only: DEV could be added. */
+  readonly app: string
+  /** DEV and PROD, no keysets in DEV: DEV could be removed. */
+  readonly app2: string
+  readonly consumer: string
+  readonly installation: string
+  /** In app2 PROD, with a keyset. */
+  readonly enrollment: string
+  /** Every token of the tenant: customer and partner, each role. */
+  readonly tokens: { label: string; token: string }[]
+  /** The owner's view. */
+  readonly owner: string
+}
+
+const ROLES: Role[] = ['admin', 'application_admin', 'viewer']
+
+function p256Key(): string {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
+}
+
+async function ok(method: string, path: string, body?: unknown, token?: string) {
+  const res = await h.request(method, path, { body, token })
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body
+}
+
+async function tenant(name: string): Promise<Tenant> {
+  const customer = await h.createCustomer(name, { default: 'PROD', supported: 'DEV,PROD' })
+  const partner = await h.createPartner(customer, `${name} partner`)
+  const app = (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id
+  const app2 = (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app2`, allowed_environments: 'dev,prod' })).application
+    .application_id
+  const consumer = crypto.randomUUID()
+  const installation = crypto.randomUUID()
+  const enrollment = crypto.randomUUID()
+  await ok('POST', '/api/enrollments', {
+    enrollment_id: enrollment,
+    consumer_id: consumer,
+    installation_id: installation,
+    application_id: app2,
+    environment: 'PROD',
+    installation_description: `${name} phone`,
+  })
+  await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256Key() })
+  // More records, in every state, so lists have something to leak.
+  const consumer2 = crypto.randomUUID()
+  await ok('POST', '/api/consumers', { consumer_id: consumer2 }, h.token(partner))
+  await ok('PATCH', `/api/consumers/${consumer2}/suspend`)
+  const installation2 = crypto.randomUUID()
+  await ok('POST', '/api/installations', { installation_id: installation2, description: `${name} laptop` }, h.token(customer))
+  await ok('PATCH', `/api/installations/${installation2}/verify`)
+  await ok('POST', '/api/enrollments', {
+    enrollment_id: crypto.randomUUID(),
+    consumer_id: consumer,
+    installation_id: installation2,
+    application_id: app,
+    environment: 'PROD',
+    installation_description: 'x',
+  })
+  const tokens = [customer, partner].flatMap((org) =>
+    ROLES.map((role) => ({ label: `${org === customer ? 'customer' : 'partner'} ${role}`, token: h.token(org, role) })),
+  )
+  return { name, customer, partner, app, app2, consumer, installation, enrollment, tokens, owner: h.token(customer, 'viewer') }
+}
+
+let X: Tenant
+let Y: Tenant
+
+beforeAll(async () => {
+  h = await createHarness()
+  X = await tenant('X')
+  Y = await tenant('Y')
+})
+afterAll(() => h.close())
+
+/** Everything of `t` as its owner sees it: each record, the keysets, environments and every list. */
+async function snapshot(t: Tenant) {
+  const paths = [
+    `/api/applications/${t.app}`,
+    `/api/applications/${t.app2}`,
+    `/api/environments/${t.app}`,
+    `/api/environments/${t.app2}`,
+    `/api/consumers/${t.consumer}`,
+    `/api/installations/${t.installation}`,
+    `/api/enrollments/${t.enrollment}`,
+    `/api/enrollments/${t.enrollment}/keysets`,
+    '/api/applications',
+    '/api/consumers?page_size=1000',
+    '/api/installations?page=1&page_size=1000',
+    '/api/enrollments?page_size=1000',
+    `/api/organizations/${t.customer}`,
+  ]
+  const out: Record<string, unknown> = {}
+  for (const path of paths) {
+    const res = await h.request('GET', path, { token: t.owner })
+    expect({ path, status: res.status }).toEqual({ path, status: 200 })
+    const { trace_id: _, ...body } = res.body
+    out[path] = body
+  }
+  return out
+}
+
+interface Call {
+  readonly method: string
+  readonly path: string
+  readonly body?: unknown
+}
+
+/** Every endpoint that takes an identifier, aimed at `t`'s records; `missing` aims at no record. */
+function calls(t: Tenant, missing = false): Call[] {
+  const id = (real: string) => (missing ? crypto.randomUUID() : real)
+  const app = id(t.app)
+  const app2 = id(t.app2)
+  const consumer = id(t.consumer)
+  const installation = id(t.installation)
+  const enrollment = id(t.enrollment)
+  const customer = id(t.customer)
+  return [
+    { method: 'GET', path: `/api/applications/${app}` },
+    { method: 'PATCH', path: `/api/applications/${app}`, body: { description: 'taken over' } },
+    { method: 'PATCH', path: `/api/applications/${app}/suspend` },
+    { method: 'PATCH', path: `/api/applications/${app}/activate` },
+    { method: 'GET', path: `/api/environments/${app}` },
+    { method: 'POST', path: `/api/environments/${app}`, body: { environment: 'DEV' } },
+    { method: 'DELETE', path: `/api/environments/${app2}`, body: { environment: 'DEV' } },
+    { method: 'GET', path: `/api/consumers/${consumer}` },
+    { method: 'PATCH', path: `/api/consumers/${consumer}/suspend` },
+    { method: 'PATCH', path: `/api/consumers/${consumer}/activate` },
+    { method: 'GET', path: `/api/installations/${installation}` },
+    { method: 'PATCH', path: `/api/installations/${installation}`, body: { description: 'taken over' } },
+    { method: 'PATCH', path: `/api/installations/${installation}/suspend` },
+    { method: 'PATCH', path: `/api/installations/${installation}/verify` },
+    { method: 'GET', path: `/api/enrollments/${enrollment}` },
+    { method: 'PATCH', path: `/api/enrollments/${enrollment}/suspend` },
+    { method: 'PATCH', path: `/api/enrollments/${enrollment}/activate` },
+    { method: 'GET', path: `/api/enrollments/${enrollment}/keysets` },
+    { method: 'POST', path: `/api/enrollments/${enrollment}/keysets`, body: { client_enclave_key: p256Key() } },
+    // Identifiers in bodies: the records they name are just as out of reach.
+    { method: 'POST', path: '/api/applications', body: { organization_id: customer, description: 'planted' } },
+    { method: 'POST', path: '/api/consumers', body: { consumer_id: crypto.randomUUID(), organization_id: customer } },
+    { method: 'POST', path: '/api/installations', body: { installation_id: crypto.randomUUID(), description: 'planted', organization_id: customer } },
+    {
+      method: 'POST',
+      path: '/api/enrollments',
+      body: {
+        enrollment_id: crypto.randomUUID(),
+        consumer_id: crypto.randomUUID(),
+        installation_id: crypto.randomUUID(),
+        application_id: app2,
+        environment: 'DEV',
+        installation_description: 'planted',
+      },
+    },
+  ]
+}
+
+const route = (c: Call) => `${c.method} ${c.path.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, ':id')}`
+
+/** Names the calls before the tenants exist. */
+const PLACEHOLDER = (() => {
+  const id = '00000000-0000-4000-8000-000000000000'
+  return { name: '', customer: id, partner: id, app: id, app2: id, consumer: id, installation: id, enrollment: id, tokens: [], owner: '' } satisfies Tenant
+})()
+
+const NAMED = calls(PLACEHOLDER)
+
+const strip = (res: ApiResponse) => ({ status: res.status, body: { ...res.body, trace_id: null } })
+
+for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
+  describe(`${attacker}'s tokens against ${victim}'s records`, () => {
+    test('the calls cover every route that takes an identifier (in its path or its POST body)', () => {
+      const covered = new Set(calls(X).map(route))
+      const idTaking = h.app.routes
+        .filter((r) => r.path.startsWith('/api/') && !r.path.startsWith('/api/organizations') && (r.path.includes(':') || r.method === 'POST'))
+        .map((r) => `${r.method} ${r.path.replace(/:[a-z_]+/g, ':id')}`)
+      expect(idTaking.length).toBeGreaterThan(15)
+      expect(idTaking.filter((r) => !covered.has(r))).toEqual([])
+    })
+
+    for (let n = 0; n < NAMED.length; n++) {
+      test(`${route(NAMED[n]!)}${NAMED[n]!.body ? ' (ids in the body)' : ''}: 404 like a missing id for every token, and nothing changes`, async () => {
+        const v = victim === 'X' ? X : Y
+        const a = attacker === 'X' ? X : Y
+        const before = await snapshot(v)
+        const ownBefore = await snapshot(a)
+        for (const { label, token } of a.tokens) {
+          const call = calls(v)[n]!
+          const res = await h.request(call.method, call.path, { token, body: call.body })
+          expect({ label, call: `${call.method} ${call.path}`, status: res.status }).toEqual({ label, call: `${call.method} ${call.path}`, status: 404 })
+          expect(res.headers.get('content-type')).toBe('application/problem+json')
+          const ghost = calls(v, true)[n]!
+          const missing = await h.request(ghost.method, ghost.path, { token, body: ghost.body })
+          expect({ label, ...strip(res) }).toEqual({ label, ...strip(missing) })
+        }
+        expect(await snapshot(v)).toEqual(before)
+        expect(await snapshot(a)).toEqual(ownBefore)
+      })
+    }
+
+    test("another customer's consumer or installation id: 409 for those who may create, 403 for viewers; nothing changes", async () => {
+      const v = victim === 'X' ? X : Y
+      const a = attacker === 'X' ? X : Y
+      const before = await snapshot(v)
+      for (const { label, token } of a.tokens) {
+        const want = label.endsWith('viewer') ? 403 : 409
+        const consumer = await h.request('POST', '/api/consumers', { token, body: { consumer_id: v.consumer } })
+        const installation = await h.request('POST', '/api/installations', { token, body: { installation_id: v.installation, description: 'x' } })
+        const enrollment = await h.request('POST', '/api/enrollments', {
+          token,
+          body: { enrollment_id: crypto.randomUUID(), consumer_id: v.consumer, installation_id: crypto.randomUUID(), application_id: a.app, environment: 'PROD', installation_description: 'x' },
+        })
+        expect({ label, statuses: [consumer.status, installation.status, enrollment.status] }).toEqual({ label, statuses: [want, want, want] })
+      }
+      expect(await snapshot(v)).toEqual(before)
+    })
+
+    test("another customer's enrollment_id with the attacker's own identifiers: 400, nothing changes", async () => {
+      const v = victim === 'X' ? X : Y
+      const a = attacker === 'X' ? X : Y
+      const before = await snapshot(v)
+      const res = await h.request('POST', '/api/enrollments', {
+        token: h.token(a.customer),
+        body: { enrollment_id: v.enrollment, consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: a.app, environment: 'PROD', installation_description: 'x' },
+      })
+      expect(res.status).toBe(400)
+      expect(await snapshot(v)).toEqual(before)
+    })
+
+    test("no list shows the other tenant's records, whatever its filters name", async () => {
+      const v = victim === 'X' ? X : Y
+      const a = attacker === 'X' ? X : Y
+      const vendorView = await snapshot(v)
+      const theirIds = new Set<string>([v.customer, v.partner])
+      for (const body of Object.values(vendorView)) {
+        for (const match of JSON.stringify(body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)) theirIds.add(match[0])
+      }
+      for (const id of [a.app, a.app2, a.consumer, a.installation, a.enrollment]) theirIds.delete(id)
+      const victimFilter = [
+        `organization_ids=${v.customer},${v.partner}`,
+        `consumer_ids=${v.consumer}`,
+        `installation_ids=${v.installation}`,
+        `application_ids=${v.app},${v.app2}`,
+        `enrollment_ids=${v.enrollment}`,
+      ]
+      for (const { label, token } of a.tokens) {
+        const lists = ['/api/organizations', '/api/applications', '/api/consumers?page_size=1000', '/api/installations?page_size=1000', '/api/installations?page=1', '/api/enrollments?page_size=1000']
+        for (const list of ['/api/consumers', '/api/installations', '/api/enrollments']) {
+          for (const filter of victimFilter) lists.push(`${list}?${filter}`, `${list}?page=1&${filter}`)
+        }
+        for (const list of lists) {
+          const res = await h.request('GET', list, { token })
+          expect({ label, list, status: res.status }).toEqual({ label, list, status: 200 })
+          const leaked = [...JSON.stringify(res.body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)]
+            .map((m) => m[0])
+            .filter((id) => theirIds.has(id))
+          expect({ label, list, leaked }).toEqual({ label, list, leaked: [] })
+        }
+        // The same lists do show the caller's own records (so an empty answer would fail above's twin).
+        const own = await h.request('GET', '/api/enrollments?page_size=1000', { token })
+        expect(own.body.enrollments.map((e: { enrollment_id: string }) => e.enrollment_id)).toContain(a.enrollment)
+        const ownConsumers = await h.request('GET', `/api/consumers?consumer_ids=${a.consumer},${v.consumer}`, { token })
+        expect(ownConsumers.body.consumers.map((c: { consumer_id: string }) => c.consumer_id)).toEqual([a.consumer])
+      }
+      expect(theirIds.has(v.enrollment) && theirIds.has(v.consumer) && theirIds.has(v.app)).toBe(true)
+    })
+  })
+}

@@ -1,0 +1,382 @@
+/**
+ * Keysets over HTTP (CONTRACT section 6): POST and GET /api/enrollments/{id}/keysets. Key formats
+ * (base64, base64url, PEM of a P-256 SPKI key; anything else 400), retiring the previous keyset,
+ * the list shape, suspended enrollments (409) and applications (401), roles and scope.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { generateKeyPairSync } from 'node:crypto'
+import type { Role } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+
+let h: Harness
+beforeAll(async () => (h = await createHarness()))
+afterAll(() => h.close())
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const ENROLLMENT_KEYS = [
+  'active_keyset_id',
+  'application_id',
+  'client_enclave_key',
+  'client_storage_key_shares',
+  'consumer_id',
+  'created',
+  'enrollment_id',
+  'environment',
+  'installation_id',
+  'modified',
+  'nickname',
+  'state',
+]
+const KEYSET_KEYS = ['created', 'enrollment_id', 'environment', 'keyset_id', 'state']
+
+interface Actor {
+  readonly label: string
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+interface World {
+  V: string
+  A: string
+  AP: string
+  B: string
+  appA: string
+  appB: string
+}
+
+async function world(): Promise<World> {
+  const A = await h.createCustomer('A', { default: 'PROD', supported: 'DEV,PROD' })
+  const AP = await h.createPartner(A, 'AP')
+  const B = await h.createCustomer('B')
+  await h.createPartner(B, 'BP')
+  return { V: h.vendorId, A, AP, B, appA: await createApp(A, 'dev,prod'), appB: await createApp(B) }
+}
+
+const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
+
+function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
+  if (actor.org !== 'V' && owner !== 'A') return 404
+  if (kind === 'change' && actor.role === 'viewer') return 403
+  return success
+}
+
+function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
+
+async function createApp(organizationId: string, allowed?: string): Promise<string> {
+  const res = await h.request('POST', '/api/applications', {
+    body: { organization_id: organizationId, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) },
+  })
+  expect(res.status).toBe(201)
+  return res.body.application.application_id
+}
+
+async function enroll(applicationId: string, environment: string) {
+  const res = await h.request('POST', '/api/enrollments', {
+    body: {
+      enrollment_id: crypto.randomUUID(),
+      consumer_id: crypto.randomUUID(),
+      installation_id: crypto.randomUUID(),
+      application_id: applicationId,
+      environment,
+      installation_description: 'device',
+    },
+  })
+  expect(res.status).toBe(201)
+  return res.body.enrollment as Record<string, string | null>
+}
+
+/** The enrollment as the vendor sees it. */
+async function read(id: string) {
+  const res = await h.request('GET', `/api/enrollments/${id}`)
+  expect(res.status).toBe(200)
+  return res.body.enrollment as Record<string, string | null>
+}
+
+async function keysetsOf(id: string) {
+  const res = await h.request('GET', `/api/enrollments/${id}/keysets`)
+  expect(res.status).toBe(200)
+  return res.body.keysets as Record<string, string>[]
+}
+
+const path = (id: string) => `/api/enrollments/${id}/keysets`
+const postKey = (id: string, key: unknown, token?: string) => h.request('POST', path(id), { token, body: { client_enclave_key: key } })
+
+/** A fresh P-256 public key: its SPKI DER and the forms a client may send. */
+function p256() {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const der = publicKey.export({ type: 'spki', format: 'der' }) as Buffer
+  return {
+    der,
+    base64: der.toString('base64'),
+    base64url: der.toString('base64url'),
+    pem: publicKey.export({ type: 'spki', format: 'pem' }) as string,
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('POST /api/enrollments/{id}/keysets', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('201 with the enrollment, now carrying active_keyset_id and the key as standard base64 DER', async () => {
+    const e = await enroll(w.appA, 'DEV')
+    const key = p256()
+    const res = await postKey(e.enrollment_id!, key.base64)
+    expect(res.status).toBe(201)
+    expect(Object.keys(res.body).sort()).toEqual(['enrollment', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    const after = res.body.enrollment
+    expect(Object.keys(after).sort()).toEqual(ENROLLMENT_KEYS)
+    expect(after.active_keyset_id).toMatch(UUID_LOWER)
+    expect({ ...after, active_keyset_id: null, modified: null }).toEqual({ ...e, client_enclave_key: key.base64, modified: null })
+    expect(after.client_storage_key_shares).toBeNull()
+    expect(after.modified > e.modified!).toBe(true)
+    expect(await read(e.enrollment_id!)).toEqual(after)
+  })
+
+  test('base64url and PEM are accepted and answered as standard base64 DER', async () => {
+    for (const form of ['base64url', 'pem'] as const) {
+      const e = await enroll(w.appA, 'PROD')
+      const key = p256()
+      expect(key[form]).not.toBe(key.base64)
+      const res = await postKey(e.enrollment_id!, key[form])
+      expect({ form, status: res.status }).toEqual({ form, status: 201 })
+      expect(res.body.enrollment.client_enclave_key).toBe(key.base64)
+    }
+    // PEM with CRLF line ends and surrounding blanks.
+    const e = await enroll(w.appA, 'PROD')
+    const key = p256()
+    const res = await postKey(e.enrollment_id!, `\n ${key.pem.replace(/\n/g, '\r\n')}  `)
+    expect(res.status).toBe(201)
+    expect(res.body.enrollment.client_enclave_key).toBe(key.base64)
+  })
+
+  test('anything but a P-256 public key is 400, and the enrollment is unchanged', async () => {
+    const e = await enroll(w.appA, 'DEV')
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey
+    const ed = generateKeyPairSync('ed25519').publicKey
+    const good = p256()
+    const tampered = Buffer.from(good.der)
+    tampered[tampered.length - 1]! ^= 0x01 // no longer a point on the curve
+    const privatePem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string
+    const bad: unknown[] = [
+      (p384.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64'),
+      p384.export({ type: 'spki', format: 'pem' }),
+      (rsa.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64'),
+      rsa.export({ type: 'spki', format: 'pem' }),
+      (ed.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64'),
+      tampered.toString('base64'),
+      good.der.subarray(0, good.der.length - 8).toString('base64'),
+      good.der.subarray(good.der.length - 65).toString('base64'), // the bare point, no SPKI
+      privatePem,
+      'garbage',
+      'not base64 at all!',
+      'AAAA',
+      '',
+      '   ',
+      42,
+      null,
+      [good.base64],
+    ]
+    for (const key of bad) {
+      const res = await postKey(e.enrollment_id!, key)
+      expect({ key, status: res.status }).toEqual({ key, status: 400 })
+      expectProblem(res, 400)
+    }
+    expectProblem(await h.request('POST', path(e.enrollment_id!), { body: {} }), 400)
+    expectProblem(await h.request('POST', path(e.enrollment_id!)), 400)
+    expectProblem(await h.request('POST', path(e.enrollment_id!), { body: '{"client_enclave_key":' }), 400)
+    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await keysetsOf(e.enrollment_id!)).toEqual([])
+  })
+
+  test('a suspended enrollment: 409; active again: 201', async () => {
+    const e = await enroll(w.appA, 'DEV')
+    const suspended = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)
+    expect(suspended.status).toBe(200)
+    expectProblem(await postKey(e.enrollment_id!, p256().base64), 409)
+    expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.AP)), 409)
+    expect(await read(e.enrollment_id!)).toEqual(suspended.body.enrollment)
+    expect(await keysetsOf(e.enrollment_id!)).toEqual([])
+    expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`)).status).toBe(200)
+    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+  })
+
+  test('an enrollment whose environment was since removed from the application: 400, and it stays removable', async () => {
+    const app = await createApp(w.A, 'dev,prod')
+    const e = await enroll(app, 'DEV')
+    // Without keysets, DEV can be removed although an enrollment is in it.
+    expect((await h.request('DELETE', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
+    expectProblem(await postKey(e.enrollment_id!, p256().base64), 400)
+    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await keysetsOf(e.enrollment_id!)).toEqual([])
+    // Added back, keys can be made there again, and then it is held.
+    expect((await h.request('POST', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
+    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    expectProblem(await h.request('DELETE', `/api/environments/${app}`, { body: { environment: 'DEV' } }), 409)
+  })
+
+  test('a suspended application: 401 for keyset requests in scope, 404 out of it; nothing changes', async () => {
+    const app = await createApp(w.A, 'prod')
+    const e = await enroll(app, 'PROD')
+    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    const before = await read(e.enrollment_id!)
+    const keysets = await keysetsOf(e.enrollment_id!)
+    expect((await h.request('PATCH', `/api/applications/${app}/suspend`)).status).toBe(200)
+    for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
+      expectProblem(await postKey(e.enrollment_id!, p256().base64, token), 401)
+      expectProblem(await h.request('GET', path(e.enrollment_id!), { token }), 401)
+    }
+    expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.B)), 404)
+    expectProblem(await h.request('GET', path(e.enrollment_id!), { token: h.token(w.B) }), 404)
+    expect((await h.request('PATCH', `/api/applications/${app}/activate`)).status).toBe(200)
+    expect(await read(e.enrollment_id!)).toEqual(before)
+    expect(await keysetsOf(e.enrollment_id!)).toEqual(keysets)
+  })
+
+  test('malformed id 400; unknown 404; wrong content type 415; over 64 KiB 413; no token 401', async () => {
+    const key = p256().base64
+    expectProblem(await postKey('enr-1', key), 400)
+    expectProblem(await postKey(crypto.randomUUID(), key), 404)
+    const e = await enroll(w.appA, 'DEV')
+    expectProblem(await h.request('POST', path(e.enrollment_id!), { body: JSON.stringify({ client_enclave_key: key }), headers: { 'content-type': 'text/plain' } }), 415)
+    expectProblem(await postKey(e.enrollment_id!, 'A'.repeat(65 * 1024)), 413)
+    expectProblem(await postKey(e.enrollment_id!, key, null as unknown as string), 401)
+    expect(await read(e.enrollment_id!)).toEqual(e)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const e = await enroll(owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
+        const key = p256()
+        const res = await postKey(e.enrollment_id!, key.pem, tokenOf(w, actor))
+        const want = expected(actor, owner, 'change', 201)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 201) expect((await read(e.enrollment_id!)).client_enclave_key).toBe(key.base64)
+        else {
+          expectProblem(res, want)
+          expect(await read(e.enrollment_id!)).toEqual(e)
+        }
+      }
+    })
+  }
+})
+
+describe('GET /api/enrollments/{id}/keysets', () => {
+  let w: World
+  beforeAll(async () => (w = await world()))
+
+  test('exact shape; empty until the first keyset', async () => {
+    const e = await enroll(w.appA, 'DEV')
+    const empty = await h.request('GET', path(e.enrollment_id!.toUpperCase()))
+    expect(empty.status).toBe(200)
+    expect(Object.keys(empty.body).sort()).toEqual(['keysets', 'trace_id'])
+    expect(empty.body.trace_id).toBe(empty.headers.get('x-trace-id'))
+    expect(empty.body.keysets).toEqual([])
+    const created = await postKey(e.enrollment_id!, p256().base64)
+    const res = await h.request('GET', path(e.enrollment_id!))
+    expect(res.body.keysets).toHaveLength(1)
+    const [keyset] = res.body.keysets
+    expect(Object.keys(keyset).sort()).toEqual(KEYSET_KEYS)
+    expect(keyset).toEqual({
+      keyset_id: created.body.enrollment.active_keyset_id,
+      enrollment_id: e.enrollment_id,
+      environment: 'DEV',
+      state: 'active',
+      created: created.body.enrollment.modified,
+    })
+    expect(keyset.created).toMatch(TIMESTAMP)
+  })
+
+  test('a new keyset retires the previous one; creation order; the enrollment follows the newest', async () => {
+    const e = await enroll(w.appA, 'PROD')
+    const ids: string[] = []
+    const keys: string[] = []
+    for (let i = 0; i < 3; i++) {
+      const key = p256().base64
+      const res = await postKey(e.enrollment_id!, key)
+      expect(res.status).toBe(201)
+      expect(ids).not.toContain(res.body.enrollment.active_keyset_id)
+      ids.push(res.body.enrollment.active_keyset_id)
+      keys.push(key)
+      const listed = await keysetsOf(e.enrollment_id!)
+      expect(listed.map((k) => k.keyset_id)).toEqual(ids)
+      expect(listed.map((k) => k.state)).toEqual(ids.map((_, n) => (n === ids.length - 1 ? 'active' : 'retired')))
+      expect(listed.every((k) => k.enrollment_id === e.enrollment_id && k.environment === 'PROD')).toBe(true)
+      expect([...listed.map((k) => k.created)].sort()).toEqual(listed.map((k) => k.created))
+    }
+    const after = await read(e.enrollment_id!)
+    expect(after.active_keyset_id).toBe(ids[2]!)
+    expect(after.client_enclave_key).toBe(keys[2]!)
+    // Keysets of one enrollment are not another's.
+    const other = await enroll(w.appA, 'PROD')
+    expect(await keysetsOf(other.enrollment_id!)).toEqual([])
+  })
+
+  test('readable while the enrollment is suspended', async () => {
+    const e = await enroll(w.appA, 'DEV')
+    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    const before = await keysetsOf(e.enrollment_id!)
+    expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)).status).toBe(200)
+    expect(await keysetsOf(e.enrollment_id!)).toEqual(before)
+  })
+
+  test('malformed id 400; unknown 404; no token 401', async () => {
+    expectProblem(await h.request('GET', path('x')), 400)
+    expectProblem(await h.request('GET', path(crypto.randomUUID())), 404)
+    const e = await enroll(w.appA, 'DEV')
+    expectProblem(await h.request('GET', path(e.enrollment_id!), { token: null }), 401)
+  })
+
+  for (const actor of ACTORS) {
+    test(`${actor.label}`, async () => {
+      for (const owner of ['A', 'B'] as const) {
+        const e = await enroll(owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
+        expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+        const res = await h.request('GET', path(e.enrollment_id!), { token: tokenOf(w, actor) })
+        const want = expected(actor, owner, 'read', 200)
+        expect({ owner, status: res.status }).toEqual({ owner, status: want })
+        if (want === 200) expect(res.body.keysets).toEqual(await keysetsOf(e.enrollment_id!))
+        else expectProblem(res, 404)
+      }
+    })
+  }
+})
+
+describe('tokens of a suspended customer, or of a partner of one', () => {
+  test('are 401 on the keyset endpoints', async () => {
+    const C = await h.createCustomer('C')
+    const CP = await h.createPartner(C)
+    const e = await enroll(await createApp(C), 'PRODUCTION')
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
+      expectProblem(await h.request('GET', path(e.enrollment_id!), { token }), 401)
+      expectProblem(await postKey(e.enrollment_id!, p256().base64, token), 401)
+    }
+    expect(await keysetsOf(e.enrollment_id!)).toEqual([])
+  })
+})
