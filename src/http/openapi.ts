@@ -40,7 +40,7 @@ export function openApiDocument(routes: readonly { method: string; path: string;
     if (meta.query) {
       const schema = jsonSchema(meta.query) as { properties?: Record<string, unknown>; required?: string[] }
       for (const [name, property] of Object.entries(schema.properties ?? {})) {
-        parameters.push({ name, in: 'query', required: schema.required?.includes(name) ?? false, schema: property } as never)
+        parameters.push({ name, in: 'query', required: schema.required?.includes(name) ?? false, ...queryParameter(property) } as never)
       }
     }
     paths[path] ??= {}
@@ -83,4 +83,11 @@ function jsonSchema(schema: GenericSchema): unknown {
   // Transforms and custom checks have no JSON Schema form; the document keeps the types they refine.
   const { $schema: _, ...rest } = toJsonSchema(schema, { errorMode: 'ignore' }) as Record<string, unknown>
   return rest
+}
+
+/** Multi-value filters validate "string or array", then the array: document the array, repeatable. */
+function queryParameter(property: unknown) {
+  const { anyOf: _, ...schema } = property as { anyOf?: unknown; type?: string }
+  if (schema.type !== 'array') return { schema: property }
+  return { schema, style: 'form', explode: true, description: 'Repeat the parameter or separate values with commas.' }
 }

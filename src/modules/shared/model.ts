@@ -1,16 +1,20 @@
 /** Schema pieces shared by every resource: identifiers, descriptions, environment names. */
 import * as v from 'valibot'
-import { UUID } from '../../http/access'
 import { formatTimestamp } from '../../store/clock'
 
+// The same rule as the `i`-flagged UUID of http/access.ts, spelled without flags for JSON Schema.
+const UUID_ANY_CASE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+
 /** A UUID in a body or query; answered lowercase whatever case it was sent in. */
-export const Uuid = v.pipe(v.string(), v.regex(UUID, 'Invalid UUID'), v.toLowerCase())
+export const Uuid = v.pipe(v.string(), v.regex(UUID_ANY_CASE, 'Invalid UUID'), v.toLowerCase())
 
 export const MAX_DESCRIPTION = 1024
 
 /** Not empty (nor only blanks), at most 1024 characters (code points). */
 export const Description = v.pipe(
   v.string(),
+  // JSON Schema counts characters as code points, like the check below.
+  v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION }),
   v.check((s) => s.trim().length > 0, 'Must not be empty'),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
@@ -20,8 +24,8 @@ const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
+  v.regex(/^[A-Za-z0-9_-]{1,32}$/, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
   v.toUpperCase(),
-  v.regex(ENVIRONMENT_NAME, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
 )
 
 /** `"dev, Prod,DEV"` → `['DEV', 'PROD']`: uppercase, sorted, without duplicates, never empty. */
