@@ -22,7 +22,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 export async function readBody(request: Request): Promise<RequestBody> {
   const declared = request.headers.get('content-length')
   if (declared !== null && Number(declared) > MAX_BODY_BYTES) return TOO_LARGE
-  const bytes = await readAtMost(request, MAX_BODY_BYTES)
+  // With a declared length (checked above; the HTTP layer holds the body to it) read in one go: the
+  // stream reader costs about half of a POST's CPU. Only chunked bodies are streamed against the limit.
+  const bytes = declared !== null ? new Uint8Array(await request.arrayBuffer()) : await readAtMost(request, MAX_BODY_BYTES)
   if (bytes === null) return TOO_LARGE
   if (bytes.length === 0) return NO_BODY
   const contentType = request.headers.get('content-type') ?? ''

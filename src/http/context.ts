@@ -23,8 +23,10 @@ export interface AppDeps {
 }
 
 export const authenticated = (deps: AppDeps) =>
-  new Elysia().derive({ as: 'scoped' }, ({ headers, body }) => {
-    const principal = authenticate(deps.store.tables, deps.verifier, headers.authorization)
+  // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
+  // request header into a plain object on every request.
+  new Elysia().derive({ as: 'scoped' }, ({ request, body }) => {
+    const principal = authenticate(deps.store.tables, deps.verifier, request.headers.get('authorization') ?? undefined)
     const envelope = body as RequestBody | undefined
     if (envelope?.kind === 'too-large') throw new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
     if (envelope?.kind === 'unsupported') {

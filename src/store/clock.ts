@@ -18,7 +18,16 @@ export function advanceClockPast(micros: number): void {
 
 /** `YYYY-MM-DD HH:MM:SS.ffffff +00:00` (SPEC.md timestamp format). */
 export function formatTimestamp(micros: number): string {
-  const iso = new Date(Math.floor(micros / 1000)).toISOString() // 2026-11-22T13:39:10.123Z
-  const fraction = String(micros % 1_000_000).padStart(6, '0')
-  return `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${fraction} +00:00`
+  const seconds = Math.floor(micros / 1_000_000)
+  let prefix = secondPrefixes.get(seconds)
+  if (prefix === undefined) {
+    const iso = new Date(seconds * 1000).toISOString() // 2026-11-22T13:39:10.000Z
+    prefix = `${iso.slice(0, 10)} ${iso.slice(11, 19)}.`
+    if (secondPrefixes.size >= 4096) secondPrefixes.clear()
+    secondPrefixes.set(seconds, prefix)
+  }
+  return `${prefix}${String(micros - seconds * 1_000_000).padStart(6, '0')} +00:00`
 }
+
+/** `YYYY-MM-DD HH:MM:SS.` by whole second (every read formats two timestamps; Date is the costly part). */
+const secondPrefixes = new Map<number, string>()
