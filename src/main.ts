@@ -30,6 +30,8 @@ const commands = {
         port: v.port as string,
         ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        // Environment only, a tuning knob (the crash loop uses it to compact under load).
+        ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
   },
   init: {

@@ -1,36 +1,75 @@
 /**
  * The data dir's token-signing secret: 32 random bytes, created once by `init`, mode 0600.
  * Whoever can read it can mint tokens, so it never leaves the data dir and is never logged.
+ *
+ * The file is one line: 64 hex digits, a space and their CRC-32 in 8 hex digits. The checksum makes
+ * a damaged secret a refused start rather than a server that quietly signs with other bytes. A line
+ * of just the 64 hex digits (a secret an operator wrote by hand) is accepted too.
  */
 import { randomBytes } from 'node:crypto'
-import { open, readFile } from 'node:fs/promises'
+import { link, open, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { SECRET_FILE } from '../store/paths'
 import { fsyncDir } from '../store/fs-util'
+import { RecoveryDamageError } from '../store/recovery'
+
+const SECRET_LINE = /^([0-9a-f]{64})(?: ([0-9a-f]{8}))?\n?$/
+
+const checksum = (hex: string) => Bun.hash.crc32(hex).toString(16).padStart(8, '0')
 
 export async function createSecret(dir: string): Promise<Buffer> {
   const secret = randomBytes(32)
-  const file = await open(join(dir, SECRET_FILE), 'wx', 0o600)
+  const path = join(dir, SECRET_FILE)
+  const temporary = `${path}.tmp`
+  const hex = secret.toString('hex')
+  // Written whole under a temporary name first: a crash (or a full disk) never leaves a partial
+  // secret behind, which would make the data dir refuse to start.
+  await rm(temporary, { force: true })
   try {
-    await file.writeFile(secret.toString('hex') + '\n')
-    await file.sync()
+    const file = await open(temporary, 'wx', 0o600)
+    try {
+      await file.writeFile(`${hex} ${checksum(hex)}\n`)
+      await file.sync()
+    } finally {
+      await file.close()
+    }
+    await link(temporary, path) // unlike rename, never replaces a secret that is already there
   } finally {
-    await file.close()
+    await rm(temporary, { force: true })
   }
   await fsyncDir(dir)
   return secret
 }
 
-/** Null when the dir has not been initialised. */
+/** Null when the dir has not been initialised; a RecoveryDamageError naming the offset when damaged. */
 export async function readSecret(dir: string): Promise<Buffer | null> {
+  const path = join(dir, SECRET_FILE)
   let text: string
   try {
-    text = await readFile(join(dir, SECRET_FILE), 'utf8')
+    text = await readFile(path, 'latin1') // one character per byte, so offsets are byte offsets
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
   }
-  const hex = text.trim()
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw new Error(`${join(dir, SECRET_FILE)} is not a keyward secret`)
-  return Buffer.from(hex, 'hex')
+  const match = SECRET_LINE.exec(text)
+  if (!match) throw new RecoveryDamageError(path, firstBadByte(text), 'not a keyward secret (64 hex digits, a space, their CRC-32 in 8 hex digits)')
+  const [, hex, sum] = match
+  if (sum !== undefined && sum !== checksum(hex!)) throw new RecoveryDamageError(path, 0, 'the secret does not match its checksum')
+  return Buffer.from(hex!, 'hex')
+}
+
+/** Where `text` stops looking like `<64 hex digits> <8 hex digits>\n` (it does not match it). */
+function firstBadByte(text: string): number {
+  const hexRun = (from: number, to: number) => {
+    let i = from
+    while (i < to && /^[0-9a-f]$/.test(text[i] ?? '')) i++
+    return i
+  }
+  const key = hexRun(0, 64)
+  if (key < 64) return key
+  if (text[64] === '\n') return 65 // something after the line
+  if (text[64] !== ' ') return 64
+  const sum = hexRun(65, 73)
+  if (sum < 73) return sum
+  return text[73] === '\n' ? 74 : 73
 }

@@ -1,8 +1,10 @@
 /** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
 import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
 import { createApp } from '../app'
 import { Store } from '../store/store'
 import { acquireDataDirLock } from '../store/lock'
+import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
 import { initialiseStore } from './init'
@@ -14,6 +16,8 @@ export interface ServeOptions {
   readonly port: string
   readonly publicUrl?: string
   readonly autoVerifyInstallations: boolean
+  /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
+  readonly compactAfterBytes?: number
 }
 
 const log = (line: string) => console.error(line)
@@ -25,7 +29,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const lock = acquireDataDirLock(options.data)
   let store: Store
   try {
-    store = await Store.open(options.data, { log })
+    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
     if (!store.initialised) {
       const first = await initialiseStore(store, 'Vendor')
       log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
@@ -37,7 +41,9 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   }
   let server: ReturnType<typeof Bun.serve>
   try {
-    const secret = (await readSecret(options.data))!
+    const secret = await readSecret(options.data)
+    // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
+    if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
     // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }

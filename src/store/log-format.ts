@@ -6,6 +6,11 @@
  * The header has its own checksum so that a flipped bit in a length field in the middle of the
  * file is reported as damage instead of being mistaken for a torn tail (which would silently drop
  * every later record).
+ *
+ * A segment file is always longer than its records: the writer grows it ahead of them, so at least
+ * one zero byte follows the last record (see LogWriter). A crash mid-append leaves the start of a
+ * record followed by those zeros: a torn tail. A file whose records run up to its very end, or past
+ * it, was cut short after the fact, and acknowledged records may be gone with the cut: damage.
  */
 import { readFile } from 'node:fs/promises'
 
@@ -29,15 +34,17 @@ export class LogDamageError extends Error {
 export type LogScan = {
   /** Payloads of the good records, in order (views into the scanned bytes, not copies). */
   payloads: Uint8Array[]
-  /** Offset just after the last good record: the caller truncates the file here after a tear. */
+  /** Offset just after the last good record: where appends continue. */
   validEnd: number
-  /** An incomplete last write left by a crash, or null if the file ends cleanly. */
+  /** An incomplete last write left by a crash (`bytes` of it are not zero), or null if there is none. */
   tornTail: null | { offset: number; bytes: number }
 }
 
 export function encodeRecord(payload: Uint8Array): Uint8Array {
   // Length 0 is reserved as invalid so a zeroed header can never look like a record.
   if (payload.length === 0) throw new RangeError('log record payload must not be empty')
+  // A complete record never ends in a zero byte (JSON never does), so one that does was torn.
+  if (payload[payload.length - 1] === 0) throw new RangeError('log record payload must not end with a zero byte')
   if (payload.length > MAX_PAYLOAD_BYTES) throw new RangeError('log record payload too large')
   const record = new Uint8Array(LOG_HEADER_BYTES + payload.length)
   const view = new DataView(record.buffer)
@@ -52,39 +59,45 @@ export function encodeRecord(payload: Uint8Array): Uint8Array {
 export function scanLog(bytes: Uint8Array, file: string): LogScan {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const payloads: Uint8Array[] = []
+  // Everything from `dataEnd` on is zero: the padding after the last record, or never written.
+  let dataEnd = bytes.length
+  while (dataEnd > 0 && bytes[dataEnd - 1] === 0) dataEnd--
   let offset = 0
 
-  while (offset < bytes.length) {
-    if (bytes.length - offset < LOG_HEADER_BYTES) return tornAt(offset, bytes, payloads)
+  while (offset < dataEnd) {
+    if (bytes.length - offset < LOG_HEADER_BYTES) throw new LogDamageError(file, offset, 'record cut off by the end of the file')
 
     const length = view.getUint32(offset, true)
     const payloadCrc = view.getUint32(offset + 4, true)
     const headerCrc = view.getUint32(offset + 8, true)
     if (Bun.hash.crc32(bytes.subarray(offset, offset + 8)) !== headerCrc) {
-      // A crash can leave the file extended with zeros that were never written.
-      if (isAllZero(bytes, offset)) return tornAt(offset, bytes, payloads)
+      // Only the start of the header was written before a crash: zeros from inside it on.
+      if (dataEnd < offset + LOG_HEADER_BYTES) return tornAt(offset, dataEnd, payloads)
       throw new LogDamageError(file, offset, 'header checksum mismatch')
     }
     // Never written by encodeRecord. (An all-zero header cannot get here: crc32 of 8 zero bytes
-    // is not 0, so zeroed tails are handled by the header check above.)
+    // is not 0, so zeros are handled by the header check above.)
     if (length === 0) throw new LogDamageError(file, offset, 'zero payload length')
 
     const payloadStart = offset + LOG_HEADER_BYTES
     const payloadEnd = payloadStart + length
-    // The header is intact, so a payload running past EOF is an interrupted append.
-    if (payloadEnd > bytes.length) return tornAt(offset, bytes, payloads)
+    // The header is intact and the writer always had room for the whole record: the file was cut.
+    if (payloadEnd > bytes.length) throw new LogDamageError(file, offset, 'record cut off by the end of the file')
 
     const payload = bytes.subarray(payloadStart, payloadEnd)
     if (Bun.hash.crc32(payload) !== payloadCrc) {
-      // Only a never-written (zeroed) payload with nothing but zeros after it counts as a tear;
-      // a complete record with wrong contents is damage.
-      if (isAllZero(bytes, payloadStart)) return tornAt(offset, bytes, payloads)
+      // Only a payload whose end was never written (zeros from inside it on) counts as a tear; a
+      // complete record with wrong contents is damage.
+      if (dataEnd < payloadEnd) return tornAt(offset, dataEnd, payloads)
       throw new LogDamageError(file, offset, 'payload checksum mismatch')
     }
 
     payloads.push(payload)
     offset = payloadEnd
   }
+  // The writer keeps at least one zero byte after the last record: none means the file was cut
+  // short, maybe right after a record, and whatever followed is lost. (Covers an empty file too.)
+  if (offset >= bytes.length) throw new LogDamageError(file, offset, 'no padding after the last record: the file was cut short')
   return { payloads, validEnd: offset, tornTail: null }
 }
 
@@ -100,16 +113,9 @@ export async function readLogFile(path: string): Promise<LogScan> {
   return scanLog(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength), path)
 }
 
-/** Result for a scan that stopped at an incomplete record starting at `offset`. */
-function tornAt(offset: number, bytes: Uint8Array, payloads: Uint8Array[]): LogScan {
-  return { payloads, validEnd: offset, tornTail: { offset, bytes: bytes.length - offset } }
-}
-
-function isAllZero(bytes: Uint8Array, from: number): boolean {
-  for (let i = from; i < bytes.length; i++) {
-    if (bytes[i] !== 0) return false
-  }
-  return true
+/** Result for a scan that stopped at an incomplete record: its written bytes are [offset, dataEnd). */
+function tornAt(offset: number, dataEnd: number, payloads: Uint8Array[]): LogScan {
+  return { payloads, validEnd: offset, tornTail: { offset, bytes: dataEnd - offset } }
 }
 
 function isErrnoCode(error: unknown, code: string): boolean {

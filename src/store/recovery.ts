@@ -10,7 +10,7 @@ import { Low } from 'lowdb'
 import type { Tables } from './database'
 import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
 import { SnapshotDamageError, SnapshotFile, type SnapshotData } from './snapshot-file'
-import { listSegments, type Segment } from './wal'
+import { listSegments, zeroRange, type Segment } from './wal'
 import { SNAPSHOT_FILE } from './paths'
 
 /** Refused data: the message names the file and the byte offset. */
@@ -105,7 +105,7 @@ export async function recover(
           `warning: ${segment.path}: dropped an incomplete last record at offset ${scan.tornTail.offset} ` +
             `(${scan.tornTail.bytes} bytes, an interrupted write that was never acknowledged)`,
         )
-        await truncateDurably(segment.path, scan.validEnd)
+        await zeroDurably(segment.path, scan.tornTail.offset, scan.tornTail.offset + scan.tornTail.bytes)
       }
     }
     if (isLast) lastSegment = { segment, end: scan.validEnd }
@@ -123,11 +123,11 @@ function parseEntry(payload: Uint8Array, file: string, offset: number): LogEntry
   }
 }
 
-async function truncateDurably(path: string, length: number): Promise<void> {
+/** Zeroed, not truncated: the segment keeps its padding (log-format.ts). */
+async function zeroDurably(path: string, start: number, end: number): Promise<void> {
   const file = await open(path, 'r+')
   try {
-    await file.truncate(length)
-    await file.datasync()
+    await zeroRange(file, start, end)
   } finally {
     await file.close()
   }

@@ -21,17 +21,17 @@ export type ChangeObserver<T> = (id: string, previous: T | undefined) => void
 export class Table<T> {
   readonly name: string
   readonly keyOf: (record: T) => string
-  private readonly rows = new Map<string, T>()
+  private readonly rows = new GenerationalMap<T>()
   private readonly order: string[] = []
   private readonly indexDefs: [string, IndexKeys<T>][]
-  private readonly indexes = new Map<string, Map<string, string[]>>()
+  private readonly indexes = new Map<string, GenerationalMap<string[]>>()
   observer: ChangeObserver<T> | undefined
 
   constructor(definition: TableDefinition<T>) {
     this.name = definition.name
     this.keyOf = definition.key
     this.indexDefs = Object.entries(definition.indexes ?? {})
-    for (const [name] of this.indexDefs) this.indexes.set(name, new Map())
+    for (const [name] of this.indexDefs) this.indexes.set(name, new GenerationalMap())
   }
 
   get size(): number {
@@ -51,7 +51,8 @@ export class Table<T> {
     const id = this.keyOf(record)
     const previous = this.rows.get(id)
     this.observer?.(id, previous)
-    this.rows.set(id, record)
+    if (previous === undefined) this.rows.add(id, record)
+    else this.rows.replace(id, record)
     if (previous === undefined) {
       this.order.push(id)
       for (const [name, keysOf] of this.indexDefs) {
@@ -104,13 +105,76 @@ function keyList(keys: string | readonly string[] | null | undefined): readonly 
   return typeof keys === 'string' ? [keys] : keys
 }
 
-function appendTo(index: Map<string, string[]>, key: string, id: string): void {
+function appendTo(index: GenerationalMap<string[]>, key: string, id: string): void {
   const ids = index.get(key)
   if (ids) ids.push(id)
-  else index.set(key, [id])
+  else index.add(key, [id])
 }
 
 function removeFromTail(ids: string[], id: string): void {
   const at = ids.lastIndexOf(id)
   if (at !== -1) ids.splice(at, 1)
+}
+
+/**
+ * A string-keyed map kept as two: a small young map that takes every new key, merged into the big
+ * old one only every MERGE_AFTER new keys.
+ *
+ * Why: Bun's JavaScriptCore collector is generational without card marking. An old object written
+ * since the last young ("eden") collection is rescanned whole by the next one, and a Map is one
+ * object: with a million rows, one insert into a one-Map table made every eden collection walk a
+ * million entries, for the rows and again for each index with a key per row. Under a stream of
+ * inserts that GC work grew with the table: at 1M enrollments a POST cost several times its CPU at
+ * 10k. Now the big map is written, so rescanned, once per merge instead of once per collection.
+ */
+const MERGE_AFTER = 1 << 15
+
+class GenerationalMap<V> {
+  private old = new Map<string, V>()
+  /** New keys, and replacements of old ones (which shadow the old value until the merge). */
+  private young = new Map<string, V>()
+  private count = 0
+
+  get size(): number {
+    return this.count
+  }
+
+  get(key: string): V | undefined {
+    const value = this.young.get(key)
+    return value !== undefined ? value : this.old.get(key)
+  }
+
+  has(key: string): boolean {
+    return this.young.has(key) || this.old.has(key)
+  }
+
+  /** A key not in the map yet. */
+  add(key: string, value: V): void {
+    this.count++
+    this.young.set(key, value)
+    if (this.young.size >= MERGE_AFTER) this.merge()
+  }
+
+  /** A key already in the map: the new value goes to the young map too, so the old one stays clean. */
+  replace(key: string, value: V): void {
+    this.young.set(key, value)
+    if (this.young.size >= MERGE_AFTER) this.merge()
+  }
+
+  delete(key: string): void {
+    const inYoung = this.young.delete(key)
+    const inOld = this.old.delete(key)
+    if (inYoung || inOld) this.count--
+  }
+
+  private merge(): void {
+    if (this.old.size < this.young.size) {
+      // Still small (loading): copy the smaller one; young values win.
+      for (const [key, value] of this.old) if (!this.young.has(key)) this.young.set(key, value)
+      this.old = this.young
+    } else {
+      for (const [key, value] of this.young) this.old.set(key, value)
+    }
+    this.young = new Map()
+  }
 }

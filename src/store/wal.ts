@@ -3,15 +3,22 @@
  *
  * Appends queue up while a batch is being written; the next batch takes everything queued, so one
  * write and one fdatasync acknowledge many transactions and durable throughput grows with
- * concurrency. A batch that cannot be written is cut off the file again, and it and everything
+ * concurrency. A batch that cannot be written is zeroed out of the file again, and it and everything
  * queued behind it (which may depend on it) fail together.
+ *
+ * A segment file is grown ahead of its records, in steps of SEGMENT_GROWTH_BYTES, so that at least
+ * one zero byte always follows the last record: recovery can then tell a crash mid-append (the start
+ * of a record, then zeros) from a file cut short after the fact (see log-format.ts).
  */
-import { open, readdir, unlink, type FileHandle } from 'node:fs/promises'
+import { open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { encodeRecord } from './log-format'
 import { fsyncDir } from './fs-util'
 
 const SEGMENT = /^wal-(\d{16})\.log$/
+
+/** Segment files are created this big and grow by this much (sparse: the zeros cost no disk). */
+export const SEGMENT_GROWTH_BYTES = 64 * 1024
 
 export const segmentFileName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`
 
@@ -60,6 +67,8 @@ export class LogWriter {
   private running = false
   private file: FileHandle
   private offset: number
+  /** The file's size: always more than `offset`, the zeros after the records. */
+  private size: number
   private segment: Segment
   private durable: number
 
@@ -68,12 +77,14 @@ export class LogWriter {
     file: FileHandle,
     segment: Segment,
     offset: number,
+    size: number,
     durableLsn: number,
     private readonly hooks: LogWriterHooks,
   ) {
     this.file = file
     this.segment = segment
     this.offset = offset
+    this.size = size
     this.durable = durableLsn
   }
 
@@ -81,11 +92,11 @@ export class LogWriter {
   static async open(dir: string, durableLsn: number, hooks: LogWriterHooks, last?: { segment: Segment; end: number }): Promise<LogWriter> {
     if (last) {
       const file = await open(last.segment.path, 'r+')
-      return new LogWriter(dir, file, last.segment, last.end, durableLsn, hooks)
+      return new LogWriter(dir, file, last.segment, last.end, (await file.stat()).size, durableLsn, hooks)
     }
     const segment = { path: join(dir, segmentFileName(durableLsn + 1)), firstLsn: durableLsn + 1 }
     const file = await createSegmentFile(dir, segment)
-    return new LogWriter(dir, file, segment, 0, durableLsn, hooks)
+    return new LogWriter(dir, file, segment, 0, SEGMENT_GROWTH_BYTES, durableLsn, hooks)
   }
 
   get durableLsn(): number {
@@ -128,6 +139,7 @@ export class LogWriter {
     this.file = file
     this.segment = segment
     this.offset = 0
+    this.size = SEGMENT_GROWTH_BYTES
     return segment
   }
 
@@ -163,11 +175,15 @@ export class LogWriter {
 
   private async writeBatch(batch: PendingAppend[]): Promise<void> {
     const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
+    const progress = { written: 0 }
     try {
-      await writeFully(this.file, bytes, this.offset)
+      await this.makeRoomFor(bytes.length)
+      await writeFully(this.file, bytes, this.offset, progress)
       await this.file.datasync()
     } catch (error) {
-      await this.cutOffFailedBatch()
+      // A write refused outright (EBADF, EROFS, ENOSPC before any byte) left nothing behind; a
+      // handle that cannot write may not be able to zero anything either, and that is not fatal.
+      if (progress.written > 0) await this.cutOffFailedBatch(progress.written)
       // Later appends were made against the state the failed batch produced: they fail too.
       const failed = batch.concat(this.queue.splice(0))
       this.hooks.onFailure(failed[0]!.lsn)
@@ -181,32 +197,72 @@ export class LogWriter {
     for (const pending of batch) pending.resolve()
   }
 
-  /** Truncates a partly written batch away, so a restart cannot resurrect a write answered 503. */
-  private async cutOffFailedBatch(): Promise<void> {
+  /** Grows the file so that at least one zero byte will follow the batch (the fdatasync after the write makes the size durable). */
+  private async makeRoomFor(bytes: number): Promise<void> {
+    const needed = this.offset + bytes + 1
+    if (needed <= this.size) return
+    const size = Math.ceil(needed / SEGMENT_GROWTH_BYTES) * SEGMENT_GROWTH_BYTES
+    await this.file.truncate(size)
+    this.size = size
+  }
+
+  /**
+   * Zeros a partly written batch, so a restart cannot resurrect a write answered 503. Zeroed in
+   * place, not truncated: the file must keep its padding (log-format.ts). Its requests are answered
+   * only after this, so a crash part way, which may leave some of its records, answered none of them.
+   */
+  private async cutOffFailedBatch(written: number): Promise<void> {
     try {
-      // A write refused outright (EBADF, EROFS, ENOSPC before any byte) left nothing behind; a
-      // handle that cannot write may not be able to truncate either, and that is not fatal.
-      if ((await this.file.stat()).size <= this.offset) return
-      await this.file.truncate(this.offset)
-      await this.file.datasync()
+      await zeroRange(this.file, this.offset, this.offset + written)
     } catch (error) {
       this.hooks.onFatal(error)
     }
   }
 }
 
+const PAGE = 4096
+
+/**
+ * Overwrites [start, end) with zeros, one page at a time from the end back, then syncs. Back to
+ * front so that a crash part way leaves the range's start followed by zeros: still a torn tail to
+ * recovery, never damage.
+ */
+export async function zeroRange(file: FileHandle, start: number, end: number): Promise<void> {
+  const zeros = new Uint8Array(PAGE)
+  for (let to = end; to > start; ) {
+    const from = Math.max(start, Math.floor((to - 1) / PAGE) * PAGE)
+    await writeFully(file, zeros.subarray(0, to - from), from, { written: 0 })
+    to = from
+  }
+  await file.datasync()
+}
+
+/**
+ * A new segment file, already padded with zeros. Made under a temporary name and renamed into
+ * place, so a segment file never exists without its padding (an empty one would read as cut short).
+ */
 async function createSegmentFile(dir: string, segment: Segment): Promise<FileHandle> {
-  const file = await open(segment.path, 'wx', 0o600)
+  const temporary = `${segment.path}.tmp`
+  await rm(temporary, { force: true }) // left over from a crash
+  const file = await open(temporary, 'wx', 0o600)
+  try {
+    await file.truncate(SEGMENT_GROWTH_BYTES)
+    await file.sync()
+    await rename(temporary, segment.path)
+  } catch (error) {
+    await file.close()
+    await rm(temporary, { force: true })
+    throw error
+  }
   await fsyncDir(dir)
   return file
 }
 
-async function writeFully(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
-  let written = 0
-  while (written < bytes.length) {
-    const { bytesWritten } = await file.write(bytes, written, bytes.length - written, position + written)
+async function writeFully(file: FileHandle, bytes: Uint8Array, position: number, progress: { written: number }): Promise<void> {
+  while (progress.written < bytes.length) {
+    const { bytesWritten } = await file.write(bytes, progress.written, bytes.length - progress.written, position + progress.written)
     if (bytesWritten <= 0) throw new Error('short write to the write-ahead log')
-    written += bytesWritten
+    progress.written += bytesWritten
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import {
@@ -13,18 +13,29 @@ import {
 const text = new TextEncoder()
 const PAYLOADS = ['first', 'second record', '{"op":"put","id":3}'].map((s) => text.encode(s))
 
-/** The encoded log and the start offset of each record. */
-function buildLog(payloads: Uint8Array[]): { bytes: Uint8Array; offsets: number[] } {
+/** Zeros the writer keeps after the records (any number of at least one will do). */
+const PADDING = 64
+
+/** The encoded log with its padding, the start offset of each record, and where the records end. */
+function buildLog(payloads: Uint8Array[]): { bytes: Uint8Array; offsets: number[]; end: number } {
   const records = payloads.map(encodeRecord)
   const offsets: number[] = []
-  const bytes = new Uint8Array(records.reduce((n, r) => n + r.length, 0))
+  const end = records.reduce((n, r) => n + r.length, 0)
+  const bytes = new Uint8Array(end + PADDING)
   let at = 0
   for (const record of records) {
     offsets.push(at)
     bytes.set(record, at)
     at += record.length
   }
-  return { bytes, offsets }
+  return { bytes, offsets, end }
+}
+
+/** The first `cut` bytes of `bytes`, the rest zeros: what a crash part way through writing leaves. */
+function zerosFrom(bytes: Uint8Array, cut: number): Uint8Array {
+  const copy = bytes.slice()
+  copy.fill(0, cut)
+  return copy
 }
 
 function decoded(payloads: Uint8Array[]): string[] {
@@ -66,19 +77,52 @@ describe('encodeRecord', () => {
   test('rejects an empty payload', () => {
     expect(() => encodeRecord(new Uint8Array(0))).toThrow(RangeError)
   })
+
+  test('rejects a payload ending in a zero byte (a torn record ends in zeros)', () => {
+    expect(() => encodeRecord(new Uint8Array([1, 0]))).toThrow(RangeError)
+  })
 })
 
 describe('scanLog', () => {
-  test('round-trips several records', () => {
-    const { bytes } = buildLog(PAYLOADS)
+  test('round-trips several records; the zeros after them are padding, not a tear', () => {
+    const { bytes, end } = buildLog(PAYLOADS)
     const scan = scanLog(bytes, 'wal.log')
     expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS))
-    expect(scan.validEnd).toBe(bytes.length)
+    expect(scan.validEnd).toBe(end)
     expect(scan.tornTail).toBeNull()
   })
 
-  test('an empty file has no records', () => {
-    expect(scanLog(new Uint8Array(0), 'wal.log')).toEqual({ payloads: [], validEnd: 0, tornTail: null })
+  test('a file of zeros has no records', () => {
+    expect(scanLog(new Uint8Array(100), 'wal.log')).toEqual({ payloads: [], validEnd: 0, tornTail: null })
+  })
+
+  test('an empty file is damage: a segment is never created without its padding', () => {
+    expectDamage(new Uint8Array(0), 0)
+  })
+
+  test('records that run up to the end of the file are damage: it was cut short, maybe by whole records', () => {
+    const { bytes, offsets, end } = buildLog(PAYLOADS)
+    expectDamage(bytes.subarray(0, end), end)
+    expectDamage(bytes.subarray(0, offsets[2]!), offsets[2]!)
+  })
+
+  test('a record cut off by the end of the file is damage, not a torn tail', () => {
+    const { bytes, offsets, end } = buildLog(PAYLOADS)
+    expectDamage(bytes.subarray(0, end - 3), offsets[2]!) // inside the payload
+    expectDamage(bytes.subarray(0, offsets[2]! + 5), offsets[2]!) // inside the header
+  })
+
+  test('any start of an append followed by zeros is a torn tail, never damage', () => {
+    // One batch of several records written after the first: a crash stops it at any byte (and the
+    // writer zeroing a failed batch back to front stops at any page), the rest stays zero.
+    const { bytes, offsets, end } = buildLog(PAYLOADS)
+    for (let cut = offsets[1]!; cut <= end; cut++) {
+      const scan = scanLog(zerosFrom(bytes, cut), 'wal.log')
+      const whole = offsets.filter((o, i) => (offsets[i + 1] ?? end) <= cut).length
+      expect([cut, scan.payloads.length]).toEqual([cut, whole])
+      const next = offsets[whole] ?? end
+      expect([cut, scan.tornTail === null]).toEqual([cut, cut === next])
+    }
   })
 
   test('works on a view that does not start at the buffer start', () => {
@@ -89,44 +133,31 @@ describe('scanLog', () => {
     expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS))
   })
 
-  test('a cut inside the last header is a torn tail', () => {
+  test('the last record written up to inside its header, zeros after: a torn tail', () => {
     const { bytes, offsets } = buildLog(PAYLOADS)
     const last = offsets[2]!
-    const scan = scanLog(bytes.subarray(0, last + 5), 'wal.log')
+    const scan = scanLog(zerosFrom(bytes, last + 5), 'wal.log')
     expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS.slice(0, 2)))
     expect(scan.validEnd).toBe(last)
-    expect(scan.tornTail).toEqual({ offset: last, bytes: 5 })
+    expect(scan.tornTail?.offset).toBe(last)
   })
 
-  test('a cut inside the last payload is a torn tail', () => {
-    const { bytes, offsets } = buildLog(PAYLOADS)
+  test('the last record written up to inside its payload, zeros after: a torn tail', () => {
+    const { bytes, offsets, end } = buildLog(PAYLOADS)
     const last = offsets[2]!
-    const cut = bytes.length - 3
-    const scan = scanLog(bytes.subarray(0, cut), 'wal.log')
+    const scan = scanLog(zerosFrom(bytes, end - 3), 'wal.log')
     expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS.slice(0, 2)))
     expect(scan.validEnd).toBe(last)
-    expect(scan.tornTail).toEqual({ offset: last, bytes: cut - last })
-  })
-
-  test('a zero-filled tail after the good records is a torn tail', () => {
-    const { bytes } = buildLog(PAYLOADS)
-    const withZeros = new Uint8Array(bytes.length + 4096)
-    withZeros.set(bytes)
-    const scan = scanLog(withZeros, 'wal.log')
-    expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS))
-    expect(scan.validEnd).toBe(bytes.length)
-    expect(scan.tornTail).toEqual({ offset: bytes.length, bytes: 4096 })
+    expect(scan.tornTail).toEqual({ offset: last, bytes: end - 3 - last })
   })
 
   test('a written header with a zero-filled payload at the end is a torn tail', () => {
     const { bytes, offsets } = buildLog(PAYLOADS)
     const last = offsets[2]!
-    const zeroed = bytes.slice()
-    zeroed.fill(0, last + LOG_HEADER_BYTES)
-    const scan = scanLog(zeroed, 'wal.log')
+    const scan = scanLog(zerosFrom(bytes, last + LOG_HEADER_BYTES), 'wal.log')
     expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS.slice(0, 2)))
     expect(scan.validEnd).toBe(last)
-    expect(scan.tornTail).toEqual({ offset: last, bytes: bytes.length - last })
+    expect(scan.tornTail?.offset).toBe(last)
   })
 
   test('a flipped byte in a middle payload is damage at that record', () => {
@@ -144,16 +175,17 @@ describe('scanLog', () => {
   })
 
   test('a flipped byte in the last complete payload is damage, not a torn tail', () => {
-    const { bytes, offsets } = buildLog(PAYLOADS)
-    expectDamage(flipByte(bytes, bytes.length - 1), offsets[2]!)
+    const { bytes, offsets, end } = buildLog(PAYLOADS)
+    expectDamage(flipByte(bytes, end - 1), offsets[2]!)
+    expectDamage(flipByte(bytes, offsets[2]! + LOG_HEADER_BYTES), offsets[2]!)
+    expectDamage(flipByte(bytes, offsets[2]! + 9), offsets[2]!) // its header checksum
   })
 
   test('garbage after the good records is damage', () => {
-    const { bytes } = buildLog(PAYLOADS)
-    const withGarbage = new Uint8Array(bytes.length + 20)
-    withGarbage.set(bytes)
-    withGarbage[bytes.length + 15] = 0xaa
-    expectDamage(withGarbage, bytes.length)
+    const { bytes, end } = buildLog(PAYLOADS)
+    const withGarbage = bytes.slice()
+    withGarbage[end + 15] = 0xaa
+    expectDamage(withGarbage, end)
   })
 
   test('a zero length with a valid header checksum is damage', () => {
@@ -168,20 +200,19 @@ describe('scanLog', () => {
 })
 
 describe('log files', () => {
-  test('readLogFile reads a log, treats a missing file as empty, and validEnd is where to cut a tear', async () => {
+  test('readLogFile reads a log, treats a missing file as empty, and a tear zeroed from validEnd is gone', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keyward-log-'))
     try {
       const path = join(dir, 'wal.log')
       expect(await readLogFile(path)).toEqual({ payloads: [], validEnd: 0, tornTail: null })
 
-      const { bytes } = buildLog(PAYLOADS)
-      writeFileSync(path, bytes.subarray(0, bytes.length - 2))
+      const { bytes, end } = buildLog(PAYLOADS)
+      writeFileSync(path, zerosFrom(bytes, end - 2))
       const scan = await readLogFile(path)
       expect(decoded(scan.payloads)).toEqual(decoded(PAYLOADS.slice(0, 2)))
       expect(scan.tornTail).not.toBeNull()
 
-      truncateSync(path, scan.validEnd)
-      expect(readFileSync(path).length).toBe(scan.validEnd)
+      writeFileSync(path, zerosFrom(readFileSync(path), scan.validEnd))
       const again = await readLogFile(path)
       expect(again.tornTail).toBeNull()
       expect(decoded(again.payloads)).toEqual(decoded(PAYLOADS.slice(0, 2)))

@@ -109,6 +109,15 @@ function recordOffsets(path: string): number[] {
   return offsets
 }
 
+/** Writes `bytes` in place right after the last record, where an interrupted append would have. */
+function writeAfterRecords(path: string, bytes: Uint8Array): number {
+  const file = readFileSync(path)
+  const end = scanLog(file, path).validEnd
+  file.set(bytes, end)
+  writeFileSync(path, file)
+  return end
+}
+
 function flipByte(path: string, at: number): void {
   const bytes = readFileSync(path)
   bytes[at] = bytes[at]! ^ 0x20
@@ -249,7 +258,7 @@ describe('durability and replay', () => {
     const dir = newDir()
     const { store } = await openStore(dir)
     expect(await store.commit(() => 42)).toBe(42)
-    expect(statSync((await segmentPaths(dir))[0]!).size).toBe(0)
+    expect(recordOffsets((await segmentPaths(dir))[0]!)).toEqual([])
   })
 })
 
@@ -266,20 +275,21 @@ describe('torn tail and damage', () => {
   const tears: [string, () => Uint8Array][] = [
     ['a record cut inside its payload', () => encodeRecord(Buffer.from(JSON.stringify({ lsn: 4, puts: [] }))).subarray(0, LOG_HEADER_BYTES + 5)],
     ['a record cut inside its header', () => encodeRecord(Buffer.from('{"lsn":4,"puts":[]}')).subarray(0, 7)],
-    ['a zero-filled extension', () => new Uint8Array(40)],
+    ['a header whose payload was never written', () => encodeRecord(Buffer.from('{"lsn":4,"puts":[]}')).subarray(0, LOG_HEADER_BYTES)],
   ]
   for (const [name, tail] of tears) {
-    test(`torn tail (${name}): dropped with a warning, file cut back, later commits survive`, async () => {
+    test(`torn tail (${name}): dropped with a warning, zeroed in place, later commits survive`, async () => {
       const { dir, segment } = await storeWithRecords(3)
       const size = statSync(segment).size
-      appendFileSync(segment, tail())
+      const end = writeAfterRecords(segment, tail())
 
       const { store, logged } = await openStore(dir)
       expect(consumersOf(store)).toEqual({ c1: 1, c2: 2, c3: 3 })
       expect(logged).toHaveLength(1)
       expect(logged[0]).toContain(segment)
-      expect(logged[0]).toContain(`offset ${size}`)
-      expect(statSync(segment).size).toBe(size)
+      expect(logged[0]).toContain(`offset ${end}`)
+      expect(statSync(segment).size).toBe(size) // zeroed, not cut: the file keeps its padding
+      expect(readFileSync(segment).subarray(end).every((b) => b === 0)).toBe(true)
 
       await put(store, consumer('c4', 4))
       await store.close()
@@ -289,12 +299,40 @@ describe('torn tail and damage', () => {
     })
   }
 
+  test('zeros after the records are the padding, not a tear: nothing dropped, nothing logged', async () => {
+    const { dir, segment } = await storeWithRecords(2)
+    appendFileSync(segment, new Uint8Array(40)) // a file grown further than the writer grows it
+    const { store, logged } = await openStore(dir)
+    expect(consumersOf(store)).toEqual({ c1: 1, c2: 2 })
+    expect(logged).toEqual([])
+  })
+
   test('a read-only open reads past a torn tail without repairing it', async () => {
     const { dir, segment } = await storeWithRecords(2)
-    appendFileSync(segment, new Uint8Array([1, 2, 3]))
-    const size = statSync(segment).size
+    writeAfterRecords(segment, new Uint8Array([1, 2, 3]))
+    const before = readFileSync(segment)
     expect(await durableConsumers(dir)).toEqual({ c1: 1, c2: 2 })
-    expect(statSync(segment).size).toBe(size)
+    expect(readFileSync(segment)).toEqual(before)
+  })
+
+  test('the newest segment cut short anywhere in its records is refused: acknowledged writes were cut off', async () => {
+    const { dir, segment } = await storeWithRecords(3)
+    const offsets = recordOffsets(segment)
+    const end = scanLog(readFileSync(segment), segment).validEnd
+    const original = readFileSync(segment)
+    for (const [cut, offset] of [
+      [offsets[2]!, offsets[2]!], // right after a record: the records look complete, but the padding is gone
+      [offsets[2]! + 5, offsets[2]!], // inside a header
+      [offsets[2]! + LOG_HEADER_BYTES + 3, offsets[2]!], // inside a payload
+      [end, end], // right after the last record
+      [0, 0], // emptied
+    ] as const) {
+      writeFileSync(segment, original.subarray(0, cut))
+      const error = await openError(dir)
+      expect([cut, error.file, error.offset]).toEqual([cut, segment, offset])
+      expect(error.message).toContain('cut')
+      expect(readFileSync(segment).length).toBe(cut) // refused, not "repaired"
+    }
   })
 
   test('a flipped byte in the middle of a log segment is refused, naming the file and offset', async () => {
@@ -351,7 +389,7 @@ describe('torn tail and damage', () => {
     const other = newDir()
     await openStore(other) // creates the first, empty segment
     const [segment] = await segmentPaths(other)
-    appendFileSync(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['constructor', { id: 'x' }]] }))))
+    writeAfterRecords(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['constructor', { id: 'x' }]] }))))
     expect((await openError(other)).message).toContain('unknown table constructor')
   })
 
@@ -412,7 +450,7 @@ describe('torn tail and damage', () => {
     for (let i = 1; i <= 3; i++) await put(store, consumer(`c${i}`, i))
     await store.close()
     const [segment] = await segmentPaths(dir)
-    expect(statSync(segment!).size).toBe(0)
+    expect(recordOffsets(segment!)).toEqual([])
     unlinkSync(join(dir, SNAPSHOT))
     const error = await openError(dir)
     expect(error.file).toBe(segment!)
@@ -479,9 +517,11 @@ describe('a failed append leaves no trace', () => {
       return datasync()
     }
 
+    const end = scanLog(readFileSync(segment), segment).validEnd
     const b = put(store, consumer('b', 2))
     await expect(b).rejects.toBeInstanceOf(StorageUnavailableError)
     expect(statSync(segment).size).toBe(size)
+    expect(readFileSync(segment).subarray(end).every((byte) => byte === 0)).toBe(true) // zeroed again
     expect(consumersOf(store)).toEqual({ a: 1 })
     expect(fatal).toEqual([])
 
@@ -543,7 +583,7 @@ describe('compaction under load', () => {
     const snapshot = (await readSnapshot(join(dir, SNAPSHOT)))!
     expect(snapshot.lsn).toBeGreaterThan(0)
     expect((await listSegments(dir)).length).toBe(1)
-    expect(statSync((await segmentPaths(dir))[0]!).size).toBeLessThan(1000)
+    expect(recordOffsets((await segmentPaths(dir))[0]!).length).toBeLessThan(10)
     expect(logged).toEqual([])
     expect(Object.keys(await durableConsumers(dir))).toHaveLength(30)
   })

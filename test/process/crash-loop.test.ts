@@ -1,0 +1,41 @@
+/**
+ * The crash loop, short (issue 4 item 1; the long run is bench/crash-loop.ts): a real server under
+ * many concurrent clients doing every kind of write, SIGKILLed at random instants and restarted on
+ * the same data dir. Every acknowledged write must survive with its acknowledged effect.
+ * A failure prints its seed; CRASH_LOOP_SEED=<seed> repeats the same operations and delays.
+ */
+import { afterAll, expect, test } from 'bun:test'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../support/harness.ts'
+import { runCrashLoop } from '../support/crash-loop.ts'
+import { killServers } from '../support/server-process.ts'
+
+const parent = tempDir('keyward-crash-loop-')
+afterAll(async () => {
+  await killServers() // those a failed test left running
+  rmSync(parent, { recursive: true, force: true })
+})
+
+test('kill -9 at random instants loses no acknowledged write', async () => {
+  const seed = process.env.CRASH_LOOP_SEED ? Number(process.env.CRASH_LOOP_SEED) : undefined
+  // Kills at least 300 ms apart, so even a slow machine gets through every kind of write.
+  const report = await runCrashLoop({
+    dataDir: join(parent, 'data'),
+    kills: 5,
+    clients: 24,
+    minKillDelayMs: 300,
+    maxKillDelayMs: 900,
+    ...(seed !== undefined ? { seed } : {}),
+  })
+  const summary = `seed ${report.seed}: ${report.acknowledgedWrites} acknowledged, ${report.kills} kills, ${report.writesLost} lost`
+  console.log(`crash loop: ${summary} (${report.killsDuringStartup} more during start-up, ${report.unansweredWrites} unanswered, ${report.durationMs} ms)`)
+  expect([summary, report.lost]).toEqual([summary, []])
+  expect([summary, report.unexpected]).toEqual([summary, []])
+  expect(report.writesLost).toBe(0)
+  expect(report.acknowledgedWrites).toBeGreaterThan(100)
+  // Every kind of write was acknowledged at least once over the run.
+  for (const operation of ['organization create', 'organization update', 'application create', 'consumer create', 'installation create', 'enrollment create', 'keyset create']) {
+    expect([operation, report.acknowledgedByOperation[operation] ?? 0]).not.toEqual([operation, 0])
+  }
+}, 60000)

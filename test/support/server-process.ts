@@ -1,0 +1,156 @@
+/**
+ * The real CLI as a child process, for the process tests and the crash-loop bench: start `serve` on
+ * a data dir with `--port 0`, wait for its "listening on http://host:PORT" line on stderr, talk to it
+ * over HTTP, stop it with a signal.
+ */
+import { resolve } from 'node:path'
+import type { Subprocess } from 'bun'
+
+export const ROOT = resolve(import.meta.dir, '../..')
+
+/** Bounds every wait for a process; generous, only reached when something is broken. */
+export const DEADLINE_MS = 15000
+
+/** The environment without KEYWARD_* settings, so the developer's own cannot leak into a test. */
+export const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KEYWARD_'))) as Record<string, string>
+
+/** `bun run src/main.ts <args>`, by the running bun's own path. */
+export const keywardCommand = (args: string[]) => [process.execPath, 'run', 'src/main.ts', ...args]
+
+/**
+ * Runs `command` with SIGXFSZ ignored and a file-size limit of `kib` KiB (bash's `ulimit -f` counts
+ * 1024-byte blocks): a write past the limit then fails with EFBIG instead of killing the process.
+ */
+export const underFileSizeLimit = (kib: number, command: string[]) => [
+  'bash',
+  '-c',
+  `trap "" XFSZ; ulimit -f ${kib}; exec "$@"`,
+  'bash',
+  ...command,
+]
+
+export interface Result {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs a command to completion (for starts that are expected to fail, and one-shot commands). */
+export async function run(command: string[]): Promise<Result> {
+  const proc = Bun.spawn(command, { cwd: ROOT, env: baseEnv, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  return { code, stdout, stderr }
+}
+
+export interface ServerProcess {
+  readonly proc: Subprocess<'ignore', 'pipe', 'pipe'>
+  readonly url: string
+  readonly stdout: { text: string }
+  readonly stderr: { text: string }
+  /** Resolves once both streams are drained (the process has exited). */
+  readonly drained: Promise<unknown>
+}
+
+/** Reads a stream into `sink.text` as it arrives. */
+function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }): Promise<void> {
+  return (async () => {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) sink.text += decoder.decode(chunk, { stream: true })
+  })()
+}
+
+/** Polls `condition` until it holds; throws once the deadline passes or `proc` exits first. */
+export async function waitFor(what: string, condition: () => boolean, proc?: Subprocess): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS
+  while (!condition()) {
+    if (proc?.exitCode !== null && proc?.exitCode !== undefined) throw new Error(`process exited (${proc.exitCode}) while waiting for ${what}`)
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await Bun.sleep(5)
+  }
+}
+
+export interface ServeOptions {
+  /** Wraps the command line, e.g. underFileSizeLimit. */
+  readonly wrap?: (command: string[]) => string[]
+  /** Added to the environment (KEYWARD_* settings). */
+  readonly env?: Record<string, string>
+}
+
+const LISTENING = /listening on (http:\/\/127\.0\.0\.1:\d+)/
+
+/** Every server spawned here: killServers() ends those still running, e.g. after a failed test. */
+const spawned = new Set<ServerProcess['proc']>()
+
+export async function killServers(): Promise<void> {
+  for (const proc of spawned) {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL')
+    await proc.exited
+  }
+  spawned.clear()
+}
+
+/** Spawns `serve --data <data> --port 0` without waiting for it; `url` stays empty. */
+export function spawnServer(data: string, options: ServeOptions = {}): ServerProcess {
+  const command = keywardCommand(['serve', '--data', data, '--port', '0'])
+  const proc = Bun.spawn(options.wrap ? options.wrap(command) : command, {
+    cwd: ROOT,
+    env: { ...baseEnv, ...options.env },
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  spawned.add(proc)
+  const stdout = { text: '' }
+  const stderr = { text: '' }
+  const drained = Promise.all([collect(proc.stdout, stdout), collect(proc.stderr, stderr)])
+  return { proc, stdout, stderr, drained, url: '' }
+}
+
+/** Starts `serve --data <data> --port 0` and resolves once it listens; a start that fails rejects with its stderr. */
+export async function startServer(data: string, options: ServeOptions = {}): Promise<ServerProcess> {
+  const server = spawnServer(data, options)
+  try {
+    await waitFor('the listening line', () => LISTENING.test(server.stderr.text), server.proc)
+  } catch (error) {
+    server.proc.kill('SIGKILL')
+    await server.drained
+    throw new Error(`${(error as Error).message}; stderr:\n${server.stderr.text}`)
+  }
+  return { ...server, url: LISTENING.exec(server.stderr.text)![1]! }
+}
+
+/** Sends `signal` (unless null: already sent) and waits for the exit and all output; -9 for SIGKILL. */
+export async function stopServer(server: ServerProcess, signal: 'SIGTERM' | 'SIGKILL' | null): Promise<number> {
+  if (signal) server.proc.kill(signal)
+  const code = await server.proc.exited
+  await server.drained
+  return server.proc.signalCode === 'SIGKILL' ? -9 : code
+}
+
+/** The vendor id and admin token a first start prints on stdout. */
+export function initLine(server: ServerProcess): { organization_id: string; token: string } {
+  return JSON.parse(server.stdout.text.trim().split('\n')[0]!)
+}
+
+export interface ApiResponse {
+  readonly status: number
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly body: any
+  readonly contentType: string
+}
+
+/** One JSON request; rejects if the connection fails (the server died) or it takes too long. */
+export async function api(url: string, token: string, method: string, path: string, body?: unknown): Promise<ApiResponse> {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+    signal: AbortSignal.timeout(DEADLINE_MS),
+  })
+  const text = await response.text()
+  let parsed: unknown = text
+  try {
+    parsed = text ? JSON.parse(text) : undefined
+  } catch {}
+  return { status: response.status, body: parsed, contentType: response.headers.get('content-type') ?? '' }
+}
