@@ -101,7 +101,8 @@ function validate<S extends v.GenericSchema>(schema: S, value: unknown, where: s
   if (result.success) return result.output
   const errors: FieldError[] = result.issues.map((issue) => ({
     path: [where, ...(issue.path ?? []).map((item) => String(item.key))].join('.'),
-    message: issue.message,
+    // valibot's type errors quote a string they received: a token sent by mistake would be echoed.
+    message: issue.kind === 'schema' && typeof issue.input === 'string' ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
   }))
   const first = errors[0]!
   return fail(errors, `${first.path}: ${first.message}`)

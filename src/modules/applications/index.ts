@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
-import { parseBody } from '../../http/body'
+import { ignoreBody, parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import type { Application } from '../../store/database'
 import { ApplicationService } from './service'
@@ -58,18 +58,20 @@ export const applicationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:application_id/suspend',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const app = find(principal, params.application_id)
         authorize(may.changeApplications(principal), 'suspend applications')
+        ignoreBody(body)
         return { application: view(await service.setState(app, 'suspended')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
     )
     .patch(
       '/:application_id/activate',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const app = find(principal, params.application_id)
         authorize(may.changeApplications(principal), 'activate applications')
+        ignoreBody(body)
         return { application: view(await service.setState(app, 'active')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },

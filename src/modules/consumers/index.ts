@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { parseBody, parseQuery } from '../../http/body'
+import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import type { ConsumerService } from './service'
 import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
@@ -43,18 +43,20 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     )
     .patch(
       '/:consumer_id/suspend',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const consumer = find(principal, params.consumer_id)
         authorize(may.changeTenantData(principal), 'suspend consumers')
+        ignoreBody(body)
         return { consumer: consumerView(await service.setState(consumer, 'suspended')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
     )
     .patch(
       '/:consumer_id/activate',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const consumer = find(principal, params.consumer_id)
         authorize(may.changeTenantData(principal), 'activate consumers')
+        ignoreBody(body)
         return { consumer: consumerView(await service.setState(consumer, 'active')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },

@@ -3,7 +3,7 @@ import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/cont
 import { authorize, findOwned, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest, unauthorized } from '../../http/errors'
-import { parseBody, parseQuery } from '../../http/body'
+import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import type { Application } from '../../store/database'
 import type { EnrollmentService } from './service'
@@ -64,18 +64,20 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .patch(
       '/:enrollment_id/suspend',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const enrollment = find(principal, params.enrollment_id)
         authorize(may.changeTenantData(principal), 'suspend enrollments')
+        ignoreBody(body)
         return { enrollment: enrollmentView(await service.setState(enrollment, 'suspended')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
     )
     .patch(
       '/:enrollment_id/activate',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const enrollment = find(principal, params.enrollment_id)
         authorize(may.changeTenantData(principal), 'activate enrollments')
+        ignoreBody(body)
         return { enrollment: enrollmentView(await service.setState(enrollment, 'active')), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },

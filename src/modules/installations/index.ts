@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { parseBody, parseQuery } from '../../http/body'
+import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
 import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
@@ -60,18 +60,20 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .patch(
       '/:installation_id/suspend',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const installation = find(principal, params.installation_id)
         authorize(may.changeTenantData(principal), 'suspend installations')
+        ignoreBody(body)
         return { installation: installationView(await service.suspend(installation)), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
     )
     .patch(
       '/:installation_id/verify',
-      async ({ principal, params, set }) => {
+      async ({ principal, params, body, set }) => {
         const installation = find(principal, params.installation_id)
         authorize(may.changeTenantData(principal), 'verify installations')
+        ignoreBody(body)
         return { installation: installationView(await service.verify(installation)), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
