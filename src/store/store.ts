@@ -23,7 +23,12 @@ const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 export interface StoreOptions {
   /** Load only: no log writer, no repair of a torn tail (for `issue-token` beside a running server). */
   readonly readOnly?: boolean
-  /** Compact once the current log segment grows past this many bytes. */
+  /**
+   * Compact once the current log segment grows past this many bytes and past the last snapshot's
+   * size: a snapshot rewrites everything, so spacing them by its own size keeps each write's
+   * amortised share of compaction constant as the data grows (at most one byte rewritten per byte
+   * logged), instead of growing with it.
+   */
   readonly compactAfterBytes?: number
   readonly log?: (message: string) => void
   /** The log holds records it must not (a failed batch could not be cut off). Default: exit. */
@@ -57,6 +62,8 @@ export class Store {
   private lastLsn = 0
   /** LSN the snapshot on disk covers; a compaction with nothing newer is skipped. */
   private snapshotLsn = 0
+  /** Size of the snapshot on disk, the other half of the compaction threshold. */
+  private snapshotBytes = 0
   private writer: LogWriter | null = null
   private pending: PendingTransaction[] = []
   private newestPending: Promise<unknown> | undefined
@@ -78,6 +85,7 @@ export class Store {
     const recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log })
     store.lastLsn = recovered.lastLsn
     store.snapshotLsn = recovered.snapshotLsn
+    store.snapshotBytes = await fileSize(join(dir, SNAPSHOT_FILE))
     advanceClockPast(recovered.newestTimestamp)
     if (!options.readOnly) {
       store.writer = await LogWriter.open(dir, recovered.lastLsn, store.writerHooks(), recovered.lastSegment)
@@ -161,7 +169,7 @@ export class Store {
         while (done < this.pending.length && this.pending[done]!.lsn <= lsn) done++
         this.pending.splice(0, done)
         if (this.pending.length === 0) this.newestPending = undefined
-        const threshold = this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES
+        const threshold = Math.max(this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES, this.snapshotBytes)
         // Not while closing: close() writes its own snapshot, and one started later would race the log's close.
         if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction) {
           this.compact().catch((error) => this.log(`snapshot failed, will retry: ${(error as Error).message}`))
@@ -213,6 +221,7 @@ export class Store {
       for (const name of TABLE_NAMES) this.tables[name].observer = undefined
     }
     this.snapshotLsn = view.data.lsn
+    this.snapshotBytes = await fileSize(join(this.dir, SNAPSHOT_FILE))
     await removeSegmentsBefore(this.dir, view.data.lsn + 1)
   }
 
@@ -254,4 +263,11 @@ async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 })
   const info = await stat(dir)
   if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700)
+}
+
+async function fileSize(path: string): Promise<number> {
+  return stat(path).then(
+    (info) => info.size,
+    (error) => ((error as NodeJS.ErrnoException).code === 'ENOENT' ? 0 : Promise.reject(error)),
+  )
 }

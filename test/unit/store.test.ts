@@ -96,6 +96,15 @@ async function durableConsumers(dir: string): Promise<Record<string, number>> {
 }
 
 const segmentPaths = async (dir: string) => (await listSegments(dir)).map((s) => s.path)
+/** Bytes of log records in the newest segment (segments are zero-padded ahead of their records). */
+const logSize = (dir: string) => {
+  const newest = readdirSync(dir).filter((f) => /^wal-\d+\.log$/.test(f)).sort().at(-1)!
+  const offsets = recordOffsets(join(dir, newest))
+  if (offsets.length === 0) return 0
+  const bytes = readFileSync(join(dir, newest))
+  const last = offsets.at(-1)!
+  return last + LOG_HEADER_BYTES + bytes.readUInt32LE(last)
+}
 
 /** Start offsets of the records in a log file. */
 function recordOffsets(path: string): number[] {
@@ -586,6 +595,27 @@ describe('compaction under load', () => {
     expect(recordOffsets((await segmentPaths(dir))[0]!).length).toBeLessThan(10)
     expect(logged).toEqual([])
     expect(Object.keys(await durableConsumers(dir))).toHaveLength(30)
+  })
+
+  test('compaction waits until the log outgrows the last snapshot, so its cost per write stays flat', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir, { compactAfterBytes: 500 })
+    for (let i = 1; i <= 200; i++) await put(store, consumer(`c${i}`, i))
+    await store.compact()
+    const snapshotBytes = statSync(join(dir, SNAPSHOT)).size
+    const first = (await readSnapshot(join(dir, SNAPSHOT)))!.lsn
+    // Far more than compactAfterBytes of log, but less than the snapshot: no new snapshot yet.
+    let n = 200
+    while (logSize(dir) < snapshotBytes / 2) await put(store, consumer(`c${++n}`, n))
+    expect(logSize(dir)).toBeGreaterThan(500)
+    expect((await readSnapshot(join(dir, SNAPSHOT)))!.lsn).toBe(first)
+    // Past the snapshot's size: it compacts by itself.
+    while ((await readSnapshot(join(dir, SNAPSHOT)))!.lsn === first && n < 5000) {
+      await put(store, consumer(`c${++n}`, n))
+      await (store as unknown as { compaction: Promise<void> | null }).compaction
+    }
+    expect((await readSnapshot(join(dir, SNAPSHOT)))!.lsn).toBeGreaterThan(first)
+    expect(n).toBeLessThan(5000)
   })
 
   test('a snapshot never holds a write that was queued when it was taken and failed later', async () => {
