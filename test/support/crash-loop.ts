@@ -148,7 +148,7 @@ function mulberry32(seed: number): () => number {
   }
 }
 
-class Random {
+export class Random {
   private readonly next: () => number
   constructor(seed: number) {
     this.next = mulberry32(seed)
@@ -176,7 +176,7 @@ class Random {
 }
 
 /** A fresh P-256 public key, as the API takes it: standard base64 of the SPKI DER. */
-function newClientKey(): string {
+export function newClientKey(): string {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
   return publicKey.export({ type: 'spki', format: 'der' }).toString('base64')
 }
@@ -531,7 +531,7 @@ function options(o: CrashLoopOptions) {
   }
 }
 
-async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+export async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length)
   let next = 0
   const worker = async () => {

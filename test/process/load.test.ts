@@ -1,0 +1,36 @@
+/**
+ * The load run, short (issue 4 item 6; the long run is bench/load.ts, the logic test/support/load.ts):
+ * a real server, four tenants with tokens for every role, 16 concurrent clients for 3 seconds doing
+ * reads, writes, other tenants' ids and refused requests at once. Every answer must be the one the
+ * clients' model predicts (no 5xx, no cross-tenant answer, no timeout), and every record read back
+ * at the end must be as the clients were told. Memory is not judged in so short a run.
+ * A failure prints its seed; LOAD_SEED=<seed> repeats the same choices (not the same interleaving).
+ */
+import { afterAll, expect, test } from 'bun:test'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../support/harness.ts'
+import { runLoad } from '../support/load.ts'
+import { killServers } from '../support/server-process.ts'
+
+const parent = tempDir('keyward-load-')
+afterAll(async () => {
+  await killServers() // one a failed run left running
+  rmSync(parent, { recursive: true, force: true })
+})
+
+test('concurrent clients of four tenants get only expected answers', async () => {
+  const seed = process.env.LOAD_SEED ? Number(process.env.LOAD_SEED) : undefined
+  const report = await runLoad({ dataDir: join(parent, 'data'), seconds: 3, clients: 16, ...(seed !== undefined ? { seed } : {}) })
+  const summary = `seed ${report.seed}: ${report.requests} requests, ${report.unexpectedCount} unexpected`
+  console.log(`load: ${summary} (${Math.round(report.requests / (report.durationMs / 1000))} req/s, set-up ${report.setupMs} ms, ${report.finalChecks} records checked)`)
+  expect([summary, report.unexpected]).toEqual([summary, []])
+  expect(report.unexpectedCount).toBe(0)
+  expect(report.serverExitCode).toBe(0)
+  expect(report.serverStderr).toEqual([])
+  // Enough traffic to mean something, and every scenario reached.
+  expect(report.requests).toBeGreaterThan(1000)
+  for (const scenario of ['normal', 'cross-tenant', 'out-of-scope', 'forbidden', 'conflict', 'not-enabled']) {
+    expect([scenario, report.scenarios[scenario] ?? 0]).not.toEqual([scenario, 0])
+  }
+}, 30000)
