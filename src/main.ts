@@ -2,11 +2,9 @@
 /** CLI entry: parse argv, dispatch to a command. Exit codes: 0 ok, 1 failure, 2 bad usage or unknown org/role. */
 import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
-import { initCommand, AlreadyInitialisedError } from './cli/init'
+import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
 import { USAGE, UsageError } from './cli/usage'
-import { isDamageError } from './store/recovery'
-import { DataDirLockedError } from './store/lock'
 import { VERSION } from './version'
 
 const env = process.env
@@ -63,10 +61,7 @@ async function main(argv: string[]): Promise<number> {
     return await command.run(values)
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message, USAGE[name])
-    if (isDamageError(error) || error instanceof DataDirLockedError || error instanceof AlreadyInitialisedError) {
-      console.error(`keyward: ${(error as Error).message}`)
-      return 1
-    }
+    // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.
     console.error(`keyward: ${(error as Error)?.message ?? error}`)
     return 1
   }
