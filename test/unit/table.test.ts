@@ -1,0 +1,59 @@
+import { expect, test } from 'bun:test'
+import { Table } from '../../src/store/table'
+
+interface Row {
+  readonly id: string
+  readonly group: string
+  readonly version: number
+  readonly created: number
+}
+
+const table = () => new Table<Row>({ name: 'rows', key: (r) => r.id, indexes: { group: (r) => r.group } })
+const row = (n: number, version = 1): Row => ({ id: `r${n}`, group: `g${n % 7}`, version, created: n })
+
+// The table keeps new keys in a small map merged into the big one every 32,768 keys (so the garbage
+// collector does not rescan a huge map on every insert); these cross that boundary several times.
+test('inserts, replacements and removals across generation merges read back like a plain Map', () => {
+  const t = table()
+  const model = new Map<string, Row>()
+  const N = 100_000
+  for (let n = 0; n < N; n++) {
+    const fresh = row(n)
+    t.put(fresh)
+    model.set(fresh.id, fresh)
+    if (n % 3 === 0 && n > 10) {
+      const again = row(n - 10, 2) // replace an older record (possibly already merged)
+      t.put(again)
+      model.set(again.id, again)
+    }
+    if (n % 997 === 0) {
+      t.remove(`r${n}`) // undo of the newest insert
+      model.delete(`r${n}`)
+    }
+  }
+  expect(t.size).toBe(model.size)
+  for (const [id, expected] of model) expect(t.get(id)).toBe(expected)
+  expect(t.has('r997')).toBe(false)
+  expect(t.get('r997')).toBeUndefined()
+  expect([...t.ids()]).toEqual([...model.keys()]) // creation order: a re-inserted record is the newest
+  for (let g = 0; g < 7; g++) {
+    const expected = [...t.ids()].filter((id) => model.get(id)!.group === `g${g}`)
+    expect([...t.idsBy('group', `g${g}`)]).toEqual(expected)
+  }
+})
+
+test('put returns the previous version and the observer sees it first', () => {
+  const t = table()
+  const seen: [string, number | undefined][] = []
+  t.observer = (id, previous) => seen.push([id, previous?.version])
+  expect(t.put(row(1))).toBeUndefined()
+  expect(t.put(row(1, 2))?.version).toBe(1)
+  t.remove('r1')
+  expect(seen).toEqual([
+    ['r1', undefined],
+    ['r1', 1],
+    ['r1', 2],
+  ])
+  expect(t.size).toBe(0)
+  expect(t.idsBy('group', 'g1')).toEqual([])
+})
