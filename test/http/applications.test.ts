@@ -4,8 +4,8 @@
  * application_id, allowed_environments (section 5), and the 401 of a suspended customer's tokens.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Role } from '../../src/auth/tokens'
-import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { createHarness, type Harness } from '../support/harness'
+import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -19,23 +19,7 @@ const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 const KEYS_ENABLED = ['allowed_environments', 'application_id', 'created', 'description', 'modified', 'organization_id', 'state']
 const KEYS_PLAIN = KEYS_ENABLED.filter((k) => k !== 'allowed_environments')
 
-interface Actor {
-  readonly label: string
-  readonly org: 'V' | 'A' | 'AP'
-  readonly role: Role
-}
 
-const ACTORS: Actor[] = [
-  { label: 'vendor admin', org: 'V', role: 'admin' },
-  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
-  { label: 'vendor viewer', org: 'V', role: 'viewer' },
-  { label: 'customer admin', org: 'A', role: 'admin' },
-  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
-  { label: 'customer viewer', org: 'A', role: 'viewer' },
-  { label: 'partner admin', org: 'AP', role: 'admin' },
-  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
-  { label: 'partner viewer', org: 'AP', role: 'viewer' },
-]
 
 /** A: enabled for DEV, PROD, TEST (default PROD), partner AP. B: not enabled, partner BP. */
 interface World {
@@ -64,12 +48,6 @@ function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', succe
   return success
 }
 
-function expectProblem(res: ApiResponse, status: number, code?: string) {
-  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
-  expect(res.headers.get('content-type')).toBe('application/problem+json')
-  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-  if (code) expect(res.body.code).toBe(code)
-}
 
 async function createApp(organizationId: string, extra: Record<string, unknown> = {}, token?: string) {
   const res = await h.request('POST', '/api/applications', { token, body: { organization_id: organizationId, description: 'App', ...extra } })

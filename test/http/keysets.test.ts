@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
-import type { Role } from '../../src/auth/tokens'
-import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { createHarness, type Harness } from '../support/harness'
+import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -33,23 +33,7 @@ const ENROLLMENT_KEYS = [
 ]
 const KEYSET_KEYS = ['created', 'enrollment_id', 'environment', 'keyset_id', 'state']
 
-interface Actor {
-  readonly label: string
-  readonly org: 'V' | 'A' | 'AP'
-  readonly role: Role
-}
 
-const ACTORS: Actor[] = [
-  { label: 'vendor admin', org: 'V', role: 'admin' },
-  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
-  { label: 'vendor viewer', org: 'V', role: 'viewer' },
-  { label: 'customer admin', org: 'A', role: 'admin' },
-  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
-  { label: 'customer viewer', org: 'A', role: 'viewer' },
-  { label: 'partner admin', org: 'AP', role: 'admin' },
-  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
-  { label: 'partner viewer', org: 'AP', role: 'viewer' },
-]
 
 interface World {
   V: string
@@ -76,12 +60,6 @@ function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', succe
   return success
 }
 
-function expectProblem(res: ApiResponse, status: number, code?: string) {
-  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
-  expect(res.headers.get('content-type')).toBe('application/problem+json')
-  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-  if (code) expect(res.body.code).toBe(code)
-}
 
 async function createApp(organizationId: string, allowed?: string): Promise<string> {
   const res = await h.request('POST', '/api/applications', {

@@ -3,8 +3,8 @@
  * section 2's table, scope, customers not enabled, partners, and the 400/404/409 rules of section 5.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Role } from '../../src/auth/tokens'
-import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { createHarness, type Harness } from '../support/harness'
+import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -17,23 +17,7 @@ type Target = 'V' | 'A' | 'AP' | 'B' | 'BP' | 'N'
 const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP', 'N']
 type World = Record<Target, string>
 
-interface Actor {
-  readonly label: string
-  readonly org: 'V' | 'A' | 'AP'
-  readonly role: Role
-}
 
-const ACTORS: Actor[] = [
-  { label: 'vendor admin', org: 'V', role: 'admin' },
-  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
-  { label: 'vendor viewer', org: 'V', role: 'viewer' },
-  { label: 'customer admin', org: 'A', role: 'admin' },
-  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
-  { label: 'customer viewer', org: 'A', role: 'viewer' },
-  { label: 'partner admin', org: 'AP', role: 'admin' },
-  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
-  { label: 'partner viewer', org: 'AP', role: 'viewer' },
-]
 
 /** A and B enabled (DEV, PROD, TEST; default PROD) with partners AP and BP; N not enabled. */
 async function world(): Promise<World> {
@@ -48,12 +32,6 @@ async function world(): Promise<World> {
 
 const path = (id: string) => `/api/organizations/${id}/environments`
 
-function expectProblem(res: ApiResponse, status: number, code?: string) {
-  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
-  expect(res.headers.get('content-type')).toBe('application/problem+json')
-  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-  if (code) expect(res.body.code).toBe(code)
-}
 
 /** Environments and organization record as the vendor sees them. */
 async function snapshot(id: string) {

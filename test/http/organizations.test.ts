@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Role } from '../../src/auth/tokens'
-import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { createHarness, type Harness } from '../support/harness'
+import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -21,24 +22,8 @@ const FULL_KEYS = ['created', 'description', 'modified', 'organization_id', 'org
 type Target = 'V' | 'A' | 'AP' | 'B' | 'BP'
 const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP']
 
-interface Actor {
-  readonly label: string
-  readonly org: 'V' | 'A' | 'AP'
-  readonly role: Role
-}
 
 /** Every row of CONTRACT section 2's table: vendor, customer (A) and partner (AP of A), each role. */
-const ACTORS: Actor[] = [
-  { label: 'vendor admin', org: 'V', role: 'admin' },
-  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
-  { label: 'vendor viewer', org: 'V', role: 'viewer' },
-  { label: 'customer admin', org: 'A', role: 'admin' },
-  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
-  { label: 'customer viewer', org: 'A', role: 'viewer' },
-  { label: 'partner admin', org: 'AP', role: 'admin' },
-  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
-  { label: 'partner viewer', org: 'AP', role: 'viewer' },
-]
 
 type World = Record<Target, string>
 
@@ -53,12 +38,6 @@ async function world(): Promise<World> {
 
 const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
 
-function expectProblem(res: ApiResponse, status: number, code?: string) {
-  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
-  expect(res.headers.get('content-type')).toBe('application/problem+json')
-  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-  if (code) expect(res.body.code).toBe(code)
-}
 
 /** The organization as the vendor sees it (a read that never depends on the record under test). */
 interface Summary {
