@@ -8,6 +8,7 @@ import { nowMicros } from '../../store/clock'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
+import { transition } from '../shared/state'
 
 export class OrganizationService {
   constructor(private readonly store: Store) {}
@@ -76,13 +77,11 @@ export class OrganizationService {
   }
 
   setState(org: Organization, state: 'active' | 'suspended'): Promise<Organization> {
-    return this.change(org, (current) => {
-      if (current.organization_type === 'vendor') {
-        throw conflict('vendor_always_active', 'The vendor organization cannot be suspended or activated.')
-      }
-      if (current.state === state) throw conflict('already_in_state', `The organization is already ${state}.`)
-      return { state }
-    })
+    // An organization's type never changes, so this needs no transaction of its own.
+    if (org.organization_type === 'vendor') {
+      return Promise.reject(conflict('vendor_always_active', 'The vendor organization cannot be suspended or activated.'))
+    }
+    return transition(this.store, 'organizations', org.organization_id, state, state === 'active' ? ['suspended'] : ['active'])
   }
 
   setDefaultEnvironment(org: Organization, name: string): Promise<Organization> {
