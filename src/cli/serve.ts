@@ -22,6 +22,16 @@ export interface ServeOptions {
 
 const log = (line: string) => console.error(line)
 
+/** SIGUSR1: write a snapshot now (before a backup, or to measure one), while serving goes on. */
+function snapshotNow(store: Store): void {
+  const started = performance.now()
+  log('keyward: SIGUSR1: writing a snapshot')
+  store.compact().then(
+    (wrote) => log(wrote ? `keyward: snapshot written in ${((performance.now() - started) / 1000).toFixed(2)} s` : 'keyward: the snapshot is already current'),
+    (error) => log(`keyward: snapshot failed: ${(error as Error).message}`),
+  )
+}
+
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
@@ -72,6 +82,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    process.on('SIGUSR1', () => snapshotNow(store))
   })
   try {
     await server.stop(false)

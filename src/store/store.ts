@@ -67,7 +67,7 @@ export class Store {
   private writer: LogWriter | null = null
   private pending: PendingTransaction[] = []
   private newestPending: Promise<unknown> | undefined
-  private compaction: Promise<void> | null = null
+  private compaction: Promise<boolean> | null = null
   private closed = false
   private closing: Promise<void> | undefined
   private readonly log: (message: string) => void
@@ -134,8 +134,11 @@ export class Store {
     return this.newestPending
   }
 
-  /** Writes a snapshot of the durable state and drops the log segments it covers. */
-  compact(): Promise<void> {
+  /**
+   * Writes a snapshot of the durable state and drops the log segments it covers. Resolves false
+   * when the snapshot on disk is already current (nothing to write).
+   */
+  compact(): Promise<boolean> {
     if (!this.writer) return Promise.reject(new Error('store is read-only'))
     this.compaction ??= this.writeSnapshot().finally(() => (this.compaction = null))
     return this.compaction
@@ -205,7 +208,7 @@ export class Store {
    * afterwards, and those whose log record is still queued, are written as they were at that point:
    * a snapshot never holds a write that might yet fail.
    */
-  private async writeSnapshot(): Promise<void> {
+  private async writeSnapshot(): Promise<boolean> {
     const writer = this.writer!
     const view = await writer.quiesce(async () => {
       if (writer.durableLsn === this.snapshotLsn) return null
@@ -213,7 +216,7 @@ export class Store {
       await writer.rotate()
       return view
     })
-    if (!view) return
+    if (!view) return false
     try {
       const db = new Low<SnapshotData>(new SnapshotFile(join(this.dir, SNAPSHOT_FILE)), view.data)
       await db.write()
@@ -223,6 +226,7 @@ export class Store {
     this.snapshotLsn = view.data.lsn
     this.snapshotBytes = await fileSize(join(this.dir, SNAPSHOT_FILE))
     await removeSegmentsBefore(this.dir, view.data.lsn + 1)
+    return true
   }
 
   private captureView(lsn: number): { data: SnapshotData } {
