@@ -2,7 +2,7 @@
  * The Elysia app, without listening: `serve` binds it, tests call `app.handle(request)` directly.
  */
 import { Elysia } from 'elysia'
-import { foundation } from './http/foundation'
+import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument } from './http/openapi'
 import type { AppDeps } from './http/context'
 import { organizationsController } from './modules/organizations'
@@ -22,7 +22,7 @@ export function createApp(deps: AppDeps, log: (line: string) => void = (line) =>
   const enrollments = new EnrollmentService(deps.store, consumers, installations)
   const app = new Elysia()
     .use(foundation(log))
-    .get('/healthz', () => ({ status: 'ok' }), { detail: doc({ summary: 'Liveness', tag: 'service', public: true }) })
+    .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' }), { detail: doc({ summary: 'Liveness', tag: 'service', public: true }) })
     .use(organizationsController(deps))
     .use(applicationsController(deps))
     .use(environmentsController(deps))
@@ -30,7 +30,7 @@ export function createApp(deps: AppDeps, log: (line: string) => void = (line) =>
     .use(installationsController(deps, installations))
     .use(enrollmentsController(deps, enrollments))
   let document: unknown
-  return app.get('/openapi.json', () => (document ??= openApiDocument(app.routes, VERSION)), {
+  return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION))), {
     detail: doc({ summary: 'This document', tag: 'service', public: true }),
   })
 }

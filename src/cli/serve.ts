@@ -49,7 +49,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     lock.release()
     throw error
   }
-  let server: ReturnType<typeof Bun.serve>
+  let server: NonNullable<ReturnType<typeof createApp>['server']>
   try {
     const secret = await readSecret(options.data)
     // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
@@ -58,8 +58,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
     const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
-    // Bun's own limit only guards memory; bodies over 64 KiB get our 413 problem body.
-    server = Bun.serve({ hostname: options.host, port, fetch: app.fetch, maxRequestBodySize: 16 * 1024 * 1024 })
+    // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
+    // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
+    // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
+    // memory; bodies over 64 KiB get our 413 problem body.
+    app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
+    server = app.server!
     const host = options.host.includes(':') ? `[${options.host}]` : options.host
     config.publicUrl ||= `http://${host}:${server.port}`
     log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)

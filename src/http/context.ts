@@ -8,6 +8,7 @@ import type { TokenVerifier } from '../auth/tokens'
 import { authenticate } from './auth'
 import { ApiError } from './errors'
 import { MAX_BODY_BYTES, type RequestBody } from './body'
+import { withTraceId } from './foundation'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -25,7 +26,8 @@ export interface AppDeps {
 export const authenticated = (deps: AppDeps) =>
   // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
   // request header into a plain object on every request.
-  new Elysia().derive({ as: 'scoped' }, ({ request, body }) => {
+  new Elysia().derive({ as: 'scoped' }, ({ request, body, set }) => {
+    withTraceId(set)
     const principal = authenticate(deps.store.tables, deps.verifier, request.headers.get('authorization') ?? undefined)
     const envelope = body as RequestBody | undefined
     if (envelope?.kind === 'too-large') throw new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
@@ -35,7 +37,7 @@ export const authenticated = (deps: AppDeps) =>
     return { principal, body: envelope }
   })
 
-/** The trace id the foundation put on this response (same value in header and body). */
+/** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
 
 /**

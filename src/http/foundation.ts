@@ -1,5 +1,5 @@
 /**
- * App-wide plumbing: a trace id on every response, our own body reader, and RFC 9457 problem
+ * App-wide plumbing: a trace id on every error response, our own body reader, and RFC 9457 problem
  * bodies for every failure, including the framework's own (unknown route, parse, validation).
  */
 import { Elysia } from 'elysia'
@@ -7,14 +7,25 @@ import { ApiError, problemResponse } from './errors'
 import { readBody } from './body'
 import { StorageUnavailableError } from '../store/wal'
 
+export const newTraceId = () => crypto.randomUUID()
+
+/**
+ * Gives the response its `x-trace-id` and returns it. Every route calls it first (the /api routes
+ * through `authenticated`): per route rather than in an onRequest hook, because a global hook costs
+ * every request more CPU than the whole authenticated read it sits in front of (bench/results/http.md).
+ */
+export function withTraceId(set: { headers: Record<string, unknown> }): string {
+  const traceId = newTraceId()
+  set.headers['x-trace-id'] = traceId
+  return traceId
+}
+
 export const foundation = (log: (line: string) => void) =>
   new Elysia({ name: 'foundation' })
-    .onRequest(({ set }) => {
-      set.headers['x-trace-id'] = crypto.randomUUID()
-    })
     .onParse({ as: 'global' }, ({ request }) => readBody(request))
     .onError({ as: 'global' }, ({ code, error, set }) => {
-      const traceId = (set.headers['x-trace-id'] as string | undefined) ?? crypto.randomUUID()
+      // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
+      const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()
       if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors)
       if (error instanceof StorageUnavailableError) {
         log(`[${traceId}] ${error.message}`)

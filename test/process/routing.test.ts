@@ -1,0 +1,53 @@
+/**
+ * The real server routes through Bun's native router (Elysia's `listen`), not only `app.handle`:
+ * requests as a client sends them on the wire, including a Host header too short for Elysia's own
+ * path parsing (which assumes at least `http://x.yz`), reach the right route or a 404 problem body.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { connect } from 'node:net'
+import { tempDir } from '../support/harness'
+import { initLine, killServers, startServer, stopServer, type ServerProcess } from '../support/server-process'
+
+let server: ServerProcess
+let token: string
+let vendor: string
+
+beforeAll(async () => {
+  server = await startServer(`${tempDir('keyward-routing-')}/data`)
+  ;({ organization_id: vendor, token } = initLine(server))
+})
+afterAll(async () => {
+  await stopServer(server, 'SIGTERM')
+  await killServers()
+})
+
+/** One raw HTTP/1.1 exchange, so the Host header is exactly what we say. */
+function rawGet(path: string, host: string, authorization?: string): Promise<{ status: number; headers: string; body: string }> {
+  const { port } = new URL(server.url)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    let text = ''
+    socket.on('data', (chunk) => (text += chunk.toString()))
+    socket.on('error', reject)
+    socket.on('end', () => {
+      const [head = '', body = ''] = text.split('\r\n\r\n')
+      resolve({ status: Number(head.split(' ')[1]), headers: head.toLowerCase(), body })
+    })
+    const auth = authorization ? `Authorization: ${authorization}\r\n` : ''
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${auth}Connection: close\r\n\r\n`)
+  })
+}
+
+for (const host of ['a', 'api', 'keyward.internal:8080']) {
+  test(`Host: ${host} reaches the routes`, async () => {
+    const health = await rawGet('/healthz', host)
+    expect(health.status).toBe(200)
+    expect(health.headers).toContain('x-trace-id:')
+    const org = await rawGet(`/api/organizations/${vendor}?unused=1`, host, `Bearer ${token}`)
+    expect(org.status).toBe(200)
+    expect(JSON.parse(org.body).organization.organization_id).toBe(vendor)
+    const missing = await rawGet('/api/nowhere', host)
+    expect(missing.status).toBe(404)
+    expect(JSON.parse(missing.body).code).toBe('not_found')
+  })
+}
