@@ -173,7 +173,6 @@ async function build(dir: string, enrollments: number, metaFile: string): Promis
       installation_id: i.installation_id,
       application_id: app.application_id,
       environment: ENVIRONMENT,
-      nickname: `${i.installation_id}:${c.consumer_id}:${app.application_id}:${ENVIRONMENT}`,
       active_keyset_id: null,
       client_enclave_key: null,
       state: 'active',

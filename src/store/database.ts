@@ -64,7 +64,7 @@ export interface Enrollment {
   readonly installation_id: string
   readonly application_id: string
   readonly environment: string
-  readonly nickname: string
+  /** No `nickname`: it is always derived from the identifiers (`enrollmentNickname`), so not stored. */
   readonly active_keyset_id: string | null
   readonly client_enclave_key: string | null
   readonly state: ActiveState
@@ -83,8 +83,20 @@ export interface Keyset {
   readonly modified: number
 }
 
-export const enrollmentTupleKey = (e: Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>) =>
-  `${e.consumer_id}|${e.installation_id}|${e.application_id}|${e.environment}`
+type EnrollmentTuple = Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>
+
+/** CONTRACT section 6: `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */
+export const enrollmentNickname = (e: EnrollmentTuple) => `${e.installation_id}:${e.consumer_id}:${e.application_id}:${e.environment}`
+
+export const sameEnrollmentTuple = (a: EnrollmentTuple, b: EnrollmentTuple) =>
+  a.consumer_id === b.consumer_id && a.installation_id === b.installation_id && a.application_id === b.application_id && a.environment === b.environment
+
+/** Data dirs written before the nickname was derived hold it in every enrollment: drop it. */
+function decodeEnrollment(stored: Record<string, unknown>): Enrollment {
+  if (!('nickname' in stored)) return stored as unknown as Enrollment
+  const { nickname: _derived, ...enrollment } = stored
+  return enrollment as unknown as Enrollment
+}
 
 export const applicationEnvironmentKey = (applicationId: string, environment: string) => `${applicationId}|${environment}`
 
@@ -117,8 +129,8 @@ const definitions = {
       application: (e) => e.application_id,
       consumer: (e) => e.consumer_id,
       installation: (e) => e.installation_id,
-      tuple: enrollmentTupleKey,
     },
+    decode: decodeEnrollment,
   } satisfies TableDefinition<Enrollment>,
   keysets: {
     name: 'keysets',

@@ -6,10 +6,10 @@
  */
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
-import { Low } from 'lowdb'
 import type { Tables } from './database'
+import type { Table } from './table'
 import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
-import { SnapshotDamageError, SnapshotFile, type SnapshotData } from './snapshot-file'
+import { SnapshotDamageError, scanSnapshot } from './snapshot-file'
 import { listSegments, zeroRange, type Segment } from './wal'
 import { SNAPSHOT_FILE } from './paths'
 
@@ -50,27 +50,25 @@ export async function recover(
   options: { repair: boolean; warn: (message: string) => void },
 ): Promise<Recovered> {
   let newest = 0
-  const load = (table: string, record: Record<string, unknown>) => {
-    if (!Object.hasOwn(tables, table)) return false // not `in`: "constructor" is no table
-    const target = (tables as unknown as Record<string, { put(r: unknown): unknown }>)[table]!
-    target.put(record)
+  const tableNamed = (name: string) => {
+    if (!Object.hasOwn(tables, name)) return undefined // not `in`: "constructor" is no table
+    return (tables as unknown as Record<string, Table<unknown>>)[name]!
+  }
+  const seen = (record: Record<string, unknown>) => {
     newest = Math.max(newest, Number(record.modified ?? 0), Number(record.created ?? 0))
-    return true
   }
 
+  // As in the log: a table we do not know is refused, never silently left out.
   const snapshotPath = join(dir, SNAPSHOT_FILE)
-  const db = new Low<SnapshotData | null>(new SnapshotFile(snapshotPath), null)
-  await db.read()
-  let lsn = 0
-  if (db.data) {
-    lsn = db.data.lsn
-    // As in the log: a table we do not know is refused, never silently left out.
-    for (const [name, records] of Object.entries(db.data.tables)) {
-      for (const record of records as Iterable<Record<string, unknown>>) {
-        if (!load(name, record)) throw new RecoveryDamageError(snapshotPath, 0, `unknown table ${name}`)
-      }
+  const snapshot = await scanSnapshot(snapshotPath, (name) => {
+    const table = tableNamed(name)
+    if (!table) throw new RecoveryDamageError(snapshotPath, 0, `unknown table ${name}`)
+    return (record) => {
+      table.loadStored(record)
+      seen(record)
     }
-  }
+  })
+  let lsn = snapshot?.lsn ?? 0
 
   const segments = await listSegments(dir)
   let lastSegment: Recovered['lastSegment']
@@ -89,8 +87,11 @@ export async function recover(
         if (entry.lsn !== lsn + 1) {
           throw new RecoveryDamageError(segment.path, offset, `log records ${lsn + 1}..${entry.lsn - 1} are missing`)
         }
-        for (const [table, record] of entry.puts) {
-          if (!load(table, record)) throw new RecoveryDamageError(segment.path, offset, `unknown table ${table}`)
+        for (const [name, record] of entry.puts) {
+          const table = tableNamed(name)
+          if (!table) throw new RecoveryDamageError(segment.path, offset, `unknown table ${name}`)
+          table.putStored(record)
+          seen(record)
         }
         lsn = entry.lsn
       }
@@ -110,7 +111,7 @@ export async function recover(
     }
     if (isLast) lastSegment = { segment, end: scan.validEnd }
   }
-  return { lastLsn: lsn, snapshotLsn: db.data?.lsn ?? 0, newestTimestamp: newest, ...(lastSegment ? { lastSegment } : {}) }
+  return { lastLsn: lsn, snapshotLsn: snapshot?.lsn ?? 0, newestTimestamp: newest, ...(lastSegment ? { lastSegment } : {}) }
 }
 
 function parseEntry(payload: Uint8Array, file: string, offset: number): LogEntry {

@@ -17,7 +17,7 @@
  * cover every byte before it, so reading can name the first damaged byte range.
  */
 import type { FileHandle } from 'node:fs/promises'
-import { open, readFile, rename, rm } from 'node:fs/promises'
+import { open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Adapter } from 'lowdb'
 
@@ -45,6 +45,8 @@ export class SnapshotDamageError extends Error {
 
 /** Target size of a checksummed block, and of each write to the file. */
 const BLOCK_CHARS = 1024 * 1024
+/** How much of the file's end is searched for the integrity line first. */
+const TRAILER_SEARCH_BYTES = 1024 * 1024
 /** Give other work on the event loop a turn at least this often while serializing. */
 const RECORDS_PER_YIELD = 5000
 /** Starts the trailer line; no other line can start this way (records are `{...}` lines). */
@@ -80,27 +82,85 @@ export class SnapshotFile implements Adapter<SnapshotData | null> {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-/** Reads and verifies a snapshot; null if the file does not exist. */
+/** Reads and verifies a whole snapshot into memory; null if the file does not exist. */
 export async function readSnapshot(path: string): Promise<LoadedSnapshot | null> {
-  let bytes: Uint8Array
+  const tables: Record<string, unknown[]> = {}
+  const header = await scanSnapshot(path, (name) => {
+    const records: unknown[] = (tables[name] = [])
+    return (record) => records.push(record)
+  })
+  return header && { ...header, tables }
+}
+
+/** Where `scanSnapshot` hands a table's records; throwing stops the scan. */
+export type RecordSink = (record: Record<string, unknown>) => void
+
+export type SnapshotHeader = Pick<LoadedSnapshot, 'format' | 'lsn' | 'meta'>
+
+/**
+ * Streams a snapshot block by block: each ~1 MiB block is read, checked against its checksum, then
+ * parsed line by line (one record per line), so memory holds one block, never the whole file.
+ * `onTable` is called as each table begins and returns where its records go. Resolves with the
+ * header (null if the file does not exist). Damage anywhere rejects with a SnapshotDamageError,
+ * possibly after earlier blocks' records were handed over: a caller must then discard them.
+ */
+export async function scanSnapshot(path: string, onTable: (name: string) => RecordSink): Promise<SnapshotHeader | null> {
+  let handle: FileHandle
   try {
-    bytes = await readFile(path)
+    handle = await open(path, 'r')
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT')) return null
     throw error
   }
-  const trailerStart = findTrailer(bytes, path)
-  const blocks = parseTrailer(bytes.subarray(trailerStart), path, trailerStart)
-  verifyBlocks(bytes, blocks, trailerStart, path)
-  return parseDocument(bytes, path)
+  try {
+    const size = (await handle.stat()).size
+    const { trailerStart, blocks } = await readTrailer(handle, size, path)
+    checkTiling(blocks, trailerStart, path)
+    const parser = new DocumentParser(path, onTable)
+    const decoder = new TextDecoder('utf-8', { fatal: true })
+    let buffer = Buffer.allocUnsafe(0)
+    for (const [start, end, crc] of blocks) {
+      if (buffer.length < end - start) buffer = Buffer.allocUnsafe(end - start)
+      const bytes = buffer.subarray(0, end - start)
+      await readExactly(handle, bytes, start)
+      if (Bun.hash.crc32(bytes) !== crc) throw new SnapshotDamageError(path, start, 'block checksum mismatch')
+      let text: string
+      try {
+        text = decoder.decode(bytes)
+      } catch (error) {
+        throw new SnapshotDamageError(path, start, `invalid JSON (${errorMessage(error)})`)
+      }
+      parser.parseLines(text, start)
+    }
+    return parser.finish()
+  } finally {
+    await handle.close()
+  }
 }
 
-/** Offset of the integrity line; its absence means the file was cut short. */
-function findTrailer(bytes: Uint8Array, path: string): number {
-  const marker = Buffer.from(`\n${TRAILER_PREFIX}`)
-  const at = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).lastIndexOf(marker)
-  if (at < 0) throw new SnapshotDamageError(path, bytes.length, 'integrity trailer missing')
-  return at + 1
+/** The integrity line, found in the file's tail (or, failing that, anywhere: the damage case). */
+async function readTrailer(handle: FileHandle, size: number, path: string): Promise<{ trailerStart: number; blocks: Block[] }> {
+  // About 40 bytes per 1 MiB block: the tail holds the trailer of any snapshot under ~25 GiB.
+  for (const tailBytes of [Math.min(size, TRAILER_SEARCH_BYTES), size]) {
+    const tail = Buffer.allocUnsafe(tailBytes)
+    await readExactly(handle, tail, size - tailBytes)
+    const at = tail.lastIndexOf(`\n${TRAILER_PREFIX}`)
+    if (at >= 0) {
+      const trailerStart = size - tailBytes + at + 1
+      return { trailerStart, blocks: parseTrailer(tail.subarray(at + 1), path, trailerStart) }
+    }
+    if (tailBytes === size) break
+  }
+  throw new SnapshotDamageError(path, size, 'integrity trailer missing')
+}
+
+async function readExactly(handle: FileHandle, into: Uint8Array, position: number): Promise<void> {
+  let done = 0
+  while (done < into.length) {
+    const { bytesRead } = await handle.read(into, done, into.length - done, position + done)
+    if (bytesRead === 0) throw new Error(`unexpected end of file at ${position + done}`)
+    done += bytesRead
+  }
 }
 
 function parseTrailer(trailer: Uint8Array, path: string, offset: number): Block[] {
@@ -131,15 +191,12 @@ function isBlock(value: unknown): value is Block {
   )
 }
 
-/** Blocks must tile [0, trailerStart) exactly, and each must match its checksum. */
-function verifyBlocks(bytes: Uint8Array, blocks: Block[], trailerStart: number, path: string): void {
+/** Blocks must tile [0, trailerStart) exactly (their checksums are checked as they are read). */
+function checkTiling(blocks: Block[], trailerStart: number, path: string): void {
   let expectedStart = 0
-  for (const [start, end, crc] of blocks) {
+  for (const [start, end] of blocks) {
     if (start !== expectedStart || end <= start || end > trailerStart) {
       throw new SnapshotDamageError(path, expectedStart, 'integrity blocks do not cover the file')
-    }
-    if (Bun.hash.crc32(bytes.subarray(start, end)) !== crc) {
-      throw new SnapshotDamageError(path, start, 'block checksum mismatch')
     }
     expectedStart = end
   }
@@ -148,25 +205,91 @@ function verifyBlocks(bytes: Uint8Array, blocks: Block[], trailerStart: number, 
   }
 }
 
-/** Parses verified bytes; a failure here means a writer bug, still reported as damage. */
-function parseDocument(bytes: Uint8Array, path: string): LoadedSnapshot {
-  let doc: unknown
+/**
+ * The document, line by line, as the writer lays it out:
+ *
+ *   {"format":1,"lsn":42,"meta":{...},"tables":{     header
+ *   "organizations":[                                 a table begins
+ *   {...},                                            a record (the last of a table has no comma)
+ *   ],                                                a table ends, another follows
+ *   ]},                                               the last table ends
+ *
+ * Checksums already vouch for the bytes; a line out of place still means a writer bug, and is
+ * reported as damage at that line.
+ */
+class DocumentParser {
+  #header: SnapshotHeader | undefined
+  #sink: RecordSink | undefined
+  #ended = false
+
+  constructor(
+    private readonly path: string,
+    private readonly onTable: (name: string) => RecordSink,
+  ) {}
+
+  /** `text` is whole lines, starting at byte `offset` of the file. */
+  parseLines(text: string, offset: number): void {
+    const damaged = (from: number, reason: string) =>
+      // Only an error needs the line's byte offset (UTF-8 may differ from the string index).
+      new SnapshotDamageError(this.path, offset + Buffer.byteLength(text.slice(0, from)), reason)
+    let from = 0
+    while (from < text.length) {
+      let end = text.indexOf('\n', from)
+      if (end === -1) end = text.length
+      const sink = this.#sink
+      if (sink && text.charCodeAt(from) === 0x7b /* { */) {
+        // The hot path, one record per line: no per-line allocation beyond the record itself.
+        const last = text.charCodeAt(end - 1) === 0x2c /* , */ ? end - 1 : end
+        const record = parseJson(text.slice(from, last), (reason) => damaged(from, reason))
+        if (!isRecord(record)) throw damaged(from, 'a record is not an object')
+        sink(record)
+      } else {
+        this.#structuralLine(text.slice(from, end), (reason) => damaged(from, reason))
+      }
+      from = end + 1
+    }
+  }
+
+  finish(): SnapshotHeader {
+    if (!this.#header || !this.#ended) throw new SnapshotDamageError(this.path, 0, 'invalid JSON (the document is incomplete)')
+    return this.#header
+  }
+
+  /** Every line but a record's: the header, a table's start, a table's end. */
+  #structuralLine(line: string, damaged: (reason: string) => SnapshotDamageError): void {
+    if (this.#ended) throw damaged('invalid JSON (text after the last table)')
+    if (!this.#header) {
+      this.#header = parseHeader(line, damaged)
+    } else if (line.charCodeAt(0) === 0x22 /* " */ && line.endsWith(':[') && !this.#sink) {
+      const name = parseJson(line.slice(0, -2), damaged)
+      if (typeof name !== 'string') throw damaged('a table name is not a string')
+      this.#sink = this.onTable(name)
+    } else if (line === '],' && this.#sink) {
+      this.#sink = undefined
+    } else if ((line === ']},' && this.#sink) || (line === '},' && !this.#sink)) {
+      this.#sink = undefined
+      this.#ended = true
+    } else {
+      throw damaged('invalid JSON (unexpected line)')
+    }
+  }
+}
+
+function parseHeader(line: string, damaged: (reason: string) => SnapshotDamageError): SnapshotHeader {
+  if (!line.endsWith('"tables":{')) throw damaged('invalid JSON (the first line does not open the tables)')
+  const doc = parseJson(`${line}}}`, damaged)
+  if (!isRecord(doc) || doc.format !== 1) throw damaged('not a format 1 snapshot')
+  const { lsn, meta } = doc
+  if (typeof lsn !== 'number' || !isRecord(meta)) throw damaged('missing lsn, meta or tables')
+  return { format: 1, lsn, meta }
+}
+
+function parseJson(text: string, damaged: (reason: string) => SnapshotDamageError): unknown {
   try {
-    doc = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+    return JSON.parse(text)
   } catch (error) {
-    throw new SnapshotDamageError(path, 0, `invalid JSON (${errorMessage(error)})`)
+    throw damaged(`invalid JSON (${errorMessage(error)})`)
   }
-  if (!isRecord(doc) || doc.format !== 1) {
-    throw new SnapshotDamageError(path, 0, 'not a format 1 snapshot')
-  }
-  const { lsn, meta, tables } = doc
-  if (typeof lsn !== 'number' || !isRecord(meta) || !isRecord(tables)) {
-    throw new SnapshotDamageError(path, 0, 'missing lsn, meta or tables')
-  }
-  for (const [name, records] of Object.entries(tables)) {
-    if (!Array.isArray(records)) throw new SnapshotDamageError(path, 0, `table ${name} is not an array`)
-  }
-  return { format: 1, lsn, meta, tables: tables as Record<string, unknown[]> }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /**
  * One in-memory table: records by primary key, plus secondary indexes that keep record ids in
- * creation order per key. Records are immutable values: a change replaces the stored object, which
+ * creation order per key (a key with one id holds just the string: no array per unique key). Records are immutable values: a change replaces the stored object, which
  * is what lets a snapshot serialise a point-in-time view while writes go on.
  *
  * Creation order is the order of `created`, which the clock makes strictly increasing, so every index
@@ -13,7 +13,12 @@ export interface TableDefinition<T> {
   readonly key: (record: T) => string
   /** Secondary indexes by name: the key(s) a record is listed under. Keys must not change after creation. */
   readonly indexes?: Readonly<Record<string, IndexKeys<T>>>
+  /** Turns a record as read from disk into its current shape (older data dirs may hold more fields). */
+  readonly decode?: (stored: Record<string, unknown>) => T
 }
+
+/** An index entry: the one id listed under a key (most keys have one), or several in creation order. */
+type IndexEntry = string | string[]
 
 /** Called before a record is replaced or removed; the snapshot writer uses it to keep pre-images. */
 export type ChangeObserver<T> = (id: string, previous: T | undefined) => void
@@ -24,12 +29,14 @@ export class Table<T> {
   private readonly rows = new GenerationalMap<T>()
   private readonly order: string[] = []
   private readonly indexDefs: [string, IndexKeys<T>][]
-  private readonly indexes = new Map<string, GenerationalMap<string[]>>()
+  private readonly indexes = new Map<string, GenerationalMap<IndexEntry>>()
+  private readonly decodeStored: ((stored: Record<string, unknown>) => T) | undefined
   observer: ChangeObserver<T> | undefined
 
   constructor(definition: TableDefinition<T>) {
     this.name = definition.name
     this.keyOf = definition.key
+    this.decodeStored = definition.decode
     this.indexDefs = Object.entries(definition.indexes ?? {})
     for (const [name] of this.indexDefs) this.indexes.set(name, new GenerationalMap())
   }
@@ -53,13 +60,36 @@ export class Table<T> {
     this.observer?.(id, previous)
     if (previous === undefined) this.rows.add(id, record)
     else this.rows.replace(id, record)
-    if (previous === undefined) {
-      this.order.push(id)
-      for (const [name, keysOf] of this.indexDefs) {
-        for (const key of keyList(keysOf(record))) appendTo(this.indexes.get(name)!, key, id)
-      }
-    }
+    if (previous === undefined) this.addToIndexes(id, record)
     return previous
+  }
+
+  /** A record as stored on disk (snapshot or log): decoded to the current shape, then put. */
+  putStored(stored: Record<string, unknown>): void {
+    this.put(this.decodeStored ? this.decodeStored(stored) : (stored as T))
+  }
+
+  /**
+   * Start-up's bulk insert of a snapshot's records, each id once: no lookup of a previous version,
+   * straight into the maps' old generation (loading is not the steady write stream that the young
+   * generation exists for).
+   */
+  loadStored(stored: Record<string, unknown>): void {
+    const record = this.decodeStored ? this.decodeStored(stored) : (stored as T)
+    const id = this.keyOf(record)
+    this.rows.load(id, record)
+    this.addToIndexes(id, record)
+  }
+
+  private addToIndexes(id: string, record: T): void {
+    this.order.push(id)
+    for (const [name, keysOf] of this.indexDefs) {
+      const keys = keysOf(record)
+      if (keys === null || keys === undefined) continue
+      const index = this.indexes.get(name)!
+      if (typeof keys === 'string') appendTo(index, keys, id)
+      else for (const key of keys) appendTo(index, key, id)
+    }
   }
 
   /** Removes a record; only used to undo an insert whose log write failed, so it is near the tail. */
@@ -72,10 +102,12 @@ export class Table<T> {
     for (const [name, keysOf] of this.indexDefs) {
       const index = this.indexes.get(name)!
       for (const key of keyList(keysOf(previous))) {
-        const ids = index.get(key)
-        if (!ids) continue
-        removeFromTail(ids, id)
-        if (ids.length === 0) index.delete(key)
+        const entry = index.get(key)
+        if (entry === id) index.delete(key)
+        else if (Array.isArray(entry)) {
+          removeFromTail(entry, id)
+          if (entry.length === 1) index.replace(key, entry[0]!)
+        }
       }
     }
   }
@@ -85,11 +117,12 @@ export class Table<T> {
     return this.order
   }
 
-  /** Ids listed under `key` in index `index`, in creation order (live array, do not modify). */
+  /** Ids listed under `key` in index `index`, in creation order (may be live: do not modify it). */
   idsBy(index: string, key: string): readonly string[] {
     const byKey = this.indexes.get(index)
     if (!byKey) throw new Error(`table ${this.name} has no index ${index}`)
-    return byKey.get(key) ?? EMPTY
+    const entry = byKey.get(key)
+    return entry === undefined ? EMPTY : typeof entry === 'string' ? [entry] : entry
   }
 
   /** Records in creation order. */
@@ -105,10 +138,11 @@ function keyList(keys: string | readonly string[] | null | undefined): readonly 
   return typeof keys === 'string' ? [keys] : keys
 }
 
-function appendTo(index: GenerationalMap<string[]>, key: string, id: string): void {
-  const ids = index.get(key)
-  if (ids) ids.push(id)
-  else index.add(key, [id])
+function appendTo(index: GenerationalMap<IndexEntry>, key: string, id: string): void {
+  const entry = index.get(key)
+  if (entry === undefined) index.add(key, id)
+  else if (typeof entry === 'string') index.replace(key, [entry, id])
+  else entry.push(id)
 }
 
 function removeFromTail(ids: string[], id: string): void {
@@ -153,6 +187,12 @@ class GenerationalMap<V> {
     this.count++
     this.young.set(key, value)
     if (this.young.size >= MERGE_AFTER) this.merge()
+  }
+
+  /** Loading only: a key not in the map yet, straight into the old generation. */
+  load(key: string, value: V): void {
+    this.count++
+    this.old.set(key, value)
   }
 
   /** A key already in the map: the new value goes to the young map too, so the old one stays clean. */

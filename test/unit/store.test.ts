@@ -716,3 +716,39 @@ describe('files', () => {
     expect(await durableConsumers(dir)).toEqual({ a: 1, b: 2, c: 3 })
   })
 })
+
+describe('data dirs from before the enrollment nickname was derived', () => {
+  const stored = {
+    enrollment_id: 'e0000000-0000-4000-8000-000000000001',
+    organization_id: 'o0000000-0000-4000-8000-000000000001',
+    consumer_id: 'c0000000-0000-4000-8000-000000000001',
+    installation_id: 'i0000000-0000-4000-8000-000000000001',
+    application_id: 'a0000000-0000-4000-8000-000000000001',
+    environment: 'PRODUCTION',
+    active_keyset_id: null,
+    client_enclave_key: null,
+    state: 'active',
+    created: 1,
+    modified: 1,
+  }
+  const withNickname = { ...stored, nickname: 'i:c:a:PRODUCTION' }
+
+  test('a snapshot record loses its stored nickname on loading', async () => {
+    const dir = newDir()
+    await writeSnapshot(join(dir, SNAPSHOT), { format: 1, lsn: 0, meta: {}, tables: { enrollments: [withNickname] } })
+    const { store } = await openStore(dir)
+    expect(store.tables.enrollments.get(stored.enrollment_id)).toEqual(stored as never)
+    expect(Object.hasOwn(store.tables.enrollments.get(stored.enrollment_id)!, 'nickname')).toBe(false)
+  })
+
+  test('a log record loses it on replay', async () => {
+    const dir = newDir()
+    const first = await openStore(dir)
+    await first.store.commit((tx) => tx.put('enrollments', withNickname as never))
+    await (first.store as unknown as { writer: { close(): Promise<void> } }).writer.close() // no snapshot: replay the log
+    stores.splice(stores.indexOf(first.store), 1)
+    const { store } = await openStore(dir)
+    expect(Object.hasOwn(store.tables.enrollments.get(stored.enrollment_id)!, 'nickname')).toBe(false)
+    expect(store.tables.enrollments.get(stored.enrollment_id)).toEqual(stored as never)
+  })
+})

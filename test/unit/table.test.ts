@@ -57,3 +57,37 @@ test('put returns the previous version and the observer sees it first', () => {
   expect(t.size).toBe(0)
   expect(t.idsBy('group', 'g1')).toEqual([])
 })
+
+// Most index keys list one id (a consumer's one enrollment, say): such an entry is the bare id.
+test('an index key with one id, then two, then one again after an undo', () => {
+  const t = new Table<Row>({ name: 'rows', key: (r) => r.id, indexes: { group: (r) => r.group } })
+  const a = { id: 'a', group: 'g', version: 1, created: 1 }
+  const b = { id: 'b', group: 'g', version: 1, created: 2 }
+  t.put(a)
+  expect(t.idsBy('group', 'g')).toEqual(['a'])
+  t.put(b)
+  expect(t.idsBy('group', 'g')).toEqual(['a', 'b'])
+  t.remove('b')
+  expect(t.idsBy('group', 'g')).toEqual(['a'])
+  t.remove('a')
+  expect(t.idsBy('group', 'g')).toEqual([])
+  expect(t.idsBy('group', 'other')).toEqual([])
+})
+
+test('records from disk go through the decoder, in bulk (loadStored) and one by one (putStored)', () => {
+  const t = new Table<Row>({
+    name: 'rows',
+    key: (r) => r.id,
+    indexes: { group: (r) => r.group },
+    decode: ({ legacy: _dropped, ...row }) => row as unknown as Row,
+  })
+  for (let n = 0; n < 40_000; n++) t.loadStored({ ...row(n), legacy: 'x' })
+  t.putStored({ ...row(5, 2), legacy: 'x' }) // a log record replacing a snapshot record
+  t.putStored({ ...row(40_000), legacy: 'x' })
+  expect(t.size).toBe(40_001)
+  expect(t.get('r5')).toEqual(row(5, 2))
+  expect(t.get('r39999')).toEqual(row(39_999))
+  expect(Object.hasOwn(t.get('r40000')!, 'legacy')).toBe(false)
+  expect(t.ids().length).toBe(40_001)
+  expect(t.idsBy('group', 'g0').length).toBe(Math.ceil(40_001 / 7))
+})

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Enrollment, Keyset } from '../../store/database'
+import { enrollmentNickname, type Enrollment, type Keyset } from '../../store/database'
 import { Description, EnvironmentName, Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
 import { formatTimestamp } from '../../store/clock'
 
@@ -36,7 +36,7 @@ export const enrollmentView = (e: Enrollment) => ({
   consumer_id: e.consumer_id,
   application_id: e.application_id,
   environment: e.environment,
-  nickname: e.nickname,
+  nickname: enrollmentNickname(e),
   active_keyset_id: e.active_keyset_id,
   client_enclave_key: e.client_enclave_key,
   client_storage_key_shares: null,

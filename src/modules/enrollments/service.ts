@@ -1,5 +1,5 @@
 /** Enrollments and their keysets (SPEC.md Enrollments, CONTRACT section 6). No HTTP here. */
-import { enrollmentTupleKey, type Application, type Enrollment, type Keyset, type Organization } from '../../store/database'
+import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../store/database'
 import type { Store } from '../../store/store'
 import type { Principal } from '../../http/auth'
 import { nowMicros } from '../../store/clock'
@@ -28,12 +28,13 @@ export class EnrollmentService {
       const existing = tables.enrollments.get(input.enrollment_id)
       if (existing) {
         // SPEC.md's compromised-client cases: the same enrollment claimed with other identifiers.
-        if (enrollmentTupleKey(existing) !== enrollmentTupleKey(input)) {
+        if (!sameEnrollmentTuple(existing, input)) {
           throw badRequest('enrollment_mismatch', 'This enrollment_id is already enrolled with a different consumer, installation, application or environment.')
         }
         return { record: existing, created: false }
       }
-      if (tables.enrollments.idsBy('tuple', enrollmentTupleKey(input)).length > 0) {
+      // An installation has an enrollment per application and environment at most: a short list.
+      if (tables.enrollments.idsBy('installation', input.installation_id).some((id) => sameEnrollmentTuple(tables.enrollments.get(id)!, input))) {
         throw conflict('already_enrolled', 'This consumer, installation, application and environment already have another enrollment.')
       }
       const consumer = this.consumers.createIn(tx, customer, input.consumer_id).record
@@ -48,7 +49,6 @@ export class EnrollmentService {
         installation_id: input.installation_id,
         application_id: application.application_id,
         environment: input.environment,
-        nickname: `${input.installation_id}:${input.consumer_id}:${application.application_id}:${input.environment}`,
         active_keyset_id: null,
         client_enclave_key: null,
         state: 'active',
