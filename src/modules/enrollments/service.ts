@@ -6,7 +6,7 @@ import { nowMicros } from '../../store/clock'
 import { badRequest, conflict } from '../../http/errors'
 import { transition } from '../shared/state'
 import type { Created } from '../shared/owned'
-import { idFilter, indexFilter, listPage, predicate, type Filter, type Page } from '../shared/list'
+import { asScope, idFilter, indexFilter, inScope, listPage, predicate, type Filter, type Page } from '../shared/list'
 import type { ConsumerService } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
@@ -99,14 +99,23 @@ export class EnrollmentService {
   }
 
   list(p: Principal, q: EnrollmentListInput): Page<Enrollment> {
-    const enrollments = this.store.tables.enrollments
+    const { enrollments, applications, consumers, installations } = this.store.tables
+    const customerId = p.customerId
     const by = (index: string, keys: readonly string[], keyOf: (e: Enrollment) => string) => indexFilter(enrollments, index, keys, keyOf)
+    // Keys naming the caller's own applications, consumers or installations: their enrollments are
+    // all the caller's, so the scope needs no test (keys of other tenants' records match nothing).
+    const scoped = (index: string, keys: readonly string[], keyOf: (e: Enrollment) => string, ownerOf: (key: string) => string | undefined) =>
+      customerId === null ? by(index, keys, keyOf) : inScope(by(index, keys.filter((key) => ownerOf(key) === customerId), keyOf))
     const filters: Filter<Enrollment>[] = []
-    if (p.customerId !== null) filters.push(by('organization', [p.customerId], (e) => e.organization_id))
-    if (q.organization_ids?.length) filters.push(by('organization', q.organization_ids, (e) => e.organization_id))
-    if (q.consumer_ids?.length) filters.push(by('consumer', q.consumer_ids, (e) => e.consumer_id))
-    if (q.installation_ids?.length) filters.push(by('installation', q.installation_ids, (e) => e.installation_id))
-    if (q.application_ids?.length) filters.push(by('application', q.application_ids, (e) => e.application_id))
+    if (customerId !== null) filters.push(asScope(by('organization', [customerId], (e) => e.organization_id)))
+    if (q.organization_ids?.length) filters.push(scoped('organization', q.organization_ids, (e) => e.organization_id, (id) => id))
+    if (q.consumer_ids?.length) filters.push(scoped('consumer', q.consumer_ids, (e) => e.consumer_id, (id) => consumers.get(id)?.organization_id))
+    if (q.installation_ids?.length) {
+      filters.push(scoped('installation', q.installation_ids, (e) => e.installation_id, (id) => installations.get(id)?.organization_id))
+    }
+    if (q.application_ids?.length) {
+      filters.push(scoped('application', q.application_ids, (e) => e.application_id, (id) => applications.get(id)?.organization_id))
+    }
     if (q.enrollment_ids?.length) filters.push(idFilter(enrollments, q.enrollment_ids))
     if (q.environment) filters.push(predicate((e) => e.environment === q.environment))
     if (q.state) filters.push(predicate((e) => e.state === q.state))

@@ -3,7 +3,8 @@
  * test a record; the most selective one that can enumerate its ids drives the query, the rest
  * test its candidates. So a page costs in proportion to the smallest matching set (an index list
  * when there is one), never to the whole table; with a single index list and nothing else to
- * test, a page is a slice. `total` counts matching ids, not response objects.
+ * test (the caller's scope is implied by keys already checked against it), a page is a slice.
+ * `total` counts matching ids, not response objects.
  */
 import type { Table } from '../../store/table'
 
@@ -13,6 +14,10 @@ export interface Filter<T> {
   /** Its ids; `ordered` when in creation order already (an index list). Absent: test-only filter. */
   readonly candidates?: () => { ids: Iterable<string>; ordered: boolean }
   readonly test: (record: T) => boolean
+  /** The caller's scope (a customer's own records): implied by a driver that is `withinScope`. */
+  readonly isScope?: boolean
+  /** Every id it yields is in the caller's scope (its keys were checked against it). */
+  readonly withinScope?: boolean
 }
 
 export interface Paging {
@@ -30,7 +35,8 @@ export interface Page<T> {
 export function listPage<T extends { created: number }>(table: Table<T>, filters: readonly Filter<T>[], paging: Paging): Page<T> {
   const enumerable = filters.filter((f) => f.candidates).sort((a, b) => a.estimate - b.estimate)
   const driver = enumerable[0]
-  const tests = filters.filter((f) => f !== driver).map((f) => f.test)
+  // A driver inside the scope makes the scope test redundant: then one index list pages by slicing.
+  const tests = filters.filter((f) => f !== driver && !(f.isScope && driver?.withinScope)).map((f) => f.test)
   const source = driver ? driver.candidates!() : { ids: table.ids(), ordered: true }
   const offset = ((paging.page ?? 1) - 1) * paging.pageSize
 
@@ -110,6 +116,12 @@ export function relatedFilter<T, R>(options: {
     },
   }
 }
+
+/** The filter as the caller's scope, see `withinScope`. */
+export const asScope = <T>(filter: Filter<T>): Filter<T> => ({ ...filter, isScope: true })
+
+/** The filter's keys were all checked to be in the caller's scope: its records are too. */
+export const inScope = <T>(filter: Filter<T>): Filter<T> => ({ ...filter, withinScope: true })
 
 /** A test-only filter (state, description search): never drives. */
 export function predicate<T>(test: (record: T) => boolean): Filter<T> {
