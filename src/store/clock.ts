@@ -18,16 +18,20 @@ export function advanceClockPast(micros: number): void {
 
 /** `YYYY-MM-DD HH:MM:SS.ffffff +00:00` (SPEC.md timestamp format). */
 export function formatTimestamp(micros: number): string {
-  const seconds = Math.floor(micros / 1_000_000)
-  let prefix = secondPrefixes.get(seconds)
-  if (prefix === undefined) {
+  let text = formatted.get(micros)
+  if (text === undefined) {
+    const seconds = Math.floor(micros / 1_000_000)
     const iso = new Date(seconds * 1000).toISOString() // 2026-11-22T13:39:10.000Z
-    prefix = `${iso.slice(0, 10)} ${iso.slice(11, 19)}.`
-    if (secondPrefixes.size >= 4096) secondPrefixes.clear()
-    secondPrefixes.set(seconds, prefix)
+    text = `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${String(micros - seconds * 1_000_000).padStart(6, '0')} +00:00`
+    if (formatted.size >= FORMATTED_CACHE_SIZE) formatted.clear()
+    formatted.set(micros, text)
   }
-  return `${prefix}${String(micros - seconds * 1_000_000).padStart(6, '0')} +00:00`
+  return text
 }
 
-/** `YYYY-MM-DD HH:MM:SS.` by whole second (every read formats two timestamps; Date is the costly part). */
-const secondPrefixes = new Map<number, string>()
+/**
+ * Recently formatted timestamps: every read formats two, and the records read most are read again.
+ * Cleared when full, which is cheaper than tracking recency and costs one miss per entry.
+ */
+const formatted = new Map<number, string>()
+const FORMATTED_CACHE_SIZE = 1 << 16
