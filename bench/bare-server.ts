@@ -1,6 +1,7 @@
 /**
- * The baseline for bench/http.ts: a bare `Bun.serve` that answers every request with one canned
- * response (same status, headers and body as keyward's GET /api/organizations/{id}).
+ * The baseline for bench/http.ts and bench/run.ts: a bare `Bun.serve` that answers every request
+ * with one canned response (same status, headers and body as keyward's answer to a read by id:
+ * GET /api/organizations/{id} in http.ts, GET /api/enrollments/{id} in run.ts).
  *
  *   bun run bench/bare-server.ts --port P --response FILE
  *

@@ -16,10 +16,12 @@
  * Servers are stopped at the end, even on failure.
  */
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises'
-import { connect } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
+import { Children, freePort, normaliseResponse as normalise, onInterrupt, parseResponse, rawGet, tailOf, waitReady } from './support/servers'
+import { busyBeforeStart, cpuSeconds } from './support/system'
+import { formatMs, runWrk as runWrkRaw } from './support/wrk'
 
 const QUICK = process.argv.includes('--quick')
 const WARMUP_SECONDS = QUICK ? 1 : 2
@@ -34,7 +36,7 @@ const TARGET_POST_RATIO = 10
 
 const ROOT = join(import.meta.dir, '..')
 const BUN = process.execPath
-const children: Subprocess[] = []
+const children = new Children()
 const stderrFiles = new Map<Subprocess, string>()
 
 interface WrkResult {
@@ -160,28 +162,13 @@ async function measure(wrk: string, label: string, server: Subprocess, args: str
   return { ...result, cpuMicros }
 }
 
-/** User + system CPU seconds of a process so far (Linux /proc; null elsewhere). */
-async function cpuSeconds(pid: number): Promise<number | null> {
-  try {
-    const fields = (await Bun.file(`/proc/${pid}/stat`).text()).split(') ')[1]!.split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / 100 // utime + stime, in clock ticks (100 Hz on Linux)
-  } catch {
-    return null
-  }
-}
-
+/** wrk; answers other than 2xx make the figures meaningless: refused. */
 async function runWrk(wrk: string, args: string[], env?: Record<string, string | undefined>): Promise<Omit<WrkResult, 'cpuMicros'>> {
-  const threads = Math.min(WRK_THREADS, Number(args[args.indexOf('-c') + 1]))
-  const proc = Bun.spawn([wrk, `-t${threads}`, ...args], { stdout: 'pipe', stderr: 'pipe', env })
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)
-  if (code !== 0 || !rps) throw new Error(`wrk failed (exit ${code}):\n${out}${err}`)
-  const bad = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out)
-  if (bad) throw new Error(`wrk saw ${bad[1]} non-2xx answers; the figures would be meaningless:\n${out}`)
-  const socketErrors = /Socket errors:.*/.exec(out)
+  const result = await runWrkRaw(wrk, args, { env: env ?? process.env })
+  if (result.non2xx > 0) throw new Error(`wrk saw ${result.non2xx} non-2xx answers; the figures would be meaningless:\n${result.output}`)
+  const socketErrors = /Socket errors:.*/.exec(result.output)
   if (socketErrors) console.warn(`  (wrk: ${socketErrors[0]})`)
-  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0)
-  return { rps: Number(rps[1]), p99: /^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '?', requests }
+  return { rps: result.rps, p99: formatMs(result.p99Ms), requests: result.requests }
 }
 
 const best = (row: Row) => Math.max(...row.runs.map((r) => r.rps))
@@ -215,108 +202,30 @@ function machineLine(mode: string): string {
   )
 }
 
-/** Share of all cores busy over one second before we start anything (Linux only; null elsewhere). */
-async function busyBeforeStart(): Promise<string | null> {
-  const sample = async () => {
-    const fields = (await Bun.file('/proc/stat').text()).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
-    return { idle: fields[3]! + fields[4]!, total: fields.reduce((a, b) => a + b, 0) }
-  }
-  try {
-    const a = await sample()
-    await Bun.sleep(1000)
-    const b = await sample()
-    return `${(100 - ((b.idle - a.idle) / (b.total - a.total)) * 100).toFixed(0)}%`
-  } catch {
-    return null
-  }
-}
-
 // --- servers ---------------------------------------------------------------------------------
 
 function start(name: string, cmd: string[], work: string, stdoutFile?: string): Subprocess {
-  const proc = Bun.spawn(cmd, {
+  const proc = children.spawn(cmd, {
     cwd: ROOT,
     stdout: stdoutFile ? Bun.file(stdoutFile) : 'ignore',
     stderr: Bun.file(join(work, `${name}.stderr`)),
   })
-  children.push(proc)
   stderrFiles.set(proc, join(work, `${name}.stderr`))
   return proc
 }
 
-const logOf = (proc: Subprocess) => Bun.file(stderrFiles.get(proc)!).text().catch(() => '(no log)')
-
 /** Polls /healthz until it answers 200; bounded, and fails fast if the server exits. */
-async function waitHealthy(name: string, proc: Subprocess, port: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null) throw new Error(`${name} exited with code ${proc.exitCode} before it was ready:\n${await logOf(proc)}`)
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) })).ok) return
-    } catch {
-      // not listening yet
-    }
-    await Bun.sleep(100)
-  }
-  throw new Error(`${name} did not answer /healthz within ${timeoutMs / 1000}s:\n${await logOf(proc)}`)
+function waitHealthy(name: string, proc: Subprocess, port: number, timeoutMs = 15_000): Promise<void> {
+  return waitReady(name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs, intervalMs: 100, log: () => tailOf(stderrFiles.get(proc)!) })
 }
 
 /** SIGTERM (keyward writes its snapshot and exits), SIGKILL after 5 s. */
-async function stopAll(): Promise<void> {
-  await Promise.all(
-    children.splice(0).map(async (proc) => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return
-      proc.kill('SIGTERM')
-      const timer = setTimeout(() => proc.kill('SIGKILL'), 5000)
-      await proc.exited
-      clearTimeout(timer)
-    }),
-  )
-}
-
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response() })
-  const port = probe.port!
-  await probe.stop(true)
-  return port
-}
-
-// --- raw HTTP, to compare the bytes on the wire --------------------------------------------------
-
-function rawGet(port: number, path: string, authorization: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1')
-    let text = ''
-    socket.setEncoding('utf8')
-    socket.setTimeout(5000, () => socket.destroy(new Error('raw GET timed out')))
-    socket.on('data', (chunk) => (text += chunk))
-    socket.on('end', () => resolve(text))
-    socket.on('error', reject)
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: ${authorization}\r\nConnection: close\r\n\r\n`)
-  })
-}
-
-/** Status, headers Bun does not add itself, and body of a raw HTTP/1.1 answer. */
-function parseResponse(raw: string): { status: number; headers: [string, string][]; body: string } {
-  const split = raw.indexOf('\r\n\r\n')
-  const [statusLine, ...headerLines] = raw.slice(0, split).split('\r\n')
-  const headers = headerLines
-    .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()] as [string, string])
-    .filter(([name]) => !['date', 'content-length', 'connection'].includes(name.toLowerCase()))
-  return { status: Number(statusLine!.split(' ')[1]), headers, body: raw.slice(split + 4) }
-}
-
-/** Masks what differs per request: the Date header and the trace id (header and body). */
-function normalise(raw: string): string {
-  const traceId = /^x-trace-id: (.*)$/im.exec(raw)?.[1]?.trim()
-  const masked = traceId ? raw.split(traceId).join('<trace-id>') : raw
-  return masked.replace(/^Date: .*$/im, 'Date: <date>')
+function stopAll(): Promise<void> {
+  return children.stopAll({ signal: 'SIGTERM', graceMs: 5000 })
 }
 
 // Ctrl-C: stop the servers before leaving.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void stopAll().finally(() => process.exit(130)))
-}
+onInterrupt(stopAll)
 
 try {
   process.exitCode = await main()

@@ -6,7 +6,7 @@
  *
  *  1. builds the data dir THROUGH THE STORE (Store.open, initialiseStore, store.commit with 1,000
  *     puts per transaction, records shaped as the services make them), in a child process so the
- *     bench itself stays small; closing the store writes the snapshot;
+ *     bench itself stays small; closing the store writes the snapshot (bench/support/dataset.ts);
  *  2. starts the real server on it (`bun run src/main.ts serve`), i.e. restarted from disk, and
  *     reports its start-up time until /healthz answers and its resident memory (VmRSS);
  *  3. measures with wrk, with a vendor admin token minted with the dir's secret:
@@ -32,19 +32,18 @@
  * --profile starts the servers under `bun --cpu-prof` and leaves the profiles in bench/results/prof/.
  * Needs `wrk` on the PATH, and several GB of memory for the large size.
  */
-import { createHash, randomBytes } from 'node:crypto'
-import { mkdtemp, mkdir, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
-import { Store } from '../src/store/store'
-import type { Application, Consumer, Enrollment, Installation, Organization, RecordOf, TableName } from '../src/store/database'
-import { nowMicros } from '../src/store/clock'
-import { SNAPSHOT_FILE } from '../src/store/paths'
-import { acquireDataDirLock } from '../src/store/lock'
-import { initialiseStore } from '../src/cli/init'
+import type { TableName } from '../src/store/database'
 import { readSecret } from '../src/auth/secret'
 import { mintToken } from '../src/auth/tokens'
+import { buildInChild, type BuildPlan, type CustomerPlan } from './support/dataset'
+import { Children, freePort, onInterrupt, tailOf, waitReady } from './support/servers'
+import { busyBeforeStart, cpuSeconds, procStatus } from './support/system'
+import { runWrk as runWrkRaw } from './support/wrk'
+import { watchSnapshots, type SnapshotActivity } from './support/snapshots'
 
 const args = process.argv.slice(2)
 const QUICK = args.includes('--quick')
@@ -57,8 +56,6 @@ const SMALL = 10_000
 const LARGE = Number(argValue('--large') ?? (QUICK ? 100_000 : 1_000_000))
 const APPLICATIONS = 1_000
 const OTHER_CUSTOMERS = 3
-const PUTS_PER_TRANSACTION = 1_000
-const COMMITS_IN_FLIGHT = 8
 const WARMUP_SECONDS = QUICK ? 1 : 2
 const RUN_SECONDS = QUICK ? 3 : 5
 /** One long POST run per size: long enough to include the snapshots a sustained write load causes. */
@@ -75,11 +72,11 @@ const WRK_THREADS = Math.max(1, Math.floor(cpus().length / 2))
 const ROOT = join(import.meta.dir, '..')
 const SERVER_ROOT = argValue('--server-root') ?? ROOT
 const BUN = process.execPath
-const children: Subprocess[] = []
+const children = new Children()
 let workDir: string | undefined
 
 // ---------------------------------------------------------------------------------------------
-// Building a data dir (child process: `bun run bench/scale.ts --build DIR N META`)
+// Building a data dir: bench/support/dataset.ts, in a child process
 
 interface BuildMeta {
   readonly enrollments: number
@@ -93,157 +90,42 @@ interface BuildMeta {
   readonly snapshotBytes: number
 }
 
-async function build(dir: string, enrollments: number, metaFile: string): Promise<void> {
-  const log = (line: string) => console.error(`  [build ${enrollments.toLocaleString('en')}] ${line}`)
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  const lock = acquireDataDirLock(dir)
-  const started = performance.now()
-  // No compaction while loading (every 64 MiB it would rewrite the whole snapshot): one at close.
-  const store = await Store.open(dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER, log })
-  const { organization_id: vendorId } = await initialiseStore(store, 'Vendor')
+/**
+ * A few small customers (10 applications, N / 200 enrollments, at least 100), then the big one
+ * (APPLICATIONS applications, N enrollments). Each consumer has 2 enrollments, each with its own
+ * installation, in 2 applications; every 100th consumer also gets a consumer without enrollments
+ * beside it (created by POST /api/consumers), so the consumers table is a little over N / 2.
+ */
+function scalePlan(dir: string, enrollments: number): BuildPlan {
+  const customer = (description: string, applications: number, count: number): CustomerPlan => ({
+    description,
+    applications,
+    enrollments: count,
+    enrollmentsPerConsumer: 2,
+    spareConsumerEvery: 100,
+  })
+  const others = Array.from({ length: OTHER_CUSTOMERS }, (_, o) => customer(`Other customer ${o + 1}`, 10, Math.max(100, Math.floor(enrollments / 200))))
+  return { dir, label: enrollments.toLocaleString('en'), customers: [...others, customer('Big customer', APPLICATIONS, enrollments)] }
+}
 
-  let batch: [TableName, unknown][] = []
-  const inFlight: Promise<unknown>[] = []
-  const flush = async () => {
-    if (batch.length === 0) return
-    const puts = batch
-    batch = []
-    inFlight.push(
-      store.commit((tx) => {
-        for (const [table, record] of puts) tx.put(table, record as never)
-      }),
-    )
-    if (inFlight.length >= COMMITS_IN_FLIGHT) await inFlight.shift()
-  }
-  const put = async <N extends TableName>(table: N, record: RecordOf<N>) => {
-    batch.push([table, record])
-    if (batch.length >= PUTS_PER_TRANSACTION) await flush()
-  }
-
-  // As OrganizationService.create: a customer of the vendor, no virtual environments.
-  const customer = (description: string): Organization => {
-    const now = nowMicros()
-    return {
-      organization_id: crypto.randomUUID(),
-      parent_id: vendorId,
-      organization_type: 'customer',
-      description,
-      state: 'active',
-      environments: null,
-      created: now,
-      modified: now,
-    }
-  }
-  // As ApplicationService.create: the customer's default environment, an api_key stored as a hash.
-  const application = (owner: Organization, i: number): Application => {
-    const now = nowMicros()
-    return {
-      application_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      description: `Application ${i}`,
-      environments: [ENVIRONMENT],
-      state: 'active',
-      api_key_hash: createHash('sha256').update(`kwk_${randomBytes(24).toString('base64url')}`).digest('hex'),
-      created: now,
-      modified: now,
-    }
-  }
-  // As ConsumerService.createIn, InstallationService.createIn (not auto-verified) and EnrollmentService.create.
-  const consumer = (owner: Organization): Consumer => {
-    const now = nowMicros()
-    return { consumer_id: crypto.randomUUID(), organization_id: owner.organization_id, state: 'active', created: now, modified: now }
-  }
-  const installation = (owner: Organization, n: number): Installation => {
-    const now = nowMicros()
-    return {
-      installation_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      description: `Device ${n}`,
-      state: 'unregistered',
-      created: now,
-      modified: now,
-    }
-  }
-  const enrollment = (owner: Organization, c: Consumer, i: Installation, app: Application): Enrollment => {
-    const now = nowMicros()
-    return {
-      enrollment_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      consumer_id: c.consumer_id,
-      installation_id: i.installation_id,
-      application_id: app.application_id,
-      environment: ENVIRONMENT,
-      active_keyset_id: null,
-      client_enclave_key: null,
-      state: 'active',
-      created: now,
-      modified: now,
-    }
-  }
-
-  /**
-   * `count` enrollments over `apps`: each consumer has 2 enrollments, each with its own installation,
-   * in 2 applications; every 100th consumer also gets a consumer without enrollments beside it
-   * (created by POST /api/consumers), so the consumers table is a little over count / 2.
-   */
-  const enrollMany = async (owner: Organization, apps: Application[], count: number) => {
-    let n = 0
-    let c = 0
-    while (n < count) {
-      const who = consumer(owner)
-      await put('consumers', who)
-      for (let k = 0; k < 2 && n < count; k++, n++) {
-        const device = installation(owner, n)
-        await put('installations', device)
-        await put('enrollments', enrollment(owner, who, device, apps[n % apps.length]!))
-      }
-      if (++c % 100 === 0) await put('consumers', consumer(owner))
-      if (n % 100_000 === 0) log(`${n.toLocaleString('en')} enrollments, ${((performance.now() - started) / 1000).toFixed(1)} s`)
-    }
-  }
-
-  // A few small customers first, then the big one.
-  for (let o = 1; o <= OTHER_CUSTOMERS; o++) {
-    const other = customer(`Other customer ${o}`)
-    await put('organizations', other)
-    const apps: Application[] = []
-    for (let a = 0; a < 10; a++) {
-      const app = application(other, a)
-      apps.push(app)
-      await put('applications', app)
-    }
-    await enrollMany(other, apps, Math.max(100, Math.floor(enrollments / 200)))
-  }
-  const big = customer('Big customer')
-  await put('organizations', big)
-  const apps: Application[] = []
-  for (let a = 0; a < APPLICATIONS; a++) {
-    const app = application(big, a)
-    apps.push(app)
-    await put('applications', app)
-  }
-  await enrollMany(big, apps, enrollments)
-  await flush()
-  await Promise.all(inFlight)
-  const loaded = performance.now()
-  const counts = Object.fromEntries(Object.entries(store.tables).map(([name, table]) => [name, table.size])) as Record<TableName, number>
-  log(`loaded ${Object.entries(counts).map(([k, v]) => `${v.toLocaleString('en')} ${k}`).join(', ')} in ${((loaded - started) / 1000).toFixed(1)} s; writing the snapshot`)
-  await store.close()
-  lock.release()
-  const closed = performance.now()
-  const snapshotBytes = (await stat(join(dir, SNAPSHOT_FILE))).size
-  log(`snapshot ${(snapshotBytes / 2 ** 20).toFixed(0)} MiB written in ${((closed - loaded) / 1000).toFixed(1)} s`)
-  const meta: BuildMeta = {
+async function build(work: string, enrollments: number): Promise<BuildMeta> {
+  const dir = join(work, `data-${enrollments}`)
+  const built = await buildInChild(
+    scalePlan(dir, enrollments),
+    { planFile: join(work, `plan-${enrollments}.json`), metaFile: join(work, `meta-${enrollments}.json`), cwd: ROOT },
+    (cmd, options) => children.spawn(cmd, options),
+  )
+  const big = built.customers[built.customers.length - 1]!
+  return {
     enrollments,
-    vendorId,
-    customerId: big.organization_id,
-    applicationIds: apps.map((a) => a.application_id),
-    counts,
-    loadSeconds: (loaded - started) / 1000,
-    snapshotSeconds: (closed - loaded) / 1000,
-    snapshotBytes,
+    vendorId: built.vendorId,
+    customerId: big.organizationId,
+    applicationIds: big.applicationIds,
+    counts: built.counts,
+    loadSeconds: built.loadSeconds,
+    snapshotSeconds: built.snapshotSeconds,
+    snapshotBytes: built.snapshotBytes,
   }
-  await Bun.write(metaFile, JSON.stringify(meta))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,14 +156,6 @@ interface WrkResult {
   readonly errors: number
   readonly snapshots: SnapshotActivity
   readonly note: string
-}
-
-/** Snapshots (compactions) seen during a run: started = temp file appeared, finished = file replaced. */
-interface SnapshotActivity {
-  readonly started: number
-  readonly finished: number
-  /** A snapshot was being written at some point of the run. */
-  readonly busy: boolean
 }
 
 interface Measurement {
@@ -323,18 +197,8 @@ async function run(wrk: string, work: string): Promise<number> {
   // 1. Build both data dirs, one after the other, each in its own process.
   const metas: BuildMeta[] = []
   for (const size of [SMALL, LARGE]) {
-    const dir = join(work, `data-${size}`)
-    const metaFile = join(work, `meta-${size}.json`)
     console.log(`building ${fmt(size)} enrollments through the store...`)
-    const proc = Bun.spawn([BUN, 'run', import.meta.path, '--build', dir, String(size), metaFile], {
-      cwd: ROOT,
-      stdout: 'inherit',
-      stderr: 'inherit',
-    })
-    children.push(proc)
-    if ((await proc.exited) !== 0) throw new Error(`building the ${fmt(size)} data dir failed (exit ${proc.exitCode})`)
-    children.splice(children.indexOf(proc), 1)
-    metas.push(JSON.parse(await Bun.file(metaFile).text()) as BuildMeta)
+    metas.push(await build(work, size))
   }
 
   // 2. Start each server on its dir (one at a time, so start-up times are not disturbed).
@@ -510,13 +374,12 @@ async function startServer(work: string, meta: BuildMeta): Promise<Server> {
   const stderrFile = join(work, `server-${meta.enrollments}.stderr`)
   console.log(`starting the server on the ${label} dir (restart from disk)...`)
   const started = performance.now()
-  const proc = Bun.spawn([BUN, ...profile, 'run', 'src/main.ts', 'serve', '--data', dir, '--port', String(port)], {
+  const proc = children.spawn([BUN, ...profile, 'run', 'src/main.ts', 'serve', '--data', dir, '--port', String(port)], {
     cwd: SERVER_ROOT,
     stdout: 'ignore',
     stderr: Bun.file(stderrFile),
   })
-  children.push(proc)
-  await waitHealthy(label, proc, port, stderrFile)
+  await waitReady(label, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: 600_000, log: () => tailOf(stderrFile) })
   const startupSeconds = (performance.now() - started) / 1000
   const rssAtReady = await procStatus(proc.pid, 'VmRSS')
 
@@ -596,7 +459,7 @@ async function measure(
   const cpuBefore = await cpuSeconds(server.proc.pid)
   const result = await runWrk(wrk, [`-d${timing.seconds}s`, '--latency', ...argsFor()], env)
   const cpuAfter = await cpuSeconds(server.proc.pid)
-  const snapshots = await watch()
+  const snapshots = await watch.stop()
   const cpuMicros = cpuBefore !== null && cpuAfter !== null ? ((cpuAfter - cpuBefore) / result.requests) * 1e6 : null
   const note = (snapshots.busy ? ' (snapshot)' : '') + (result.errors > 0 ? ` (${result.errors} not 201)` : '')
   console.log(
@@ -608,70 +471,16 @@ async function measure(
   return { ...result, cpuMicros, snapshots, note }
 }
 
-/** Polls the data dir until the returned function is called; a snapshot is written to a temp file, then renamed. */
-function watchSnapshots(dir: string): () => Promise<SnapshotActivity> {
-  let started = 0
-  let finished = 0
-  let busy = false
-  let writing = false
-  let mtime: number | null | undefined
-  let stopped = false
-  const poll = async () => {
-    const [current, temp] = await Promise.all([snapshotMtime(dir), Bun.file(join(dir, `${SNAPSHOT_FILE}.tmp`)).exists()])
-    if (mtime !== undefined && current !== mtime) {
-      finished++
-      busy = true
-    }
-    mtime = current
-    if (temp && !writing) started++
-    if (temp) busy = true
-    writing = temp
-  }
-  const loop = (async () => {
-    while (!stopped) {
-      await poll()
-      await Bun.sleep(100)
-    }
-    await poll()
-  })()
-  return async () => {
-    stopped = true
-    await loop
-    return { started, finished, busy }
-  }
-}
-
 async function runWrk(wrk: string, wrkArgs: string[], env?: Record<string, string | undefined>): Promise<Omit<WrkResult, 'cpuMicros' | 'note' | 'snapshots'>> {
-  const threads = Math.min(WRK_THREADS, Number(wrkArgs[wrkArgs.indexOf('-c') + 1]))
-  const proc = Bun.spawn([wrk, `-t${threads}`, '--timeout', '10s', ...wrkArgs], { stdout: 'pipe', stderr: 'pipe', env })
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)
-  if (code !== 0 || !rps) throw new Error(`wrk failed (exit ${code}):\n${out}${err}`)
+  const result = await runWrkRaw(wrk, wrkArgs, { env: env ?? process.env, timeoutSeconds: 10 })
+  const out = result.output
   const posts = /scale-post: created=(\d+) other=(\d+) first_other_status=(\d+)/.exec(out)
-  const bad = /Non-2xx or 3xx responses:\s+(\d+)/.exec(out)
-  if (!posts && bad) throw new Error(`wrk saw ${bad[1]} non-2xx answers; the figures would be meaningless:\n${out}`)
+  if (!posts && result.non2xx > 0) throw new Error(`wrk saw ${result.non2xx} non-2xx answers; the figures would be meaningless:\n${out}`)
   const errors = posts ? Number(posts[2]) : 0
   if (posts && errors > 0) console.warn(`  (${posts[2]} POSTs not answered 201; the first was ${posts[3]})`)
   const socketErrors = /Socket errors:.*/.exec(out)
   if (socketErrors) console.warn(`  (wrk: ${socketErrors[0]})`)
-  const latency = /^\s+Latency\s+(\S+)/m.exec(out)?.[1]
-  const p99 = /^\s+99%\s+(\S+)/m.exec(out)?.[1]
-  return {
-    seconds: Number(/requests in ([\d.]+)s/.exec(out)?.[1] ?? NaN),
-    rps: Number(rps[1]),
-    meanMs: latency ? toMs(latency) : NaN,
-    p99Ms: p99 ? toMs(p99) : NaN,
-    requests: Number(/(\d+) requests in/.exec(out)?.[1] ?? 0),
-    errors,
-  }
-}
-
-/** wrk's `635.91us`, `1.23ms`, `2.01s`, `1.50m` → milliseconds. */
-function toMs(text: string): number {
-  const match = /^([\d.]+)(us|ms|s|m)$/.exec(text)
-  if (!match) return NaN
-  const value = Number(match[1])
-  return value * { us: 0.001, ms: 1, s: 1000, m: 60_000 }[match[2] as 'us' | 'ms' | 's' | 'm']
+  return { seconds: result.seconds, rps: result.rps, meanMs: result.meanMs, p99Ms: result.p99Ms, requests: result.requests, errors }
 }
 
 const ms = (value: number) => (value < 1 ? `${(value * 1000).toFixed(0)} µs` : `${value.toFixed(2)} ms`)
@@ -680,34 +489,6 @@ const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0)
 function lowestCpu(runs: WrkResult[]): number | null {
   const values = runs.map((r) => r.cpuMicros)
   return values.includes(null) ? null : Math.min(...(values as number[]))
-}
-
-/** User + system CPU seconds of a process so far (Linux /proc; null elsewhere). */
-async function cpuSeconds(pid: number): Promise<number | null> {
-  try {
-    const fields = (await Bun.file(`/proc/${pid}/stat`).text()).split(') ')[1]!.split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return null
-  }
-}
-
-/** A `kB` field of /proc/<pid>/status, in bytes (NaN if unreadable). */
-async function procStatus(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<number> {
-  try {
-    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(await Bun.file(`/proc/${pid}/status`).text())
-    return match ? Number(match[1]) * 1024 : NaN
-  } catch {
-    return NaN
-  }
-}
-
-async function snapshotMtime(dir: string): Promise<number | null> {
-  try {
-    return (await stat(join(dir, SNAPSHOT_FILE))).mtimeMs
-  } catch {
-    return null
-  }
 }
 
 /**
@@ -725,22 +506,6 @@ async function settle(s: Server): Promise<number> {
   }
 }
 
-/** Share of all cores busy over one second before we start anything (Linux only; null elsewhere). */
-async function busyBeforeStart(): Promise<string | null> {
-  const sample = async () => {
-    const fields = (await Bun.file('/proc/stat').text()).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
-    return { idle: fields[3]! + fields[4]!, total: fields.reduce((a, b) => a + b, 0) }
-  }
-  try {
-    const a = await sample()
-    await Bun.sleep(1000)
-    const b = await sample()
-    return `${(100 - ((b.idle - a.idle) / (b.total - a.total)) * 100).toFixed(0)}%`
-  } catch {
-    return null
-  }
-}
-
 function machineLine(mode: string): string {
   const cpu = cpus()
   return (
@@ -751,65 +516,21 @@ function machineLine(mode: string): string {
 
 // --- servers ---------------------------------------------------------------------------------
 
-/** Polls /healthz until it answers 200; fails fast if the server exits. */
-async function waitHealthy(name: string, proc: Subprocess, port: number, stderrFile: string, timeoutMs = 600_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  const logText = () => Bun.file(stderrFile).text().catch(() => '(no log)')
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null) throw new Error(`${name} exited with code ${proc.exitCode} before it was ready:\n${await logText()}`)
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) })).ok) return
-    } catch {
-      // not listening yet
-    }
-    await Bun.sleep(20)
-  }
-  throw new Error(`${name} did not answer /healthz within ${timeoutMs / 1000}s:\n${await logText()}`)
-}
-
 /** SIGTERM (keyward writes its snapshot and exits), SIGKILL after 60 s (a big snapshot takes a while). */
-async function stopAll(): Promise<void> {
-  await Promise.all(
-    children.splice(0).map(async (proc) => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return
-      proc.kill('SIGTERM')
-      const timer = setTimeout(() => proc.kill('SIGKILL'), 60_000)
-      await proc.exited
-      clearTimeout(timer)
-    }),
-  )
-}
-
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response() })
-  const port = probe.port!
-  await probe.stop(true)
-  return port
+function stopAll(): Promise<void> {
+  return children.stopAll({ signal: 'SIGTERM', graceMs: 60_000 })
 }
 
 // ---------------------------------------------------------------------------------------------
 
-if (args[0] === '--build') {
-  const [, dir, size, metaFile] = args
-  try {
-    await build(dir!, Number(size), metaFile!)
-  } catch (error) {
-    console.error(`bench/scale.ts --build: ${(error as Error)?.stack ?? error}`)
-    process.exitCode = 1
-  }
-} else {
-  // Ctrl-C: stop the servers and builders before leaving.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () =>
-      void stopAll()
-        .then(() => (workDir ? rm(workDir, { recursive: true, force: true }) : undefined))
-        .finally(() => process.exit(130)),
-    )
-  }
-  try {
-    process.exitCode = await main()
-  } catch (error) {
-    console.error(`bench/scale.ts: ${(error as Error)?.message ?? error}`)
-    process.exitCode = 1
-  }
+// Ctrl-C: stop the servers and builders before leaving.
+onInterrupt(async () => {
+  await stopAll()
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+})
+try {
+  process.exitCode = await main()
+} catch (error) {
+  console.error(`bench/scale.ts: ${(error as Error)?.message ?? error}`)
+  process.exitCode = 1
 }

@@ -1,0 +1,65 @@
+-- wrk script for bench/run.ts, create runs: one new enrollment per request, fresh ids every time,
+-- cycling over the given applications, for keyward or for json-server.
+--
+--   wrk ... -s bench/run-create.lua URL -- <keyward|json-server> <file of application ids> <nonce> <environment>
+--
+-- keyward: POST /api/enrollments {enrollment_id, consumer_id, installation_id, application_id,
+--   environment, installation_description} (the consumer and installation are new too, so the
+--   server creates them in the same transaction); the token comes from KEYWARD_TOKEN.
+-- json-server: POST /enrollments, the same body plus "id" (json-server's key) = enrollment_id.
+-- Ids are unique by construction: a per-run nonce, the wrk thread, the kind of id and a per-thread
+-- counter; the rest is random. Every answer should be 201; wrk counts those >= 400 (errors.status).
+local threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+  thread:set("tid", #threads)
+end
+
+function init(args)
+  kind = args[1]
+  if kind ~= "keyward" and kind ~= "json-server" then error("first argument: keyward or json-server") end
+  local file = assert(io.open(args[2], "r"))
+  apps = {}
+  for line in file:lines() do
+    if #line > 0 then table.insert(apps, line) end
+  end
+  file:close()
+  if #apps == 0 then error("no application ids in " .. args[2]) end
+  nonce = tonumber(args[3])
+  environment = args[4]
+  math.randomseed(nonce + tid * 7919)
+  counter = 0
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  if kind == "keyward" then
+    local token = os.getenv("KEYWARD_TOKEN")
+    if not token then error("set KEYWARD_TOKEN") end
+    wrk.headers["Authorization"] = "Bearer " .. token
+  end
+end
+
+local function uuid(kind_of_id)
+  return string.format("%08x-%04x-4%03x-%04x-%012x", nonce, tid, kind_of_id, math.random(32768, 49151), counter)
+end
+
+function request()
+  counter = counter + 1
+  local app = apps[(counter % #apps) + 1]
+  local enrollment = uuid(1)
+  local id = ""
+  if kind == "json-server" then id = '"id":"' .. enrollment .. '",' end
+  local body = '{' .. id .. '"enrollment_id":"' .. enrollment .. '","consumer_id":"' .. uuid(2) ..
+    '","installation_id":"' .. uuid(3) .. '","application_id":"' .. app .. '","environment":"' .. environment ..
+    '","installation_description":"wrk device"}'
+  return wrk.format(nil, nil, nil, body)
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "wrk-stats: requests=%d duration_us=%d connect=%d read=%d write=%d status=%d timeout=%d " ..
+    "mean_us=%.1f p50_us=%d p99_us=%d p999_us=%d max_us=%d\n",
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.mean, latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
+end
