@@ -114,7 +114,13 @@ const sizeLabel = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 10
 // ---------------------------------------------------------------------------------------------
 // Types
 
-type Kind = 'keyward' | 'json-server' | 'bare'
+type Kind = 'keyward' | 'json-server' | 'bare' | LadderKind
+/** Steps from the bare server towards keyward (bench/ladder-server.ts): where a read's time goes. */
+type LadderKind = 'bare+header' | 'elysia'
+const LADDER: Record<LadderKind, string> = {
+  'bare+header': 'Bun.serve that also reads the Authorization header and sends a fresh trace id (header and body)',
+  elysia: "the same in an Elysia route, served by Elysia's listen, with no hooks or plugins",
+}
 type Phase = 'read' | 'page' | 'create1' | 'create64'
 
 const PHASES: Record<Phase, { title: string; clients: number }> = {
@@ -266,6 +272,9 @@ async function run(wrk: string, work: string): Promise<number> {
   // The limit: a bare Bun.serve with keyward's own answer to the read (status, headers, body).
   const bare = await startBare(keywardOf(SMALLEST), work)
   servers.push(bare)
+  const ladder: Server[] = []
+  for (const kind of Object.keys(LADDER) as LadderKind[]) ladder.push(await startLadder(kind, bare, work))
+  servers.push(...ladder)
 
   // 3. Check every server answers right before measuring anything.
   for (const s of servers) {
@@ -285,7 +294,8 @@ async function run(wrk: string, work: string): Promise<number> {
   console.log(`read by id (${READ_CLIENTS} connections) · at ${elapsed()}`)
   for (let round = 1; round <= ROUNDS; round++) {
     for (const size of order([...SIZES], round)) {
-      for (const s of order([bare, keywardOf(size), jsonServerOf(size)], round)) {
+      // The ladder's steps do not depend on the data either: measured once a round, beside the smallest set.
+      for (const s of order([bare, ...(size === SMALLEST ? ladder : []), keywardOf(size), jsonServerOf(size)], round)) {
         await measure(wrk, s, 'read', size, readArgs(s), { warmup: s.checkReadMs > NO_WARMUP_ABOVE_MS ? 0 : WARMUP_SECONDS, seconds: RUN_SECONDS, round }, all())
       }
     }
@@ -520,6 +530,7 @@ async function startBare(keyward: Server, work: string): Promise<Server> {
   if (canned.status !== 200) throw new Error(`${keyward.name}: GET ${path} answered ${canned.status}:\n${keywardAnswer}`)
   const responseFile = join(work, 'bare-response.json')
   await writeFile(responseFile, JSON.stringify(canned))
+  bareResponseFile = responseFile
 
   const s = newServer('bare', null, work)
   s.port = await freePort()
@@ -547,6 +558,28 @@ async function startBare(keyward: Server, work: string): Promise<Server> {
 
 let bareBytes = 0
 let bareBodyBytes = 0
+let bareResponseFile = ''
+
+/** A step of the ladder, answering like the bare server, plus what the step adds. */
+async function startLadder(kind: LadderKind, bare: Server, work: string): Promise<Server> {
+  const s = newServer(kind, null, work)
+  s.port = await freePort()
+  s.proc = children.spawn(
+    [BUN, 'run', 'bench/ladder-server.ts', '--variant', kind === 'elysia' ? 'elysia' : 'header', '--port', String(s.port), '--response', bareResponseFile],
+    { cwd: ROOT, stdin: 'ignore', stdout: 'ignore', stderr: Bun.file(s.logFile) },
+  )
+  const path = `/api/enrollments/${bareRequestSet!.readId}`
+  // Any answer means it listens (this one has no Authorization header, so it is an error).
+  await waitReady(s.name, s.proc, `http://127.0.0.1:${s.port}${path}`, { log: () => tailOf(s.logFile), accept: () => true })
+  // The same bytes as the bare server but for the trace id, which must be new and the same twice.
+  const auth = `Bearer ${bareRequestSet!.token}`
+  const [answer, bareAnswer] = [await rawGet(s.port, path, auth), await rawGet(bare.port, path, auth)]
+  const traceIds = [...new Set(answer.match(/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])].filter((id) => !bareAnswer.includes(id))
+  if (traceIds.length !== 1 || normaliseResponse(answer) !== normaliseResponse(bareAnswer)) {
+    throw new Error(`${s.name}'s answer differs from the bare server's:\n--- bare\n${bareAnswer}\n--- ${s.name}\n${answer}`)
+  }
+  return s
+}
 
 /** One read, one page, one create through fetch: right status, right content. */
 async function checkKeyward(s: Server): Promise<void> {
@@ -749,7 +782,7 @@ async function measure(
     const message = exited
       ? `${s.name} exited (${s.proc!.exitCode ?? s.proc!.signalCode}): ${firstLine(await tailOf(`${s.logFile}${s.kind === 'json-server' ? '.err' : ''}`, 600))}`
       : firstLine((error as Error)?.message ?? String(error))
-    if (exited && s.kind !== 'bare') s.dirty = true // try again from the pristine copy next time
+    if (exited && s.set) s.dirty = true // try again from the pristine copy next time
     outcome.failures.push(message)
     console.log(`${label} not measured: ${message}`)
   }
@@ -1119,6 +1152,33 @@ function report(input: ReportInput): { markdown: string; failed: boolean } {
   L.push('')
 
   // Phases.
+  // Where a read's time goes: each step's best rate and CPU per request beside the bare server's.
+  const ladderTable = () => {
+    L.push('### Where a read by id spends its time', '')
+    L.push(
+      `Each step answers keyward's bytes like the bare server, plus what the step adds (bench/ladder-server.ts), measured beside the ` +
+        `smallest data set; keyward is its best size. The target asks keyward for ${pct(TARGETS.readVsBare)} of the first row.`,
+      '',
+    )
+    L.push('| step | req/s (best) | of bare | server CPU per request |', '| --- | ---: | ---: | ---: |')
+    const bareBest = bestOf('read', 'bare', SMALLEST)
+    const keywardBest = SIZES.map((size) => bestOf('read', 'keyward', size)).reduce<Run | null>((a, b) => (b && (!a || b.rps > a.rps) ? b : a), null)
+    const keywardCpu = Math.min(...SIZES.map((size) => lowestCpu('read', 'keyward', size) ?? Infinity))
+    const steps: [string, Run | null, number | null][] = [
+      ['bare Bun.serve: keyward\'s bytes, one canned Response per request', bareBest, lowestCpu('read', 'bare', SMALLEST)],
+      ...(Object.entries(LADDER) as [LadderKind, string][]).map(([kind, text]): [string, Run | null, number | null] => [
+        text,
+        bestOf('read', kind, SMALLEST),
+        lowestCpu('read', kind, SMALLEST),
+      ]),
+      ['keyward: token check, scope, record, view, trace id, through its hooks', keywardBest, Number.isFinite(keywardCpu) ? keywardCpu : null],
+    ]
+    for (const [text, run, cpuMicros] of steps) {
+      L.push(`| ${text} | ${run ? rate(run.rps) : '–'} | ${run && bareBest ? pct(run.rps / bareBest.rps) : '–'} | ${cpu(cpuMicros)} |`)
+    }
+    L.push('')
+  }
+
   const phaseTable = (phase: Phase, kinds: Kind[], intro: string) => {
     L.push(`## ${PHASES[phase].title}`, '', intro, '')
     L.push(
@@ -1158,6 +1218,7 @@ function report(input: ReportInput): { markdown: string; failed: boolean } {
       `the middle one of the data set (json-server searches its array up to it). ${READ_CLIENTS} connections. The bare server does not ` +
       `depend on the data set; it was run beside each size.`,
   )
+  ladderTable()
   phaseTable(
     'page',
     ['keyward', 'json-server'],
