@@ -5,9 +5,9 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import type { Subprocess } from 'bun'
+import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
+import { api, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
@@ -15,21 +15,10 @@ import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
 
-const ROOT = resolve(import.meta.dir, '../..')
-/** Bounds every wait for a process; generous, only reached when something is broken. */
-const DEADLINE_MS = 10000
-
-/** The environment without KEYWARD_* settings, so the developer's own cannot leak into a test. */
-const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KEYWARD_'))) as Record<string, string>
-
 const dirs: string[] = []
-const servers: Server[] = []
 
 afterEach(async () => {
-  for (const server of servers.splice(0)) {
-    server.proc.kill('SIGKILL')
-    await server.proc.exited
-  }
+  await killServers()
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
@@ -40,93 +29,7 @@ function newDataDir(): string {
   return join(parent, 'data')
 }
 
-interface Result {
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
-
-async function keyward(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv, ...env },
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  return { code, stdout, stderr }
-}
-
-/** Reads a stream into `sink.text` as it arrives. */
-function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }): Promise<void> {
-  return (async () => {
-    const decoder = new TextDecoder()
-    for await (const chunk of stream) sink.text += decoder.decode(chunk, { stream: true })
-  })()
-}
-
-/** Polls `condition` until it holds, the deadline passes (throws), or `proc` exits (throws). */
-async function waitFor(what: string, condition: () => boolean, proc?: Subprocess): Promise<void> {
-  const deadline = Date.now() + DEADLINE_MS
-  while (!condition()) {
-    if (proc?.exitCode !== null && proc?.exitCode !== undefined) throw new Error(`process exited (${proc.exitCode}) while waiting for ${what}`)
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(10)
-  }
-}
-
-interface Server {
-  readonly proc: Subprocess<'ignore', 'pipe', 'pipe'>
-  readonly url: string
-  readonly stdout: { text: string }
-  readonly stderr: { text: string }
-  /** Resolves once both streams are drained (the process has exited). */
-  readonly drained: Promise<unknown>
-}
-
-async function startServer(data: string): Promise<Server> {
-  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', 'serve', '--data', data, '--port', '0'], {
-    cwd: ROOT,
-    env: baseEnv,
-    stdin: 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
-  const stdout = { text: '' }
-  const stderr = { text: '' }
-  const drained = Promise.all([collect(proc.stdout, stdout), collect(proc.stderr, stderr)])
-  const server = { proc, stdout, stderr, drained, url: '' }
-  servers.push(server)
-  const listening = /listening on (http:\/\/127\.0\.0\.1:(\d+))/
-  try {
-    await waitFor('the listening line', () => listening.test(stderr.text), proc)
-  } catch (error) {
-    await drained
-    throw new Error(`${(error as Error).message}; stderr:\n${stderr.text}`)
-  }
-  const [, url, port] = listening.exec(stderr.text)!
-  expect(Number(port)).toBeGreaterThan(0)
-  return { ...server, url: url! }
-}
-
-/** Sends `signal` (unless null: already sent) and waits for the exit code and all output. */
-async function stop(server: Server, signal: 'SIGTERM' | 'SIGINT' | 'SIGKILL' | null): Promise<number> {
-  if (signal) server.proc.kill(signal)
-  const code = await server.proc.exited
-  await server.drained
-  servers.splice(servers.indexOf(server), 1)
-  return signal === 'SIGKILL' ? (server.proc.signalCode === 'SIGKILL' ? -9 : code) : code
-}
-
-async function api(server: Server, method: string, path: string, token: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  })
-  return { status: response.status, body: (await response.json()) as Record<string, any> }
-}
+const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
 
 function parseInitLine(stdout: string): { organization_id: string; token: string } {
   const lines = stdout.split('\n').filter(Boolean)
@@ -221,15 +124,15 @@ describe('serve', () => {
     const { organization_id: vendorId, token } = parseInitLine(server.stdout.text)
     const health = await fetch(`${server.url}/healthz`)
     expect([health.status, await health.json()]).toEqual([200, { status: 'ok' }])
-    const own = await api(server, 'GET', `/api/organizations/${vendorId}`, token)
+    const own = await api(server.url, token, 'GET', `/api/organizations/${vendorId}`)
     expect(own.status).toBe(200)
     expect(own.body.organization.organization_id).toBe(vendorId)
-    expect(await stop(server, 'SIGTERM')).toBe(0)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
     parseInitLine(server.stdout.text) // still exactly one line
 
     const again = await startServer(data)
-    expect((await api(again, 'GET', `/api/organizations/${vendorId}`, token)).status).toBe(200)
-    expect(await stop(again, 'SIGTERM')).toBe(0)
+    expect((await api(again.url, token, 'GET', `/api/organizations/${vendorId}`)).status).toBe(200)
+    expect(await stopServer(again, 'SIGTERM')).toBe(0)
     expect(again.stdout.text).toBe('')
   })
 
@@ -238,9 +141,9 @@ describe('serve', () => {
     const { organization_id: vendorId, token } = await init(data)
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const server = await startServer(data)
-      const created = await api(server, 'POST', '/api/organizations', token, { description: `via ${signal}`, parent_id: vendorId })
+      const created = await api(server.url, token, 'POST', '/api/organizations', { description: `via ${signal}`, parent_id: vendorId })
       expect(created.status).toBe(201)
-      expect(await stop(server, signal)).toBe(0)
+      expect(await stopServer(server, signal)).toBe(0)
       expect(server.stderr.text).toContain('stopped')
       expect(existsSync(join(data, 'serve.lock'))).toBe(false)
       const snapshot = (await readSnapshot(join(data, 'snapshot.json')))!
@@ -257,35 +160,35 @@ describe('serve', () => {
     let answered!: () => void
     const firstAnswer = new Promise<void>((resolve) => (answered = resolve))
     const posts = Array.from({ length: 40 }, (_, i) =>
-      api(server, 'POST', '/api/organizations', token, { description: `in flight ${i}`, parent_id: vendorId }).finally(() => answered()),
+      api(server.url, token, 'POST', '/api/organizations', { description: `in flight ${i}`, parent_id: vendorId }).finally(() => answered()),
     )
     await firstAnswer
     server.proc.kill('SIGTERM')
     const results = await Promise.allSettled(posts)
-    expect(await stop(server, null)).toBe(0)
+    expect(await stopServer(server, null)).toBe(0)
     const acknowledged = results.flatMap((r) => (r.status === 'fulfilled' && r.value.status === 201 ? [r.value.body.organization.organization_id as string] : []))
     expect(acknowledged.length).toBeGreaterThan(0)
     // Anything else was refused or cut off, never answered with another status.
     for (const r of results) if (r.status === 'fulfilled') expect(r.value.status).toBe(201)
 
     const restarted = await startServer(data)
-    const listed = (await api(restarted, 'GET', '/api/organizations', token)).body.organizations.map((o: { organization_id: string }) => o.organization_id)
+    const listed = (await api(restarted.url, token, 'GET', '/api/organizations')).body.organizations.map((o: { organization_id: string }) => o.organization_id)
     for (const id of acknowledged) expect(listed).toContain(id)
-    expect(await stop(restarted, 'SIGTERM')).toBe(0)
+    expect(await stopServer(restarted, 'SIGTERM')).toBe(0)
   })
 
   test('a repeated SIGTERM during shutdown does not cut it short', async () => {
     const data = newDataDir()
     const { organization_id: vendorId, token } = await init(data)
     const server = await startServer(data)
-    const posts = Array.from({ length: 20 }, (_, i) => api(server, 'POST', '/api/organizations', token, { description: `o${i}`, parent_id: vendorId }))
+    const posts = Array.from({ length: 20 }, (_, i) => api(server.url, token, 'POST', '/api/organizations', { description: `o${i}`, parent_id: vendorId }))
     await posts[0]
     server.proc.kill('SIGTERM')
     await waitFor('the shutdown to begin', () => server.stderr.text.includes('finishing requests'), server.proc)
     server.proc.kill('SIGTERM')
     server.proc.kill('SIGINT')
     await Promise.allSettled(posts)
-    expect(await stop(server, null)).toBe(0)
+    expect(await stopServer(server, null)).toBe(0)
     expect(server.stderr.text).toContain('stopped')
     expect(existsSync(join(data, 'snapshot.json'))).toBe(true)
   })
@@ -300,7 +203,7 @@ describe('serve', () => {
     expect(second.stderr).toContain(String(first.proc.pid))
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200)
     expect(existsSync(join(data, 'serve.lock'))).toBe(true) // the loser did not remove the winner's lock
-    expect(await stop(first, 'SIGTERM')).toBe(0)
+    expect(await stopServer(first, 'SIGTERM')).toBe(0)
   })
 
   test('a port already taken: exit 1 with a message, and the data dir is left unlocked', async () => {
@@ -322,23 +225,23 @@ describe('serve', () => {
     const { organization_id: vendorId, token } = await init(data)
     const server = await startServer(data)
     const created = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => api(server, 'POST', '/api/organizations', token, { description: `customer ${i}`, parent_id: vendorId })),
+      Array.from({ length: 8 }, (_, i) => api(server.url, token, 'POST', '/api/organizations', { description: `customer ${i}`, parent_id: vendorId })),
     )
     for (const response of created) expect(response.status).toBe(201)
     const ids = created.map((r) => r.body.organization.organization_id as string)
     // An update acknowledged just before the kill.
-    expect((await api(server, 'PATCH', `/api/organizations/${ids[0]}`, token, { description: 'renamed' })).status).toBe(200)
-    expect(await stop(server, 'SIGKILL')).toBe(-9)
+    expect((await api(server.url, token, 'PATCH', `/api/organizations/${ids[0]}`, { description: 'renamed' })).status).toBe(200)
+    expect(await stopServer(server, 'SIGKILL')).toBe(-9)
     expect(readFileSync(join(data, 'serve.lock'), 'utf8').trim()).toBe(String(server.proc.pid))
 
     const restarted = await startServer(data)
-    const list = await api(restarted, 'GET', '/api/organizations', token)
+    const list = await api(restarted.url, token, 'GET', '/api/organizations')
     expect(list.status).toBe(200)
     const listed = (list.body.organizations as { organization_id: string; description: string }[]).map((o) => o.organization_id)
     for (const id of ids) expect(listed).toContain(id)
-    expect((await api(restarted, 'GET', `/api/organizations/${ids[0]}`, token)).body.organization.description).toBe('renamed')
+    expect((await api(restarted.url, token, 'GET', `/api/organizations/${ids[0]}`)).body.organization.description).toBe('renamed')
     expect(restarted.stdout.text).toBe('') // not initialised a second time
-    expect(await stop(restarted, 'SIGTERM')).toBe(0)
+    expect(await stopServer(restarted, 'SIGTERM')).toBe(0)
   })
 
   test('a damaged log: exit 1 with a message naming the file and offset; nothing repaired', async () => {
@@ -346,9 +249,9 @@ describe('serve', () => {
     const { organization_id: vendorId, token } = await init(data)
     const server = await startServer(data)
     for (let i = 0; i < 4; i++) {
-      expect((await api(server, 'POST', '/api/organizations', token, { description: `c${i}`, parent_id: vendorId })).status).toBe(201)
+      expect((await api(server.url, token, 'POST', '/api/organizations', { description: `c${i}`, parent_id: vendorId })).status).toBe(201)
     }
-    await stop(server, 'SIGKILL')
+    await stopServer(server, 'SIGKILL')
 
     const segments = await listSegments(data)
     const segment = segments[segments.length - 1]!.path
@@ -377,7 +280,7 @@ describe('issue-token', () => {
     const server = await startServer(data)
     await waitFor('the init line', () => server.stdout.text.includes('\n'), server.proc)
     const { organization_id: vendorId, token: admin } = parseInitLine(server.stdout.text)
-    const customer = await api(server, 'POST', '/api/organizations', admin, { description: 'Customer', parent_id: vendorId })
+    const customer = await api(server.url, admin, 'POST', '/api/organizations', { description: 'Customer', parent_id: vendorId })
     expect(customer.status).toBe(201)
     const customerId = customer.body.organization.organization_id as string
 
@@ -391,10 +294,10 @@ describe('issue-token', () => {
       expect(result.stderr).toBe('')
       expect(result.stdout).toMatch(/^\S+\n$/)
       const token = result.stdout.trim()
-      const seen = await api(server, 'GET', `/api/organizations/${org.toLowerCase()}`, token)
+      const seen = await api(server.url, token, 'GET', `/api/organizations/${org.toLowerCase()}`)
       expect(seen.status).toBe(200)
     }
-    expect(await stop(server, 'SIGTERM')).toBe(0)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
   const refusals: [string, (org: string) => string[], RegExp][] = [

@@ -35,9 +35,12 @@ export interface Result {
   readonly stderr: string
 }
 
-/** Runs a command to completion (for starts that are expected to fail, and one-shot commands). */
-export async function run(command: string[]): Promise<Result> {
-  const proc = Bun.spawn(command, { cwd: ROOT, env: baseEnv, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+/**
+ * Runs a command to completion (for starts that are expected to fail, and one-shot commands); `env`
+ * is added to the environment (KEYWARD_* settings).
+ */
+export async function run(command: string[], env: Record<string, string> = {}): Promise<Result> {
+  const proc = Bun.spawn(command, { cwd: ROOT, env: { ...baseEnv, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   return { code, stdout, stderr }
 }
@@ -120,7 +123,7 @@ export async function startServer(data: string, options: ServeOptions = {}): Pro
 }
 
 /** Sends `signal` (unless null: already sent) and waits for the exit and all output; -9 for SIGKILL. */
-export async function stopServer(server: ServerProcess, signal: 'SIGTERM' | 'SIGKILL' | null): Promise<number> {
+export async function stopServer(server: ServerProcess, signal: 'SIGTERM' | 'SIGINT' | 'SIGKILL' | null): Promise<number> {
   if (signal) server.proc.kill(signal)
   const code = await server.proc.exited
   await server.drained
