@@ -241,3 +241,43 @@ describe('SnapshotFile', () => {
     expect(readdirSync(dir)).toEqual(['snapshot.json'])
   })
 })
+
+// The reader streams block by block and parses one record per line: multi-byte text, empty tables
+// and many tables must come back exactly, and damage must still be placed at its byte offset.
+describe('streaming the snapshot back', () => {
+  test('multi-byte text across many blocks, empty tables and several tables read back exactly', async () => {
+    const text = 'é漢字🙂\u2028"quoted"\\n'
+    const people = Array.from({ length: 40_000 }, (_, i) => ({ id: i, name: `${text}${i}`, note: text.repeat(i % 5) }))
+    await writeSnapshot(path, { format: 1, lsn: 9, meta: { by: text }, tables: { empty: [], people, last: [{ id: 'z' }], alsoEmpty: [] } })
+    expect(blocksOf(path).length).toBeGreaterThan(2)
+    const read = await readSnapshot(path)
+    expect(read).toEqual({ format: 1, lsn: 9, meta: { by: text }, tables: { empty: [], people, last: [{ id: 'z' }], alsoEmpty: [] } })
+  })
+
+  test('a snapshot with no tables reads back', async () => {
+    await writeSnapshot(path, { format: 1, lsn: 0, meta: {}, tables: {} })
+    expect(await readSnapshot(path)).toEqual({ format: 1, lsn: 0, meta: {}, tables: {} })
+  })
+
+  test('a line that is not JSON is damage at its own byte offset, after multi-byte text', async () => {
+    const lines = ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '{"name":"漢字é"},', '{"name": oops},', '{"name":"z"}', ']},']
+    const body = Buffer.from(lines.join('\n') + '\n')
+    const trailer = `"integrity":{"algorithm":"crc32","blocks":[[0,${body.length},${Bun.hash.crc32(body)}]]}}\n`
+    writeFileSync(path, Buffer.concat([body, Buffer.from(trailer)]))
+    const error = await readError(path)
+    expect(error.offset).toBe(Buffer.byteLength(lines.slice(0, 3).join('\n') + '\n'))
+    expect(error.message).toContain('invalid JSON')
+  })
+
+  test('a record that is not an object, or a document that never ends, is damage', async () => {
+    for (const lines of [
+      ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '[1,2]', ']},'],
+      ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '{"id":1}'],
+    ]) {
+      const body = Buffer.from(lines.join('\n') + '\n')
+      const trailer = `"integrity":{"algorithm":"crc32","blocks":[[0,${body.length},${Bun.hash.crc32(body)}]]}}\n`
+      writeFileSync(path, Buffer.concat([body, Buffer.from(trailer)]))
+      expect(await readError(path)).toBeInstanceOf(SnapshotDamageError)
+    }
+  })
+})
