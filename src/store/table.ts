@@ -1,7 +1,8 @@
 /**
  * One in-memory table: records by primary key, plus secondary indexes that keep record ids in
- * creation order per key (a key with one id holds just the string: no array per unique key). Records are immutable values: a change replaces the stored object, which
- * is what lets a snapshot serialise a point-in-time view while writes go on.
+ * creation order per key (a key with one id holds just the string: no array per unique key).
+ * Records are immutable values: a change replaces the stored object, which is what lets a snapshot
+ * serialise a point-in-time view while writes go on.
  *
  * Creation order is the order of `created`, which the clock makes strictly increasing, so every index
  * list stays sorted simply by appending; an index never needs re-sorting.

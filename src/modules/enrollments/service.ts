@@ -33,7 +33,7 @@ export class EnrollmentService {
         }
         return { record: existing, created: false }
       }
-      // An installation has an enrollment per application and environment at most: a short list.
+      // Through the installation's own enrollments (one per consumer, application and environment): a short list.
       if (tables.enrollments.idsBy('installation', input.installation_id).some((id) => sameEnrollmentTuple(tables.enrollments.get(id)!, input))) {
         throw conflict('already_enrolled', 'This consumer, installation, application and environment already have another enrollment.')
       }
