@@ -1,7 +1,8 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
-import { ignoreBody, parseBody } from '../../http/body'
+import { parseBody } from '../../http/body'
+import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
 import type { Application } from '../../store/database'
 import { ApplicationService } from './service'
@@ -13,6 +14,7 @@ export const applicationsController = (deps: AppDeps) => {
   const view = (app: Application) => applicationView(app, tables.organizations.get(app.organization_id)!)
   const find = (principal: Parameters<typeof findOwned>[1], id: string) =>
     findOwned(tables.applications, principal, id, 'application_id', 'Application')
+  const changeState = { param: 'application_id', find, allowed: may.changeApplications, answer: (app: Application) => ({ application: view(app) }) }
 
   return new Elysia({ prefix: '/api/applications' })
     .use(authenticated(deps))
@@ -58,22 +60,12 @@ export const applicationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:application_id/suspend',
-      async ({ principal, params, body, set }) => {
-        const app = find(principal, params.application_id)
-        authorize(may.changeApplications(principal), 'suspend applications')
-        ignoreBody(body)
-        return { application: view(await service.setState(app, 'suspended')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
       { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
     )
     .patch(
       '/:application_id/activate',
-      async ({ principal, params, body, set }) => {
-        const app = find(principal, params.application_id)
-        authorize(may.changeApplications(principal), 'activate applications')
-        ignoreBody(body)
-        return { application: view(await service.setState(app, 'active')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
       { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
     )
 }

@@ -2,7 +2,9 @@ import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { ignoreBody, parseBody, parseQuery } from '../../http/body'
+import { parseBody, parseQuery } from '../../http/body'
+import { stateChange } from '../../http/state-change'
+import type { Consumer } from '../../store/database'
 import { doc } from '../../http/openapi'
 import type { ConsumerService } from './service'
 import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
@@ -10,6 +12,7 @@ import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
 export const consumersController = (deps: AppDeps, service: ConsumerService) => {
   const { tables } = deps.store
   const find = (principal: Principal, id: string) => findOwned(tables.consumers, principal, id, 'consumer_id', 'Consumer')
+  const changeState = { param: 'consumer_id', find, allowed: may.changeTenantData, answer: (consumer: Consumer) => ({ consumer: consumerView(consumer) }) }
 
   return new Elysia({ prefix: '/api/consumers' })
     .use(authenticated(deps))
@@ -43,22 +46,12 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     )
     .patch(
       '/:consumer_id/suspend',
-      async ({ principal, params, body, set }) => {
-        const consumer = find(principal, params.consumer_id)
-        authorize(may.changeTenantData(principal), 'suspend consumers')
-        ignoreBody(body)
-        return { consumer: consumerView(await service.setState(consumer, 'suspended')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'suspend consumers', change: (consumer) => service.setState(consumer, 'suspended') }),
       { detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
     )
     .patch(
       '/:consumer_id/activate',
-      async ({ principal, params, body, set }) => {
-        const consumer = find(principal, params.consumer_id)
-        authorize(may.changeTenantData(principal), 'activate consumers')
-        ignoreBody(body)
-        return { consumer: consumerView(await service.setState(consumer, 'active')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'activate consumers', change: (consumer) => service.setState(consumer, 'active') }),
       { detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },
     )
 }

@@ -3,9 +3,10 @@ import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/cont
 import { authorize, findOwned, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest, unauthorized } from '../../http/errors'
-import { ignoreBody, parseBody, parseQuery } from '../../http/body'
+import { parseBody, parseQuery } from '../../http/body'
+import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
-import type { Application } from '../../store/database'
+import type { Application, Enrollment } from '../../store/database'
 import type { EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentListQuery, enrollmentView, keysetView } from './model'
@@ -22,6 +23,12 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     const enrollment = findOwned(tables.enrollments, principal, id, 'enrollment_id', 'Enrollment')
     requireActive(tables.applications.get(enrollment.application_id)!)
     return enrollment
+  }
+  const changeState = {
+    param: 'enrollment_id',
+    find,
+    allowed: may.changeTenantData,
+    answer: (enrollment: Enrollment) => ({ enrollment: enrollmentView(enrollment) }),
   }
 
   return new Elysia({ prefix: '/api/enrollments' })
@@ -64,22 +71,12 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .patch(
       '/:enrollment_id/suspend',
-      async ({ principal, params, body, set }) => {
-        const enrollment = find(principal, params.enrollment_id)
-        authorize(may.changeTenantData(principal), 'suspend enrollments')
-        ignoreBody(body)
-        return { enrollment: enrollmentView(await service.setState(enrollment, 'suspended')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
       { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
     )
     .patch(
       '/:enrollment_id/activate',
-      async ({ principal, params, body, set }) => {
-        const enrollment = find(principal, params.enrollment_id)
-        authorize(may.changeTenantData(principal), 'activate enrollments')
-        ignoreBody(body)
-        return { enrollment: enrollmentView(await service.setState(enrollment, 'active')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
       { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
     )
     .get(

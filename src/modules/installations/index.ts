@@ -2,7 +2,9 @@ import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { ignoreBody, parseBody, parseQuery } from '../../http/body'
+import { parseBody, parseQuery } from '../../http/body'
+import { stateChange } from '../../http/state-change'
+import type { Installation } from '../../store/database'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
 import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
@@ -10,6 +12,12 @@ import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
   const { tables } = deps.store
   const find = (principal: Principal, id: string) => findOwned(tables.installations, principal, id, 'installation_id', 'Installation')
+  const changeState = {
+    param: 'installation_id',
+    find,
+    allowed: may.changeTenantData,
+    answer: (installation: Installation) => ({ installation: installationView(installation) }),
+  }
 
   return new Elysia({ prefix: '/api/installations' })
     .use(authenticated(deps))
@@ -60,22 +68,12 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .patch(
       '/:installation_id/suspend',
-      async ({ principal, params, body, set }) => {
-        const installation = find(principal, params.installation_id)
-        authorize(may.changeTenantData(principal), 'suspend installations')
-        ignoreBody(body)
-        return { installation: installationView(await service.suspend(installation)), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
       { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
     )
     .patch(
       '/:installation_id/verify',
-      async ({ principal, params, body, set }) => {
-        const installation = find(principal, params.installation_id)
-        authorize(may.changeTenantData(principal), 'verify installations')
-        ignoreBody(body)
-        return { installation: installationView(await service.verify(installation)), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
       { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
     )
 }

@@ -1,8 +1,11 @@
 import { Elysia } from 'elysia'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
+import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
-import { ignoreBody, parseBody } from '../../http/body'
+import { parseBody } from '../../http/body'
+import { stateChange } from '../../http/state-change'
+import type { Organization } from '../../store/database'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
 import {
@@ -18,6 +21,12 @@ import {
 export const organizationsController = (deps: AppDeps) => {
   const service = new OrganizationService(deps.store)
   const { tables } = deps.store
+  const changeState = {
+    param: 'organization_id',
+    find: (principal: Principal, id: string) => findOrganization(tables, principal, id),
+    allowed: may.changeOrganizationState,
+    answer: (org: Organization) => ({ organization: organizationFull(org) }),
+  }
   return new Elysia({ prefix: '/api/organizations' })
     .use(authenticated(deps))
     .get(
@@ -62,22 +71,12 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:organization_id/suspend',
-      async ({ principal, params, body, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
-        authorize(may.changeOrganizationState(principal, org), 'suspend this organization')
-        ignoreBody(body)
-        return { organization: organizationFull(await service.setState(org, 'suspended')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
       { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
     )
     .patch(
       '/:organization_id/activate',
-      async ({ principal, params, body, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
-        authorize(may.changeOrganizationState(principal, org), 'activate this organization')
-        ignoreBody(body)
-        return { organization: organizationFull(await service.setState(org, 'active')), trace_id: traceIdOf(set) }
-      },
+      stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
       { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
     )
     .get(

@@ -1,0 +1,39 @@
+/**
+ * The route shape of every state change (suspend, activate, verify): the record in scope (400 for a
+ * malformed id, 404), the role (403), a body that is not JSON (400), then the change, answered with
+ * the record's view and the trace id.
+ */
+import type { Principal } from './auth'
+import type { RequestBody } from './body'
+import { ignoreBody } from './body'
+import { authorize } from './access'
+import { traceIdOf } from './context'
+
+export interface StateChange<R> {
+  /** The path parameter naming the record. */
+  readonly param: string
+  readonly find: (principal: Principal, id: string) => R
+  readonly allowed: (principal: Principal, record: R) => boolean
+  /** Completes "This token's role or organization may not …" in the 403. */
+  readonly action: string
+  readonly change: (record: R) => Promise<R>
+  /** The answer's body without the trace id, e.g. `{ consumer: consumerView(record) }`. */
+  readonly answer: (record: R) => Record<string, unknown>
+}
+
+interface StateChangeContext {
+  readonly principal: Principal
+  readonly params: Record<string, string>
+  readonly body: RequestBody | undefined
+  readonly set: { headers: Record<string, unknown> }
+}
+
+export function stateChange<R>(spec: StateChange<R>) {
+  // Destructured parameters: Elysia reads them from the source to know what the context needs.
+  return async ({ principal, params, body, set }: StateChangeContext) => {
+    const record = spec.find(principal, params[spec.param]!)
+    authorize(spec.allowed(principal, record), spec.action)
+    ignoreBody(body)
+    return { ...spec.answer(await spec.change(record)), trace_id: traceIdOf(set) }
+  }
+}
