@@ -5,7 +5,7 @@ import type { Principal } from '../../http/auth'
 import { nowMicros } from '../../store/clock'
 import { transition } from '../shared/state'
 import { createOrFind, type Created } from '../shared/owned'
-import { idFilter, indexFilter, listPage, predicate, type Filter, type Page } from '../shared/list'
+import { idFilter, indexFilter, listPage, ownedKeysFilter, predicate, scopeFilters, type Filter, type Page } from '../shared/list'
 import { throughEnrollments } from '../shared/relations'
 import type { ConsumerListInput } from './model'
 
@@ -34,9 +34,8 @@ export class ConsumerService {
     const byOrganization = (keys: readonly string[]) => indexFilter(consumers, 'organization', keys, (c) => c.organization_id)
     const through = (what: Parameters<typeof throughEnrollments>[3], keys: readonly string[]) =>
       throughEnrollments<Consumer>(tables, 'consumer', (c) => c.consumer_id, what, keys)
-    const filters: Filter<Consumer>[] = []
-    if (p.customerId !== null) filters.push(byOrganization([p.customerId]))
-    if (q.organization_ids?.length) filters.push(byOrganization(q.organization_ids))
+    const filters: Filter<Consumer>[] = scopeFilters(p.customerId, byOrganization)
+    if (q.organization_ids?.length) filters.push(ownedKeysFilter(p.customerId, q.organization_ids, (id) => id, byOrganization))
     if (q.consumer_ids?.length) filters.push(idFilter(consumers, q.consumer_ids))
     if (q.installation_ids?.length) filters.push(through('installation', q.installation_ids))
     if (q.application_ids?.length) filters.push(through('application', q.application_ids))

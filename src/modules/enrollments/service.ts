@@ -6,7 +6,7 @@ import { nowMicros } from '../../store/clock'
 import { badRequest, conflict } from '../../http/errors'
 import { transition } from '../shared/state'
 import type { Created } from '../shared/owned'
-import { asScope, idFilter, indexFilter, inScope, listPage, predicate, type Filter, type Page } from '../shared/list'
+import { idFilter, indexFilter, listPage, ownedKeysFilter, predicate, scopeFilters, type Filter, type Page } from '../shared/list'
 import type { ConsumerService } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
@@ -101,13 +101,12 @@ export class EnrollmentService {
   list(p: Principal, q: EnrollmentListInput): Page<Enrollment> {
     const { enrollments, applications, consumers, installations } = this.store.tables
     const customerId = p.customerId
-    const by = (index: string, keys: readonly string[], keyOf: (e: Enrollment) => string) => indexFilter(enrollments, index, keys, keyOf)
-    // Keys naming the caller's own applications, consumers or installations: their enrollments are
-    // all the caller's, so the scope needs no test (keys of other tenants' records match nothing).
+    const by = (index: string, keyOf: (e: Enrollment) => string) => (keys: readonly string[]) => indexFilter(enrollments, index, keys, keyOf)
+    // The enrollments of a customer's own applications, consumers or installations are all its own:
+    // such a filter implies the scope, so a page of one index list is a slice.
     const scoped = (index: string, keys: readonly string[], keyOf: (e: Enrollment) => string, ownerOf: (key: string) => string | undefined) =>
-      customerId === null ? by(index, keys, keyOf) : inScope(by(index, keys.filter((key) => ownerOf(key) === customerId), keyOf))
-    const filters: Filter<Enrollment>[] = []
-    if (customerId !== null) filters.push(asScope(by('organization', [customerId], (e) => e.organization_id)))
+      ownedKeysFilter(customerId, keys, ownerOf, by(index, keyOf))
+    const filters: Filter<Enrollment>[] = scopeFilters(customerId, by('organization', (e) => e.organization_id))
     if (q.organization_ids?.length) filters.push(scoped('organization', q.organization_ids, (e) => e.organization_id, (id) => id))
     if (q.consumer_ids?.length) filters.push(scoped('consumer', q.consumer_ids, (e) => e.consumer_id, (id) => consumers.get(id)?.organization_id))
     if (q.installation_ids?.length) {

@@ -5,7 +5,7 @@ import type { Principal } from '../../http/auth'
 import { nowMicros } from '../../store/clock'
 import { transition } from '../shared/state'
 import { createOrFind, type Created } from '../shared/owned'
-import { idFilter, indexFilter, listPage, predicate, type Filter, type Page } from '../shared/list'
+import { idFilter, indexFilter, listPage, ownedKeysFilter, predicate, scopeFilters, type Filter, type Page } from '../shared/list'
 import { throughEnrollments } from '../shared/relations'
 import type { InstallationListInput } from './model'
 
@@ -70,9 +70,8 @@ export class InstallationService {
     const byOrganization = (keys: readonly string[]) => indexFilter(installations, 'organization', keys, (i) => i.organization_id)
     const through = (what: Parameters<typeof throughEnrollments>[3], keys: readonly string[]) =>
       throughEnrollments<Installation>(tables, 'installation', (i) => i.installation_id, what, keys)
-    const filters: Filter<Installation>[] = []
-    if (p.customerId !== null) filters.push(byOrganization([p.customerId]))
-    if (q.organization_ids?.length) filters.push(byOrganization(q.organization_ids))
+    const filters: Filter<Installation>[] = scopeFilters(p.customerId, byOrganization)
+    if (q.organization_ids?.length) filters.push(ownedKeysFilter(p.customerId, q.organization_ids, (id) => id, byOrganization))
     if (q.installation_ids?.length) filters.push(idFilter(installations, q.installation_ids))
     if (q.consumer_ids?.length) filters.push(through('consumer', q.consumer_ids))
     if (q.application_ids?.length) filters.push(through('application', q.application_ids))

@@ -123,6 +123,28 @@ export const asScope = <T>(filter: Filter<T>): Filter<T> => ({ ...filter, isScop
 /** The filter's keys were all checked to be in the caller's scope: its records are too. */
 export const inScope = <T>(filter: Filter<T>): Filter<T> => ({ ...filter, withinScope: true })
 
+/**
+ * The caller's scope: for a customer (or its partner), its own records through `filterOn`; none for
+ * the vendor, which reaches everything.
+ */
+export function scopeFilters<T>(customerId: string | null, filterOn: (keys: readonly string[]) => Filter<T>): Filter<T>[] {
+  return customerId === null ? [] : [asScope(filterOn([customerId]))]
+}
+
+/**
+ * A filter on keys naming customer-owned records (organizations, applications, consumers, ...).
+ * For a customer only the keys it owns count (another tenant's match nothing), which puts every
+ * match inside its scope; for the vendor, all of them.
+ */
+export function ownedKeysFilter<T>(
+  customerId: string | null,
+  keys: readonly string[],
+  ownerOf: (key: string) => string | undefined,
+  filterOn: (keys: readonly string[]) => Filter<T>,
+): Filter<T> {
+  return customerId === null ? filterOn(keys) : inScope(filterOn(keys.filter((key) => ownerOf(key) === customerId)))
+}
+
 /** A test-only filter (state, description search): never drives. */
 export function predicate<T>(test: (record: T) => boolean): Filter<T> {
   return { estimate: Infinity, test }
