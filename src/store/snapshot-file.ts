@@ -20,6 +20,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Adapter } from 'lowdb'
+import { fsyncDir } from './fs-util'
 
 export type SnapshotData = {
   format: 1
@@ -311,7 +312,7 @@ export async function writeSnapshot(path: string, data: SnapshotData): Promise<v
     await handle.close()
     handle = undefined
     await rename(tmp, path)
-    await syncDirectory(dirname(path))
+    await fsyncDir(dirname(path)) // the rename
   } catch (error) {
     await handle?.close().catch(() => undefined)
     await rm(tmp, { force: true }).catch(() => undefined)
@@ -412,16 +413,6 @@ async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
   while (written < bytes.length) {
     const { bytesWritten } = await handle.write(bytes, written, bytes.length - written)
     written += bytesWritten
-  }
-}
-
-/** Makes a rename in `dir` durable. */
-async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
   }
 }
 
