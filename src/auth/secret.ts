@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { link, open, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { SECRET_FILE } from '../store/paths'
-import { fsyncDir } from '../store/fs-util'
+import { fsyncDir, isErrnoCode } from '../store/fs-util'
 import { RecoveryDamageError } from '../store/recovery'
 
 const SECRET_LINE = /^([0-9a-f]{64})(?: ([0-9a-f]{8}))?\n?$/
@@ -48,7 +48,7 @@ export async function readSecret(dir: string): Promise<Buffer | null> {
   try {
     text = await readFile(path, 'latin1') // one character per byte, so offsets are byte offsets
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    if (isErrnoCode(error, 'ENOENT')) return null
     throw error
   }
   const match = SECRET_LINE.exec(text)

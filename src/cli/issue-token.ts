@@ -1,6 +1,7 @@
 /** `keyward issue-token`: reads the data dir without locking it, so it works beside a running server. */
 import { Store } from '../store/store'
 import { isDamageError } from '../store/recovery'
+import { isErrnoCode } from '../store/fs-util'
 import { readSecret } from '../auth/secret'
 import { mintToken, parseDuration, parseRole } from '../auth/tokens'
 import { UsageError } from './usage'
@@ -30,7 +31,7 @@ async function openReadOnly(dir: string): Promise<Store> {
     try {
       return await Store.open(dir, { readOnly: true })
     } catch (error) {
-      const racing = (error as NodeJS.ErrnoException).code === 'ENOENT' || isDamageError(error)
+      const racing = isErrnoCode(error, 'ENOENT') || isDamageError(error)
       if (!racing || attempt >= 5) throw error
     }
   }

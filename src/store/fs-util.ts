@@ -9,3 +9,8 @@ export async function fsyncDir(dir: string): Promise<void> {
     await handle.close()
   }
 }
+
+/** A failed file operation's error code (ENOENT, EEXIST, ...). */
+export function isErrnoCode(error: unknown, code: string): boolean {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === code
+}

@@ -5,6 +5,7 @@
  */
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { isErrnoCode } from './fs-util'
 
 export type DataDirLock = { release(): void }
 
@@ -114,8 +115,4 @@ function removeIfPresent(path: string): void {
   } catch (error) {
     if (!isErrnoCode(error, 'ENOENT')) throw error
   }
-}
-
-function isErrnoCode(error: unknown, code: string): boolean {
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === code
 }

@@ -13,6 +13,7 @@
  * it, was cut short after the fact, and acknowledged records may be gone with the cut: damage.
  */
 import { readFile } from 'node:fs/promises'
+import { isErrnoCode } from './fs-util'
 
 export const LOG_HEADER_BYTES = 12
 
@@ -116,8 +117,4 @@ export async function readLogFile(path: string): Promise<LogScan> {
 /** Result for a scan that stopped at an incomplete record: its written bytes are [offset, dataEnd). */
 function tornAt(offset: number, dataEnd: number, payloads: Uint8Array[]): LogScan {
   return { payloads, validEnd: offset, tornTail: { offset, bytes: dataEnd - offset } }
-}
-
-function isErrnoCode(error: unknown, code: string): boolean {
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === code
 }

@@ -20,7 +20,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Adapter } from 'lowdb'
-import { fsyncDir } from './fs-util'
+import { fsyncDir, isErrnoCode } from './fs-util'
 
 export type SnapshotData = {
   format: 1
@@ -426,8 +426,4 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
-}
-
-function isErrnoCode(error: unknown, code: string): boolean {
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === code
 }

@@ -16,6 +16,7 @@ import { advanceClockPast } from './clock'
 import { LogWriter, removeSegmentsBefore } from './wal'
 import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
+import { isErrnoCode } from './fs-util'
 
 import { SNAPSHOT_FILE } from './paths'
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
@@ -272,6 +273,6 @@ async function ensurePrivateDir(dir: string): Promise<void> {
 async function fileSize(path: string): Promise<number> {
   return stat(path).then(
     (info) => info.size,
-    (error) => ((error as NodeJS.ErrnoException).code === 'ENOENT' ? 0 : Promise.reject(error)),
+    (error) => (isErrnoCode(error, 'ENOENT') ? 0 : Promise.reject(error)),
   )
 }
