@@ -17,8 +17,8 @@ import { LogWriter, removeSegmentsBefore } from './wal'
 import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
-
 import { SNAPSHOT_FILE } from './paths'
+
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 
 export interface StoreOptions {
