@@ -17,9 +17,9 @@ import { EnrollmentService } from './modules/enrollments/service'
 import { VERSION } from './version'
 
 export function createApp(deps: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
-  const consumers = new ConsumerService(deps.store)
-  const installations = new InstallationService(deps.store, deps.config.autoVerifyInstallations)
-  const enrollments = new EnrollmentService(deps.store, consumers, installations)
+  const consumers = new ConsumerService(deps.storage)
+  const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
+  const enrollments = new EnrollmentService(deps.storage, installations)
   const app = new Elysia()
     .use(foundation(log))
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' }), { detail: doc({ summary: 'Liveness', tag: 'service', public: true }) })

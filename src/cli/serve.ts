@@ -7,7 +7,8 @@ import { acquireDataDirLock } from '../store/lock'
 import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
-import { initialiseStore } from './init'
+import { initialiseStorage, isInitialised } from './init'
+import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 
 export interface ServeOptions {
@@ -38,10 +39,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   await mkdir(options.data, { recursive: true, mode: 0o700 })
   const lock = acquireDataDirLock(options.data)
   let store: Store
+  let storage: EmbeddedStorage
   try {
     store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
-    if (!store.initialised) {
-      const first = await initialiseStore(store, 'Vendor')
+    storage = new EmbeddedStorage(store)
+    if (!isInitialised(storage)) {
+      const first = await initialiseStorage(storage, options.data, 'Vendor')
       log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
       process.stdout.write(JSON.stringify(first) + '\n')
     }
@@ -57,7 +60,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
-    const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
+    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
     // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
     // No port sharing (reusePort), no development error pages. Bun's own body limit only guards

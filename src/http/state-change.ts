@@ -8,17 +8,18 @@ import type { RequestBody } from './body'
 import { ignoreBody } from './body'
 import { authorize } from './access'
 import { traceIdOf } from './context'
+import type { Maybe } from '../storage/storage'
 
 export interface StateChange<R> {
   /** The path parameter naming the record. */
   readonly param: string
-  readonly find: (principal: Principal, id: string) => R
+  readonly find: (principal: Principal, id: string) => Maybe<R>
   readonly allowed: (principal: Principal, record: R) => boolean
   /** Completes "This token's role or organization may not …" in the 403. */
   readonly action: string
   readonly change: (record: R) => Promise<R>
   /** The answer's body without the trace id, e.g. `{ consumer: consumerView(record) }`. */
-  readonly answer: (record: R) => Record<string, unknown>
+  readonly answer: (record: R) => Maybe<Record<string, unknown>>
 }
 
 interface StateChangeContext {
@@ -31,9 +32,9 @@ interface StateChangeContext {
 export function stateChange<R>(spec: StateChange<R>) {
   // Destructured parameters: Elysia reads them from the source to know what the context needs.
   return async ({ principal, params, body, set }: StateChangeContext) => {
-    const record = spec.find(principal, params[spec.param]!)
+    const record = await spec.find(principal, params[spec.param]!)
     authorize(spec.allowed(principal, record), spec.action)
     ignoreBody(body)
-    return { ...spec.answer(await spec.change(record)), trace_id: traceIdOf(set) }
+    return { ...(await spec.answer(await spec.change(record))), trace_id: traceIdOf(set) }
   }
 }

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
-import { initialiseStore } from '../../src/cli/init'
+import { initialiseStorage } from '../../src/cli/init'
+import { EmbeddedStorage } from '../../src/storage/embedded'
 import { readSecret } from '../../src/auth/secret'
 import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
 
@@ -34,12 +35,13 @@ export function tempDir(prefix = 'keyward-test-'): string {
 export async function createHarness(options: { autoVerifyInstallations?: boolean; store?: StoreOptions } = {}) {
   const dir = tempDir()
   const store = await Store.open(dir, { log: () => {}, ...options.store })
-  const { organization_id: vendorId, token: vendorToken } = await initialiseStore(store, 'Vendor')
+  const storage = new EmbeddedStorage(store)
+  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, dir, 'Vendor')
   const secret = (await readSecret(dir))!
   const logged: string[] = []
   const app = createApp(
     {
-      store,
+      storage,
       verifier: new TokenVerifier(secret),
       config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: options.autoVerifyInstallations ?? false },
     },
@@ -87,5 +89,5 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     rmSync(dir, { recursive: true, force: true })
   }
 
-  return { dir, store, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
+  return { dir, store, storage, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
 }

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Application, Organization } from '../../store/database'
+import type { Application, Organization } from '../../storage/records'
 import { Description, EnvironmentList, Uuid, formatEnvironments, timestamps } from '../shared/model'
 
 export const CreateApplicationBody = v.object({

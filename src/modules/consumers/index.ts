@@ -4,14 +4,15 @@ import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } fro
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
-import type { Consumer } from '../../store/database'
+import type { Consumer } from '../../storage/records'
+import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { ConsumerService } from './service'
 import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
 
 export const consumersController = (deps: AppDeps, service: ConsumerService) => {
-  const { tables } = deps.store
-  const find = (principal: Principal, id: string) => findOwned(tables.consumers, principal, id, 'consumer_id', 'Consumer')
+  const { storage } = deps
+  const find = (principal: Principal, id: string) => findOwned(storage, 'consumers', principal, id, 'consumer_id', 'Consumer')
   const changeState = { param: 'consumer_id', find, allowed: may.changeTenantData, answer: (consumer: Consumer) => ({ consumer: consumerView(consumer) }) }
 
   return new Elysia({ prefix: '/api/consumers' })
@@ -20,24 +21,27 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
       '',
       ({ principal, request }) => {
         const q = parseQuery(ConsumerListQuery, request)
-        const { items, total } = service.list(principal, q)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
-        return settled(deps.store, { consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
+        return settled(
+          storage,
+          then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
+        )
       },
       { detail: doc({ summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery }) },
     )
     .get(
       '/:consumer_id',
-      ({ principal, params, set }) => settled(deps.store, { consumer: consumerView(find(principal, params.consumer_id)), trace_id: traceIdOf(set) }),
+      ({ principal, params, set }) =>
+        settled(storage, then(find(principal, params.consumer_id), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: 'View a consumer', tag: 'consumers' }) },
     )
     .post(
       '',
       async ({ principal, body, set }) => {
-        checkNamedOrganization(tables, principal, body)
+        await checkNamedOrganization(storage, principal, body)
         authorize(may.changeTenantData(principal), 'create consumers')
         const input = parseBody(CreateConsumerBody, body)
-        const customer = owningCustomer(tables, principal, input.organization_id)
+        const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.consumer_id)
         set.status = created ? 201 : 200
         return { consumer: consumerView(record), trace_id: traceIdOf(set) }

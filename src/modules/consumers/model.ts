@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Consumer } from '../../store/database'
+import type { Consumer } from '../../storage/records'
 import { Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
 
 export const CreateConsumerBody = v.object({

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { enrollmentNickname, type Enrollment, type Keyset } from '../../store/database'
+import { enrollmentNickname, type Enrollment, type Keyset } from '../../storage/records'
 import { Description, EnvironmentName, Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
 import { formatTimestamp } from '../../store/clock'
 
@@ -25,6 +25,9 @@ export const EnrollmentListQuery = v.object({
   ...pagingQuery,
 })
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
+
+/** The keyset list pages like the other lists (docs/api.md). */
+export const KeysetListQuery = v.object({ ...pagingQuery })
 
 export const CreateKeysetBody = v.object({
   client_enclave_key: v.pipe(v.string(), v.minLength(1, 'Must not be empty')),

@@ -5,33 +5,35 @@ import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
+import { then } from '../../storage/storage'
 import { EnvironmentService } from './service'
 import { EnvironmentBody, applicationEnvironments } from './model'
 
 export const environmentsController = (deps: AppDeps) => {
-  const service = new EnvironmentService(deps.store)
-  const { tables } = deps.store
+  const { storage } = deps
+  const service = new EnvironmentService(storage)
 
   /** These endpoints exist only for customers enabled for virtual environments (404 otherwise). */
-  const find = (principal: Principal, id: string) => {
-    const app = findOwned(tables.applications, principal, id, 'application_id', 'Application')
-    const customer = tables.organizations.get(app.organization_id)!
-    if (!customer.environments) throw notFound('Application environments')
-    return { app, customer }
-  }
+  const find = (principal: Principal, id: string) =>
+    then(findOwned(storage, 'applications', principal, id, 'application_id', 'Application'), (app) =>
+      then(storage.find('organizations', app.organization_id), (customer) => {
+        if (!customer!.environments) throw notFound('Application environments')
+        return { app, customer: customer! }
+      }),
+    )
 
   return new Elysia({ prefix: '/api/environments' })
     .use(authenticated(deps))
     .get(
       '/:application_id',
       ({ principal, params, set }) =>
-        settled(deps.store, { ...applicationEnvironments(find(principal, params.application_id).app), trace_id: traceIdOf(set) }),
+        settled(storage, then(find(principal, params.application_id), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: "View an application's environments", tag: 'application environments' }) },
     )
     .post(
       '/:application_id',
       async ({ principal, params, body, set }) => {
-        const { app, customer } = find(principal, params.application_id)
+        const { app, customer } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
         const changed = await service.add(app, customer, environment)
@@ -46,7 +48,7 @@ export const environmentsController = (deps: AppDeps) => {
     .delete(
       '/:application_id',
       async ({ principal, params, body, set }) => {
-        const { app } = find(principal, params.application_id)
+        const { app } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }

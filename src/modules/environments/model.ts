@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Application } from '../../store/database'
+import type { Application } from '../../storage/records'
 import { EnvironmentName, formatEnvironments } from '../shared/model'
 
 export const EnvironmentBody = v.object({ environment: EnvironmentName })

@@ -4,14 +4,15 @@ import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } fro
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
-import type { Installation } from '../../store/database'
+import type { Installation } from '../../storage/records'
+import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
 import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
-  const { tables } = deps.store
-  const find = (principal: Principal, id: string) => findOwned(tables.installations, principal, id, 'installation_id', 'Installation')
+  const { storage } = deps
+  const find = (principal: Principal, id: string) => findOwned(storage, 'installations', principal, id, 'installation_id', 'Installation')
   const changeState = {
     param: 'installation_id',
     find,
@@ -25,29 +26,28 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
       '',
       ({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
-        const { items, total } = service.list(principal, q)
-        const installations = items.map(installationView)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
-        const answer = q.page
-          ? { installations, total, page: q.page, page_size: q.page_size }
-          : { installations, trace_id: traceIdOf(set) }
-        return settled(deps.store, answer)
+        const answer = then(service.list(principal, q), ({ items, total }) => {
+          const installations = items.map(installationView)
+          return q.page ? { installations, total, page: q.page, page_size: q.page_size } : { installations, trace_id: traceIdOf(set) }
+        })
+        return settled(storage, answer)
       },
       { detail: doc({ summary: 'List installations', tag: 'installations', query: InstallationListQuery }) },
     )
     .get(
       '/:installation_id',
       ({ principal, params, set }) =>
-        settled(deps.store, { installation: installationView(find(principal, params.installation_id)), trace_id: traceIdOf(set) }),
+        settled(storage, then(find(principal, params.installation_id), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: 'View an installation', tag: 'installations' }) },
     )
     .post(
       '',
       async ({ principal, body, set }) => {
-        checkNamedOrganization(tables, principal, body)
+        await checkNamedOrganization(storage, principal, body)
         authorize(may.changeTenantData(principal), 'create installations')
         const input = parseBody(CreateInstallationBody, body)
-        const customer = owningCustomer(tables, principal, input.organization_id)
+        const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.installation_id, input.description)
         set.status = created ? 201 : 200
         return { installation: installationView(record), trace_id: traceIdOf(set) }
@@ -59,7 +59,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .patch(
       '/:installation_id',
       async ({ principal, params, body, set }) => {
-        const installation = find(principal, params.installation_id)
+        const installation = await find(principal, params.installation_id)
         authorize(may.changeTenantData(principal), 'change installations')
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }

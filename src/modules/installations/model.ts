@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Installation } from '../../store/database'
+import type { Installation } from '../../storage/records'
 import { Description, Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
 
 export const CreateInstallationBody = v.object({

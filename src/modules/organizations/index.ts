@@ -5,7 +5,8 @@ import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
-import type { Organization } from '../../store/database'
+import type { Organization } from '../../storage/records'
+import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
 import {
@@ -19,11 +20,11 @@ import {
 } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
-  const service = new OrganizationService(deps.store)
-  const { tables } = deps.store
+  const { storage } = deps
+  const service = new OrganizationService(storage)
   const changeState = {
     param: 'organization_id',
-    find: (principal: Principal, id: string) => findOrganization(tables, principal, id),
+    find: (principal: Principal, id: string) => findOrganization(storage, principal, id),
     allowed: may.changeOrganizationState,
     answer: (org: Organization) => ({ organization: organizationFull(org) }),
   }
@@ -32,15 +33,13 @@ export const organizationsController = (deps: AppDeps) => {
     .get(
       '',
       ({ principal, set }) =>
-        settled(deps.store, { organizations: service.list(principal).map(organizationSummary), trace_id: traceIdOf(set) }),
+        settled(storage, then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: 'List the organizations in scope', tag: 'organizations' }) },
     )
     .get(
       '/:organization_id',
-      ({ principal, params, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
-        return settled(deps.store, { organization: organizationSummary(org), trace_id: traceIdOf(set) })
-      },
+      ({ principal, params, set }) =>
+        settled(storage, then(findOrganization(storage, principal, params.organization_id), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: 'View an organization', tag: 'organizations' }) },
     )
     .post(
@@ -50,7 +49,7 @@ export const organizationsController = (deps: AppDeps) => {
         // other faults (400), as for every POST. A customer's parent_id is its own id or a 400
         // (CONTRACT section 5), so only the vendor's is looked up here.
         const parentId = referencedId(body, 'parent_id')
-        if (parentId !== undefined && isVendor(principal) && !tables.organizations.has(parentId)) throw notFound('Parent organization')
+        if (parentId !== undefined && isVendor(principal) && !(await storage.find('organizations', parentId))) throw notFound('Parent organization')
         authorize(may.createOrganization(principal), 'create organizations')
         const input = parseBody(CreateOrganizationBody, body)
         const org = await service.create(principal, input)
@@ -62,7 +61,7 @@ export const organizationsController = (deps: AppDeps) => {
     .patch(
       '/:organization_id',
       async ({ principal, params, body, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
+        const org = await findOrganization(storage, principal, params.organization_id)
         authorize(may.updateOrganization(principal), 'update organizations')
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
@@ -81,16 +80,14 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .get(
       '/:organization_id/environments',
-      ({ principal, params, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
-        return settled(deps.store, { ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) })
-      },
+      ({ principal, params, set }) =>
+        settled(storage, then(findEnvironmentCustomer(storage, principal, params.organization_id), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
       { detail: doc({ summary: "View a customer's virtual environments", tag: 'organization environments' }) },
     )
     .patch(
       '/:organization_id/environments',
       async ({ principal, params, body, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
+        const org = await findEnvironmentCustomer(storage, principal, params.organization_id)
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const input = parseBody(ChangeEnvironmentsBody, body)
         if (input.default !== undefined) {
@@ -110,7 +107,7 @@ export const organizationsController = (deps: AppDeps) => {
     .delete(
       '/:organization_id/environments',
       async ({ principal, params, body, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
+        const org = await findEnvironmentCustomer(storage, principal, params.organization_id)
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Organization } from '../../store/database'
+import type { Organization } from '../../storage/records'
 import { Description, EnvironmentList, EnvironmentName, Uuid, formatEnvironments, timestamps } from '../shared/model'
 
 export const CreateOrganizationBody = v.object({
