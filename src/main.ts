@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
+import { tokensCommand } from './cli/tokens'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
 
@@ -19,6 +20,7 @@ const commands = {
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
       'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -28,6 +30,7 @@ const commands = {
         port: v.port as string,
         ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        auditRetention: v['audit-retention'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
@@ -37,9 +40,21 @@ const commands = {
     run: (v: Record<string, unknown>) => initCommand({ data: v.data as string, vendorDescription: v['vendor-description'] as string }),
   },
   'issue-token': {
-    options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, help: HELP },
+    options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, description: { type: 'string' }, help: HELP },
     run: (v: Record<string, unknown>) =>
-      issueTokenCommand({ data: v.data as string, org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
+      issueTokenCommand({
+        data: v.data as string,
+        org: v.org as string | undefined,
+        role: v.role as string | undefined,
+        ttl: v.ttl as string,
+        ...(v.description !== undefined ? { description: v.description as string } : {}),
+      }),
+  },
+  tokens: {
+    options: { data: DATA, org: { type: 'string' }, help: HELP },
+    positionals: true,
+    run: (v: Record<string, unknown>, positionals: string[]) =>
+      tokensCommand({ data: v.data as string, ...(v.org !== undefined ? { org: v.org as string } : {}), positionals }),
   },
 } as const
 
@@ -51,14 +66,15 @@ async function main(argv: string[]): Promise<number> {
   const name = first as keyof typeof commands
   const command = commands[name]
   let values: Record<string, unknown>
+  let positionals: string[]
   try {
-    ;({ values } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: false }))
+    ;({ values, positionals } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: 'positionals' in command }))
   } catch (error) {
     return usageError((error as Error).message, USAGE[name])
   }
   if (values.help) return print(USAGE[name])
   try {
-    return await command.run(values)
+    return await command.run(values, positionals)
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message, USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.

@@ -1,15 +1,15 @@
 /** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
 import { mkdir } from 'node:fs/promises'
-import { join } from 'node:path'
 import { createApp } from '../app'
 import { Store } from '../store/store'
 import { acquireDataDirLock } from '../store/lock'
-import { SECRET_FILE } from '../store/paths'
-import { readSecret } from '../auth/secret'
-import { TokenVerifier } from '../auth/tokens'
+import { parseDuration, TokenVerifier } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
+import { serveControlSocket } from './control-socket'
+import { performTokenCommand } from './token-commands'
+import { startAuditRetention } from '../modules/audit/retention'
 
 export interface ServeOptions {
   readonly data: string
@@ -17,6 +17,8 @@ export interface ServeOptions {
   readonly port: string
   readonly publicUrl?: string
   readonly autoVerifyInstallations: boolean
+  /** Audit events older than this DURATION are dropped in the background (default 400d). */
+  readonly auditRetention: string
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -36,6 +38,8 @@ function snapshotNow(store: Store): void {
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
+  const retentionSeconds = parseDuration(options.auditRetention)
+  if (retentionSeconds === null) throw new UsageError(`invalid --audit-retention '${options.auditRetention}': use a number and s, m, h or d, like 400d`)
   await mkdir(options.data, { recursive: true, mode: 0o700 })
   const lock = acquireDataDirLock(options.data)
   let store: Store
@@ -44,7 +48,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
     storage = new EmbeddedStorage(store)
     if (!isInitialised(storage)) {
-      const first = await initialiseStorage(storage, options.data, 'Vendor')
+      const first = await initialiseStorage(storage, 'Vendor', 'serve')
       log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
       process.stdout.write(JSON.stringify(first) + '\n')
     }
@@ -53,14 +57,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     throw error
   }
   let server: NonNullable<ReturnType<typeof createApp>['server']>
+  let control: ReturnType<typeof serveControlSocket> = null
   try {
-    const secret = await readSecret(options.data)
-    // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
-    if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
     // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
-    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
+    const app = createApp({ storage, verifier: new TokenVerifier(), config }, log)
     // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
     // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
@@ -69,14 +71,18 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     server = app.server!
     const host = options.host.includes(':') ? `[${options.host}]` : options.host
     config.publicUrl ||= `http://${host}:${server.port}`
+    // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
+    control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), log)
     log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
   } catch (error) {
     // Port taken, say: give the dir back in a clean state before reporting it.
+    control?.stop(true)
     await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
     lock.release()
     throw error
   }
 
+  const retention = startAuditRetention(storage, retentionSeconds, log)
   await new Promise<void>((resolve) => {
     let stopping = false
     const stop = (signal: NodeJS.Signals) => {
@@ -93,6 +99,8 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   })
   try {
     await server.stop(false)
+    await control?.stop(false)
+    await retention.stop()
     await store.close()
   } finally {
     lock.release()

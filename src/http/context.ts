@@ -10,6 +10,7 @@ import { authenticate, type Principal } from './auth'
 import { ApiError } from './errors'
 import { MAX_BODY_BYTES, type RequestBody } from './body'
 import { withTraceId } from './foundation'
+import type { Actor } from '../modules/shared/audit'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -61,6 +62,9 @@ export const authenticated = (deps: AppDeps) =>
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
+
+/** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
+export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })
 
 /**
  * A read's answer, held back until everything it may have seen is durable: no response shows a

@@ -1,5 +1,5 @@
 /**
- * An app on a fresh data dir, called through `app.handle` (no network), with helpers to mint
+ * An app on a fresh data dir, called through `app.handle` (no network), with helpers to issue
  * tokens and to build the usual tenant layout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -9,8 +9,8 @@ import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
 import { initialiseStorage } from '../../src/cli/init'
 import { EmbeddedStorage } from '../../src/storage/embedded'
-import { readSecret } from '../../src/auth/secret'
-import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { newToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { createToken } from '../../src/modules/tokens/service'
 
 export interface ApiResponse {
   readonly status: number
@@ -36,22 +36,39 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
   const dir = tempDir()
   const store = await Store.open(dir, { log: () => {}, ...options.store })
   const storage = new EmbeddedStorage(store)
-  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, dir, 'Vendor')
-  const secret = (await readSecret(dir))!
+  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, 'Vendor', 'init')
   const logged: string[] = []
   const app = createApp(
     {
       storage,
-      verifier: new TokenVerifier(secret),
+      verifier: new TokenVerifier(),
       config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: options.autoVerifyInstallations ?? false },
     },
     (line) => logged.push(line),
   )
 
-  const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) =>
-    mintToken(secret, { org, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds })
+  /** Token records being written: every request waits for them, so a token works from the next request on. */
+  const issuing = new Set<Promise<unknown>>()
+  const tokensRecorded = () => Promise.all(issuing)
+
+  /**
+   * A token of `org` with `role`, recorded through the storage as `keyward issue-token` records one
+   * (with its `token.create` event). The string is known at once; the record follows in a moment,
+   * and `request` (or `tokensRecorded`, for callers of `app.handle`) waits for it. A negative
+   * `ttlSeconds` makes an expired token.
+   */
+  const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) => {
+    const organization = storage.find('organizations', org)
+    if (!organization) throw new Error(`harness: no organization ${org} to issue a token for`)
+    const issued = newToken()
+    const recorded = storage.transaction((tx) => createToken(tx, { organization, role, ttlSeconds, description: null }, { cli: 'issue-token' }, issued))
+    issuing.add(recorded)
+    recorded.finally(() => issuing.delete(recorded))
+    return issued.token
+  }
 
   async function request(method: string, path: string, init: RequestOptions = {}): Promise<ApiResponse> {
+    await tokensRecorded()
     const headers: Record<string, string> = { ...init.headers }
     const auth = init.token === undefined ? vendorToken : init.token
     if (auth !== null) headers.authorization ??= `Bearer ${auth}`
@@ -89,5 +106,5 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     rmSync(dir, { recursive: true, force: true })
   }
 
-  return { dir, store, storage, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
+  return { dir, store, storage, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, close }
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -48,7 +48,7 @@ export const applicationsController = (deps: AppDeps) => {
         authorize(may.changeApplications(principal), 'register applications')
         const input = parseBody(CreateApplicationBody, body)
         const customer = await customerNamed(storage, principal, input.organization_id)
-        const { application, apiKey } = await service.create(customer, input)
+        const { application, apiKey } = await service.create(customer, input, actorOf(principal, set))
         set.status = 201
         return {
           application: { ...applicationView(application, customer), host_url: deps.config.publicUrl, api_key: apiKey },
@@ -63,18 +63,18 @@ export const applicationsController = (deps: AppDeps) => {
         const app = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), 'change applications')
         const { description } = parseBody(UpdateApplicationBody, body)
-        return { application: await view(await service.updateDescription(app, description)), trace_id: traceIdOf(set) }
+        return { application: await view(await service.updateDescription(app, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       { detail: doc({ summary: "Update an application's description", tag: 'applications', body: UpdateApplicationBody }) },
     )
     .patch(
       '/:application_id/suspend',
-      stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend applications', change: (app, actor) => service.setState(app, 'suspended', actor) }),
       { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
     )
     .patch(
       '/:application_id/activate',
-      stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
+      stateChange({ ...changeState, action: 'activate applications', change: (app, actor) => service.setState(app, 'active', actor) }),
       { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
     )
 }

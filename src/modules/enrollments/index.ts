@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -61,7 +61,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
         }
         const customer = (await storage.find('organizations', app.organization_id))!
-        const { record, created } = await service.create(app, customer, input)
+        const { record, created } = await service.create(app, customer, input, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
@@ -69,12 +69,12 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .patch(
       '/:enrollment_id/suspend',
-      stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment, actor) => service.setState(enrollment, 'suspended', actor) }),
       { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
     )
     .patch(
       '/:enrollment_id/activate',
-      stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
+      stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment, actor) => service.setState(enrollment, 'active', actor) }),
       { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
     )
     .get(
@@ -103,7 +103,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         const { client_enclave_key } = parseBody(CreateKeysetBody, body)
         const key = await parseP256PublicKey(client_enclave_key)
         // The enrollment may have changed while the key was checked: the service re-reads it.
-        const updated = await service.addKeyset(enrollment, key)
+        const updated = await service.addKeyset(enrollment, key, actorOf(principal, set))
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },

@@ -1,0 +1,62 @@
+import { Elysia } from 'elysia'
+import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authorize, findToken, may, tokenOrganization } from '../../http/access'
+import type { Principal } from '../../http/auth'
+import { ignoreBody, parseBody, parseQuery } from '../../http/body'
+import { doc } from '../../http/openapi'
+import { then } from '../../storage/storage'
+import type { TokenService } from './service'
+import { CreateTokenBody, TokenListQuery, tokenView } from './model'
+
+export const tokensController = (deps: AppDeps, service: TokenService) => {
+  const { storage } = deps
+  /** In scope (404), then the role (403), as everywhere. */
+  const find = (principal: Principal, id: string) =>
+    then(findToken(storage, principal, id), (token) => (authorize(may.manageTokens(principal), 'read or change tokens'), token))
+
+  return new Elysia({ prefix: '/api/tokens' })
+    .use(authenticated(deps))
+    .get(
+      '',
+      ({ principal, request }) => {
+        authorize(may.manageTokens(principal), 'read or change tokens')
+        const q = parseQuery(TokenListQuery, request)
+        // Shaped like the consumer list (CONTRACT section 9): no trace_id, `page` only when sent.
+        return settled(
+          storage,
+          then(service.list(principal, q), ({ items, total }) => ({ tokens: items.map(tokenView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
+        )
+      },
+      { detail: doc({ summary: 'List tokens', tag: 'tokens', query: TokenListQuery }) },
+    )
+    .get(
+      '/:token_id',
+      ({ principal, params, set }) => settled(storage, then(find(principal, params.token_id), (token) => ({ token: tokenView(token), trace_id: traceIdOf(set) }))),
+      { detail: doc({ summary: 'View a token', tag: 'tokens' }) },
+    )
+    .post(
+      '',
+      async ({ principal, body, set }) => {
+        await tokenOrganization(storage, principal, body)
+        authorize(may.manageTokens(principal), 'issue tokens')
+        const input = parseBody(CreateTokenBody, body)
+        // The body's organization_id is the one checked above (a well-formed UUID is always read there).
+        const organization = (await tokenOrganization(storage, principal, { kind: 'json', value: input }))!
+        const issued = await service.issue({ organization, role: input.role, ttlSeconds: input.ttl, description: input.description }, actorOf(principal, set))
+        set.status = 201
+        // The answer holds the token itself, shown this once: no cache may keep it.
+        set.headers['cache-control'] = 'no-store'
+        return { token: tokenView(issued.record), secret: issued.token, trace_id: traceIdOf(set) }
+      },
+      { detail: doc({ summary: 'Issue a token (its secret is shown once)', tag: 'tokens', body: CreateTokenBody, status: 201 }) },
+    )
+    .patch(
+      '/:token_id/revoke',
+      async ({ principal, params, body, set }) => {
+        const token = await find(principal, params.token_id)
+        ignoreBody(body)
+        return { token: tokenView(await service.revoke(token, actorOf(principal, set))), trace_id: traceIdOf(set) }
+      },
+      { detail: doc({ summary: 'Revoke a token (a 401 from its next request on)', tag: 'tokens' }) },
+    )
+}
