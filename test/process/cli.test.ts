@@ -55,7 +55,7 @@ describe('usage', () => {
     for (const command of ['serve', 'init', 'issue-token']) expect(result.stdout).toContain(`keyward ${command}`)
   })
 
-  for (const command of ['serve', 'init', 'issue-token']) {
+  for (const command of ['serve', 'init', 'issue-token', 'tokens']) {
     test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
       const data = newDataDir()
       const result = await keyward([command, '--data', data, '--help'])
@@ -309,6 +309,8 @@ describe('issue-token', () => {
     ['a bad --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '10 days'], /invalid --ttl/],
     ['a --ttl without a unit', (org) => ['--org', org, '--role', 'admin', '--ttl', '90'], /invalid --ttl/],
     ['a zero --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '0d'], /invalid --ttl/],
+    ['a --ttl over 366 days', (org) => ['--org', org, '--role', 'admin', '--ttl', '367d'], /at most 366d/],
+    ['an empty --description', (org) => ['--org', org, '--role', 'admin', '--description', ' '], /--description/],
   ]
   test('refusals: message on stderr, nothing on stdout, exit 2', async () => {
     const data = newDataDir()
