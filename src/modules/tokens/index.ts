@@ -37,11 +37,11 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
     .post(
       '',
       async ({ principal, body, set }) => {
-        await tokenOrganization(storage, principal, body)
+        const named = await tokenOrganization(storage, principal, body)
         authorize(may.manageTokens(principal), 'issue tokens')
         const input = parseBody(CreateTokenBody, body)
-        // The body's organization_id is the one checked above (a well-formed UUID is always read there).
-        const organization = (await tokenOrganization(storage, principal, { kind: 'json', value: input }))!
+        // A body that passed validation names a well-formed UUID, which tokenOrganization found above.
+        const organization = named!
         const issued = await service.issue({ organization, role: input.role, ttlSeconds: input.ttl, description: input.description }, actorOf(principal, set))
         set.status = 201
         // The answer holds the token itself, shown this once: no cache may keep it.
