@@ -50,12 +50,11 @@ describe('the Authorization header', () => {
     const [, id, secret] = t.split('_') as [string, string, string]
     const other = h.token(await h.createCustomer('Other'))
     const [, otherId, otherSecret] = other.split('_') as [string, string, string]
-    // The last character of 32 bytes in base64url carries 4 bits: its neighbour in the alphabet
-    // (the lowest bit flipped) decodes to the same bytes, yet is another spelling.
+    // The last character of 32 bytes in base64url carries 4 bits and 2 of padding: with the lowest
+    // bit flipped it spells the same bytes to a decoder that ignores padding bits, yet is another spelling.
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
     const last = alphabet.indexOf(secret.at(-1)!)
     const sameBytes = `kw2_${id}_${secret.slice(0, -1)}${alphabet[last ^ 1]}`
-    expect(Buffer.from(sameBytes.slice(37), 'base64url')).toEqual(Buffer.from(secret, 'base64url'))
     const cases = [
       'not-a-token',
       'kw2_',
