@@ -5,9 +5,11 @@
  * command exits, and nothing is lost after kill -9 and a restart. Audit retention of `serve`.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, rmSync, statSync } from 'node:fs'
+import { createHmac, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
+import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
@@ -168,6 +170,31 @@ describe('beside a running server, under concurrent writes', () => {
     expect((await tokensList(data, '--org', customer)).map((t) => t.state)).toEqual(['revoked', 'active'])
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
     expect(existsSync(join(data, 'control.sock'))).toBe(false)
+  })
+})
+
+describe('upgrading a data dir of the version with signed tokens', () => {
+  test('it opens; its kw1 tokens are 401; its secret is ignored; new tokens are issued with the CLI', async () => {
+    const data = newDataDir()
+    mkdirSync(data, { recursive: true, mode: 0o700 })
+    // As that version left it after a graceful stop: a snapshot of its six tables and the secret.
+    const vendorId = crypto.randomUUID()
+    const now = Date.now() * 1000
+    const vendor = { organization_id: vendorId, parent_id: null, organization_type: 'vendor', description: 'Vendor', state: 'active', environments: null, created: now, modified: now }
+    await writeSnapshot(join(data, 'snapshot.json'), { format: 1, lsn: 1, meta: {}, tables: { organizations: [vendor], applications: [], consumers: [], installations: [], enrollments: [], keysets: [] } })
+    const secret = randomBytes(32)
+    writeFileSync(join(data, 'secret'), `${secret.toString('hex')}\n`, { mode: 0o600 })
+    const claims = Buffer.from(JSON.stringify({ org: vendorId, role: 'admin', exp: 4e9, nonce: 'x' })).toString('base64url')
+    const oldToken = `kw1.${claims}.${createHmac('sha256', secret).update('kw1.').update(claims).digest('base64url')}`
+
+    const server = await startServer(data)
+    expect(server.stdout.text).toBe('') // not initialised again
+    expect((await api(server.url, oldToken, 'GET', '/api/organizations')).status).toBe(401)
+    const token = await issue(data, vendorId, 'admin')
+    const orgs = await api(server.url, token, 'GET', '/api/organizations')
+    expect([orgs.status, orgs.body.organizations.map((o: { organization_id: string }) => o.organization_id)]).toEqual([200, [vendorId]])
+    expect((await tokensList(data)).map((t) => t.token_id)).toEqual([idOf(token)])
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 })
 
