@@ -118,7 +118,6 @@ beforeAll(async () => {
   await writeRecords(third, 3) // the newest segment
   acknowledged = await dump(third.url)
   expect(await stopServer(third, 'SIGKILL')).toBe(-9)
-  rmSync(join(pristine, 'serve.lock'))
 })
 
 /** A copy of the pristine data dir to damage. */
@@ -189,7 +188,7 @@ function flipped(file: string, at: number): string {
 
 describe('the pristine dir', () => {
   test('has a snapshot, two log segments after it, and the secret; starts with everything', async () => {
-    expect(readdirSync(pristine).sort()).toEqual(['secret', 'snapshot.json', ...wals()])
+    expect(readdirSync(pristine).sort()).toEqual(['secret', 'serve.lock', 'snapshot.json', ...wals()])
     expect(wals()).toHaveLength(2)
     for (const wal of wals()) expect(records(join(pristine, wal)).offsets.length).toBeGreaterThan(10)
     expect(await expectRefusedOrIntact(copy(), 'secret')).toBe('intact')
