@@ -2,12 +2,12 @@
  * `keyward init`, and the first-run initialisation of `serve`: the vendor organization, the
  * signing secret, and a vendor admin token printed once.
  */
-import { mkdir } from 'node:fs/promises'
 import { Store } from '../store/store'
 import { nowMicros } from '../store/clock'
 import { createSecret, readSecret } from '../auth/secret'
 import { mintToken } from '../auth/tokens'
 import { acquireDataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { UsageError } from './usage'
 
 export const DEFAULT_TOKEN_TTL_SECONDS = 90 * 86400
@@ -43,7 +43,7 @@ export async function initialiseStore(store: Store, vendorDescription: string): 
 export async function initCommand(options: { data: string; vendorDescription: string }): Promise<number> {
   const description = options.vendorDescription.trim()
   if (description.length === 0 || description.length > 1024) throw new UsageError('--vendor-description must be 1 to 1024 characters')
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
+  await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   try {
     const store = await Store.open(options.data)

@@ -1,9 +1,9 @@
 /** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
-import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createApp } from '../app'
 import { Store } from '../store/store'
 import { acquireDataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
@@ -35,7 +35,7 @@ function snapshotNow(store: Store): void {
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
+  await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   let store: Store
   try {
