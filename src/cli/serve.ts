@@ -32,6 +32,24 @@ function snapshotNow(store: Store): void {
   )
 }
 
+/** Resolves on the first SIGINT or SIGTERM; SIGUSR1 writes a snapshot meanwhile. */
+function stopSignal(store: Store): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let stopping = false
+    const stop = (signal: NodeJS.Signals) => {
+      // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
+      // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
+      if (stopping) return log(`keyward: ${signal}: already stopping`)
+      stopping = true
+      log(`keyward: ${signal}: finishing requests in flight, writing a snapshot`)
+      resolve()
+    }
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
+    process.on('SIGUSR1', () => snapshotNow(store))
+  })
+}
+
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
@@ -50,13 +68,13 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     throw error
   }
   let server: NonNullable<ReturnType<typeof createApp>['server']>
+  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+  // reads the config per request, so filling it in right after binding is early enough.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
   try {
     const secret = await readSecret(options.data)
     // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
     if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
-    // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-    // reads the config per request, so filling it in right after binding is early enough.
-    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
     const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
     // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
@@ -64,9 +82,6 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // memory; bodies over 64 KiB get our 413 problem body.
     app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
     server = app.server!
-    const host = options.host.includes(':') ? `[${options.host}]` : options.host
-    config.publicUrl ||= `http://${host}:${server.port}`
-    log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
   } catch (error) {
     // Port taken, say: give the dir back in a clean state before reporting it.
     await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
@@ -74,20 +89,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     throw error
   }
 
-  await new Promise<void>((resolve) => {
-    let stopping = false
-    const stop = (signal: NodeJS.Signals) => {
-      // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
-      // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
-      if (stopping) return log(`keyward: ${signal}: already stopping`)
-      stopping = true
-      log(`keyward: ${signal}: finishing requests in flight, writing a snapshot`)
-      resolve()
-    }
-    process.on('SIGINT', stop)
-    process.on('SIGTERM', stop)
-    process.on('SIGUSR1', () => snapshotNow(store))
-  })
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host
+  config.publicUrl ||= `http://${host}:${server.port}`
+  // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
+  const stopRequested = stopSignal(store)
+  log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
+  await stopRequested
   try {
     await server.stop(false)
     await store.close()
