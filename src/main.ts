@@ -10,6 +10,8 @@ import { VERSION } from './version'
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
 const HELP = { type: 'boolean', default: false } as const
+/** A string option whose default is the environment variable `name` when that is set. */
+const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const
 
 const commands = {
   serve: {
@@ -17,7 +19,7 @@ const commands = {
       data: DATA,
       host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
-      'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
+      'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
       help: HELP,
     },
@@ -26,7 +28,7 @@ const commands = {
         data: v.data as string,
         host: v.host as string,
         port: v.port as string,
-        ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),

@@ -1,14 +1,14 @@
-/** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
+/** `keyward serve`: bind the port, lock and recover the data dir, initialise it on first run, listen, shut down gracefully. */
 import { join } from 'node:path'
 import { createApp } from '../app'
 import { Store } from '../store/store'
-import { acquireDataDirLock } from '../store/lock'
+import { acquireDataDirLock, type DataDirLock } from '../store/lock'
 import { prepareDataDir } from '../store/data-dir'
 import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
 import { initialiseStore } from './init'
-import { UsageError } from './usage'
+import { checkPublicUrl, isWildcardHost, parsePort, reservePort } from './listen'
 
 export interface ServeOptions {
   readonly data: string
@@ -51,27 +51,26 @@ function stopSignal(store: Store): Promise<void> {
 }
 
 export async function serveCommand(options: ServeOptions): Promise<number> {
-  const port = Number(options.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
-  await prepareDataDir(options.data)
-  const lock = acquireDataDirLock(options.data)
-  let store: Store
+  const port = parsePort(options.port)
+  if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
+  // Bound before the data dir is touched: a start that cannot listen leaves nothing behind and
+  // prints no token (README "Configuration").
+  const reserved = reservePort(options.host, port)
+  let lock: DataDirLock | undefined
+  let store: Store | undefined
+  let server: NonNullable<ReturnType<typeof createApp>['server']>
+  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+  // reads the config per request, so filling it in right after binding is early enough.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
   try {
+    await prepareDataDir(options.data)
+    lock = acquireDataDirLock(options.data)
     store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
     if (!store.initialised) {
       const first = await initialiseStore(store, 'Vendor')
       log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
       process.stdout.write(JSON.stringify(first) + '\n')
     }
-  } catch (error) {
-    lock.release()
-    throw error
-  }
-  let server: NonNullable<ReturnType<typeof createApp>['server']>
-  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-  // reads the config per request, so filling it in right after binding is early enough.
-  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
-  try {
     const secret = await readSecret(options.data)
     // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
     if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
@@ -80,20 +79,26 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
     // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
     // memory; bodies over 64 KiB get our 413 problem body.
-    app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
+    reserved.release()
+    app.listen({ hostname: options.host, port: reserved.port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
     server = app.server!
   } catch (error) {
-    // Port taken, say: give the dir back in a clean state before reporting it.
-    await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
-    lock.release()
+    // Give the dir back in a clean state before reporting the failure.
+    reserved.release()
+    await store?.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
+    lock?.release()
     throw error
   }
 
   const host = options.host.includes(':') ? `[${options.host}]` : options.host
-  config.publicUrl ||= `http://${host}:${server.port}`
+  const address = `http://${host}:${server.port}`
+  config.publicUrl ||= address
+  if (options.publicUrl === undefined && isWildcardHost(options.host)) {
+    log(`keyward: warning: ${options.host} is a wildcard address; new applications get host_url ${address}, which no client can call: set --public-url`)
+  }
   // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
   const stopRequested = stopSignal(store)
-  log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
+  log(`keyward: listening on ${address} (data dir ${options.data})`)
   await stopRequested
   try {
     await server.stop(false)

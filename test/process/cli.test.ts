@@ -212,7 +212,7 @@ describe('serve', () => {
     try {
       const result = await keyward(['serve', '--data', data, '--port', String(blocker.port)])
       expect(result.code).toBe(1)
-      expect(result.stderr).toContain(String(blocker.port))
+      expect(result.stderr).toContain(`cannot listen on 127.0.0.1:${blocker.port}: port ${blocker.port} is already in use`)
       expect(isDataDirLocked(data)).toBe(false)
     } finally {
       blocker.stop(true)

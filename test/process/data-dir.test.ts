@@ -171,3 +171,34 @@ describe('the secret', () => {
     expectRefused(await serve(data), `${secret} is not a regular file`)
   })
 })
+
+describe('a start that fails leaves nothing behind', () => {
+  /** Each start that cannot listen, on a missing dir and on one holding only a dotfile. */
+  async function expectNothingLeft(args: string[], message: string): Promise<void> {
+    const parent = newParent()
+    const missing = join(parent, 'missing')
+    const dotfilesOnly = join(parent, 'dotfiles-only')
+    mkdirSync(dotfilesOnly, { mode: 0o755 })
+    chmodSync(dotfilesOnly, 0o755)
+    writeFileSync(join(dotfilesOnly, '.gitignore'), '*\n')
+    const before = snapshotOf(dotfilesOnly)
+    const [intoMissing, intoDotfilesOnly] = await Promise.all([serve(missing, ...args), serve(dotfilesOnly, ...args)])
+    expectRefused(intoMissing, message)
+    expect(existsSync(missing)).toBe(false)
+    expectRefused(intoDotfilesOnly, message)
+    expect(snapshotOf(dotfilesOnly)).toEqual(before) // no secret, no log, no lock file, same mode
+  }
+
+  test('a port already taken', async () => {
+    const blocker = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data: () => {} } })
+    try {
+      await expectNothingLeft(['--port', String(blocker.port)], `cannot listen on 127.0.0.1:${blocker.port}: port ${blocker.port} is already in use`)
+    } finally {
+      blocker.stop(true)
+    }
+  })
+
+  test('a host that does not resolve', async () => {
+    await expectNothingLeft(['--host', 'no-such-host.invalid'], 'cannot listen on no-such-host.invalid:0')
+  })
+})

@@ -1,0 +1,73 @@
+/**
+ * Where `serve` listens (the contract, section 11; README "Configuration"): the port, bound before
+ * the data dir is touched; the public URL handed out as host_url. Each is checked before anything
+ * else happens, so a start that fails leaves nothing behind.
+ */
+import type { TCPSocketListener } from 'bun'
+import { isErrnoCode } from '../store/fs-util'
+import { UsageError } from './usage'
+
+export function parsePort(text: string): number {
+  const port = Number(text)
+  if (text.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${text}'`)
+  return port
+}
+
+/** host_url is handed to every new application, so it must be a URL a client can call. */
+export function checkPublicUrl(text: string): void {
+  let url: URL | undefined
+  try {
+    url = new URL(text)
+  } catch {}
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    throw new UsageError(`invalid --public-url '${text}': give an absolute http or https URL, like https://keyward.example.com`)
+  }
+}
+
+/** 0.0.0.0 or :: (in any spelling): host_url would then name an address no client can call. */
+export function isWildcardHost(host: string): boolean {
+  try {
+    const { hostname } = new URL(`http://${host.includes(':') ? `[${host}]` : host}`)
+    return hostname === '0.0.0.0' || hostname === '[::]'
+  } catch {
+    return false
+  }
+}
+
+export interface ReservedPort {
+  readonly port: number
+  /** Closes the reserving socket (once; later calls do nothing). */
+  release(): void
+}
+
+/**
+ * Binds host:port now, so that a port in use or a bad host fails the start before the data dir is
+ * touched, and holds it until the app listens. Elysia's `listen` must bind a socket of its own (it
+ * hands the routes to Bun's native router), so `serve` releases this one right before, in the same
+ * tick: `--port 0` gets its port here and the app binds that one.
+ */
+export function reservePort(hostname: string, port: number): ReservedPort {
+  let listener: TCPSocketListener
+  try {
+    // Whoever connects this early is turned away at once.
+    listener = Bun.listen({ hostname, port, socket: { open: (socket) => void socket.end(), data: () => {} } })
+  } catch (error) {
+    throw new Error(`cannot listen on ${hostname}:${port}: ${listenFailure(error, hostname, port)}`)
+  }
+  let released = false
+  return {
+    port: listener.port,
+    release: () => {
+      if (released) return
+      released = true
+      listener.stop(true)
+    },
+  }
+}
+
+function listenFailure(error: unknown, hostname: string, port: number): string {
+  if (isErrnoCode(error, 'EADDRINUSE')) return `port ${port} is already in use`
+  if (isErrnoCode(error, 'EADDRNOTAVAIL')) return `${hostname} is not an address of this machine`
+  if (isErrnoCode(error, 'EACCES')) return 'permission denied (a port below 1024 needs privileges)'
+  return `${(error as Error).message} (is ${hostname} a name or address of this machine?)`
+}
