@@ -20,6 +20,8 @@ const commands = {
       host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
       'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
+      'tls-cert': fromEnv('KEYWARD_TLS_CERT'),
+      'tls-key': fromEnv('KEYWARD_TLS_KEY'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
       help: HELP,
     },
@@ -29,6 +31,8 @@ const commands = {
         host: v.host as string,
         port: v.port as string,
         ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['tls-cert'] !== undefined ? { tlsCert: v['tls-cert'] as string } : {}),
+        ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),

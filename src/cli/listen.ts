@@ -1,8 +1,10 @@
 /**
- * Where `serve` listens (the contract, section 11; README "Configuration"): the port, bound before
- * the data dir is touched; the public URL handed out as host_url. Each is checked before anything
- * else happens, so a start that fails leaves nothing behind.
+ * Where and how `serve` listens (the contract, section 11; README "Configuration"): the port, bound
+ * before the data dir is touched; the TLS certificate and key; the public URL handed out as host_url.
+ * Each is checked before anything else happens, so a start that fails leaves nothing behind.
  */
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import type { TCPSocketListener } from 'bun'
 import { isErrnoCode } from '../store/fs-util'
 import { UsageError } from './usage'
@@ -31,6 +33,44 @@ export function isWildcardHost(host: string): boolean {
     return hostname === '0.0.0.0' || hostname === '[::]'
   } catch {
     return false
+  }
+}
+
+export interface TlsFiles {
+  readonly cert: string
+  readonly key: string
+}
+
+/**
+ * The certificate and key (PEM) named by --tls-cert and --tls-key, or undefined for plain HTTP.
+ * Both or neither (a usage error); unreadable, not PEM or not a pair: an error naming the file.
+ */
+export function readTlsFiles(certFile: string | undefined, keyFile: string | undefined): TlsFiles | undefined {
+  if (certFile === undefined && keyFile === undefined) return undefined
+  if (certFile === undefined || keyFile === undefined) throw new UsageError('--tls-cert and --tls-key go together: give both, or neither')
+  const cert = readPem('--tls-cert', certFile)
+  const key = readPem('--tls-key', keyFile)
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(cert)
+  } catch {
+    throw new Error(`--tls-cert ${certFile} holds no PEM certificate`)
+  }
+  let privateKey: KeyObject
+  try {
+    privateKey = createPrivateKey(key)
+  } catch {
+    throw new Error(`--tls-key ${keyFile} holds no PEM private key (or one protected by a passphrase)`)
+  }
+  if (!certificate.checkPrivateKey(privateKey)) throw new Error(`--tls-key ${keyFile} is not the key of the certificate in --tls-cert ${certFile}`)
+  return { cert, key }
+}
+
+function readPem(flag: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch (error) {
+    throw new Error(`cannot read ${flag} ${file}: ${(error as Error).message}`)
   }
 }
 

@@ -8,13 +8,16 @@ import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
 import { initialiseStore } from './init'
-import { checkPublicUrl, isWildcardHost, parsePort, reservePort } from './listen'
+import { checkPublicUrl, isWildcardHost, parsePort, readTlsFiles, reservePort } from './listen'
 
 export interface ServeOptions {
   readonly data: string
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
+  /** PEM files: both (HTTPS only) or neither. */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
   readonly autoVerifyInstallations: boolean
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
@@ -53,6 +56,7 @@ function stopSignal(store: Store): Promise<void> {
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = parsePort(options.port)
   if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
+  const tls = readTlsFiles(options.tlsCert, options.tlsKey)
   // Bound before the data dir is touched: a start that cannot listen leaves nothing behind and
   // prints no token (README "Configuration").
   const reserved = reservePort(options.host, port)
@@ -80,7 +84,14 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
     // memory; bodies over 64 KiB get our 413 problem body.
     reserved.release()
-    app.listen({ hostname: options.host, port: reserved.port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
+    app.listen({
+      hostname: options.host,
+      port: reserved.port,
+      ...(tls ? { tls } : {}),
+      maxRequestBodySize: 16 * 1024 * 1024,
+      development: false,
+      reusePort: false,
+    })
     server = app.server!
   } catch (error) {
     // Give the dir back in a clean state before reporting the failure.
@@ -91,7 +102,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   }
 
   const host = options.host.includes(':') ? `[${options.host}]` : options.host
-  const address = `http://${host}:${server.port}`
+  const address = `${tls ? 'https' : 'http'}://${host}:${server.port}`
   config.publicUrl ||= address
   if (options.publicUrl === undefined && isWildcardHost(options.host)) {
     log(`keyward: warning: ${options.host} is a wildcard address; new applications get host_url ${address}, which no client can call: set --public-url`)
