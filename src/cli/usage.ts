@@ -5,7 +5,8 @@ export const USAGE = {
   main: `keyward: administration service for cryptographic device enrollment
 
 Usage:
-  keyward serve [--data DIR] [--host H] [--port P] [--public-url URL] [--auto-verify-installations]
+  keyward serve [--data DIR] [--host H] [--port P] [--public-url URL] [--tls-cert FILE --tls-key FILE]
+                [--auto-verify-installations]
   keyward init [--data DIR] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR]
   keyward --help | --version
@@ -14,14 +15,22 @@ Run 'keyward <command> --help' for a command's options.`,
   serve: `Usage: keyward serve [options]
 
 Serves the API. On an empty data dir it first initialises it (like 'init') and prints the
-vendor organization id and an admin token once, as one JSON line on stdout.
+vendor organization id and an admin token once, as one JSON line on stdout. The port is
+bound first: a start that fails leaves nothing behind. One process at a time uses a data
+dir (a lock held by the operating system); another one is refused (exit 1).
 
 Options:
-  --data DIR                     data directory (env KEYWARD_DATA, default ./data)
+  --data DIR                     data directory (env KEYWARD_DATA, default ./data): missing,
+                                 empty or holding only dotfiles, or keyward's; owned by the
+                                 user running keyward, not a symbolic link
   --host H                       address to bind (env KEYWARD_HOST, default 127.0.0.1)
-  --port P                       port (env KEYWARD_PORT, default 3000)
-  --public-url URL               host_url handed to new applications
-                                 (env KEYWARD_PUBLIC_URL, default http://<host>:<port>)
+  --port P                       port (env KEYWARD_PORT, default 3000; 0 picks a free one)
+  --public-url URL               host_url handed to new applications, an absolute http or
+                                 https URL (env KEYWARD_PUBLIC_URL, default
+                                 http(s)://<host>:<port>)
+  --tls-cert FILE                serve HTTPS only, with this PEM certificate (chain)
+                                 (env KEYWARD_TLS_CERT); needs --tls-key
+  --tls-key FILE                 the certificate's PEM private key (env KEYWARD_TLS_KEY)
   --auto-verify-installations    new installations start verified
                                  (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1)
   --help                         this text`,
@@ -29,10 +38,12 @@ Options:
 
 Creates the data dir, the vendor organization and the token-signing secret, and prints
 {"organization_id": "...", "token": "..."} (a vendor admin token) as one JSON line.
-Fails (exit 1) if the data dir is already initialised.
+Fails (exit 1) if the data dir is already initialised, in use, or not one keyward accepts.
 
 Options:
-  --data DIR                    data directory (env KEYWARD_DATA, default ./data)
+  --data DIR                    data directory (env KEYWARD_DATA, default ./data): missing,
+                                empty or holding only dotfiles; owned by the user running
+                                keyward, not a symbolic link
   --vendor-description TEXT     the vendor organization's description (default "Vendor")
   --help                        this text`,
   'issue-token': `Usage: keyward issue-token --org ID --role ROLE [options]
