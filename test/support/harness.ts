@@ -10,6 +10,7 @@ import { Store, type StoreOptions } from '../../src/store/store'
 import { initialiseStore } from '../../src/cli/init'
 import { readSecret } from '../../src/auth/secret'
 import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { answerChecker, type AnswerCheck } from './openapi-check'
 
 export interface ApiResponse {
   readonly status: number
@@ -49,6 +50,14 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
   const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) =>
     mintToken(secret, { org, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds })
 
+  let checkAnswer: AnswerCheck | undefined
+  /** Every answer is checked against the app's OpenAPI document (see openapi-check.ts). */
+  async function documented(method: string, path: string, answer: ApiResponse): Promise<ApiResponse> {
+    checkAnswer ??= answerChecker(await (await app.handle(new Request('http://localhost/openapi.json'))).text())
+    checkAnswer(method, path, answer)
+    return answer
+  }
+
   async function request(method: string, path: string, init: RequestOptions = {}): Promise<ApiResponse> {
     const headers: Record<string, string> = { ...init.headers }
     const auth = init.token === undefined ? vendorToken : init.token
@@ -64,7 +73,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     try {
       parsed = text ? JSON.parse(text) : undefined
     } catch {}
-    return { status: response.status, headers: response.headers, body: parsed }
+    return documented(method, path, { status: response.status, headers: response.headers, body: parsed })
   }
 
   /** A customer (enabled for virtual environments when `environments` is given) with its tokens. */

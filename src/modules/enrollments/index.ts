@@ -9,7 +9,16 @@ import { doc } from '../../http/openapi'
 import type { Application, Enrollment } from '../../store/database'
 import type { EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentListQuery, enrollmentView, keysetView } from './model'
+import {
+  CreateEnrollmentBody,
+  CreateKeysetBody,
+  EnrollmentAnswer,
+  EnrollmentListAnswer,
+  EnrollmentListQuery,
+  KeysetListAnswer,
+  enrollmentView,
+  keysetView,
+} from './model'
 
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { tables } = deps.store
@@ -41,13 +50,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
         return settled(deps.store, { enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
       },
-      { detail: doc({ summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery }) },
+      { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
     .get(
       '/:enrollment_id',
       ({ principal, params, set }) =>
         settled(deps.store, { enrollment: enrollmentView(find(principal, params.enrollment_id)), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: 'View an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(
       '',
@@ -67,23 +76,34 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
+      {
+        detail: doc({
+          operationId: 'createEnrollment',
+          summary: 'Enroll (or return the existing enrollment)',
+          description:
+            'Creates the consumer and the installation if missing. 201 with the new enrollment; 200 with the existing one when `enrollment_id` exists with the same four identifiers.',
+          tag: 'enrollments',
+          body: CreateEnrollmentBody,
+          responses: { 201: EnrollmentAnswer, 200: EnrollmentAnswer },
+          errors: [403, 404, 409],
+        }),
+      },
     )
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
-      { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:enrollment_id/keysets',
       ({ principal, params, set }) =>
         settled(deps.store, { keysets: service.keysets(find(principal, params.enrollment_id)).map(keysetView), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: "List an enrollment's keysets", tag: 'keysets' }) },
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets", tag: 'keysets', responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',
@@ -97,6 +117,15 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
+      {
+        detail: doc({
+          operationId: 'createKeyset',
+          summary: 'Create a keyset (retires the previous one)',
+          tag: 'keysets',
+          body: CreateKeysetBody,
+          responses: { 201: EnrollmentAnswer },
+          errors: [403, 409],
+        }),
+      },
     )
 }
