@@ -6,6 +6,7 @@ import * as v from 'valibot'
 import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
 import { DOCS_SCRIPT_PATH, docsPage, docsScript } from './http/docs-page'
+import { cors } from './http/cors'
 import type { AppDeps } from './http/context'
 import { organizationsController } from './modules/organizations'
 import { applicationsController } from './modules/applications'
@@ -27,6 +28,8 @@ export function createApp(deps: AppDeps, log: (line: string) => void = (line) =>
   const enrollments = new EnrollmentService(deps.store, consumers, installations)
   const app = new Elysia()
     .use(foundation(log))
+    // Only when configured: a global hook costs every request (see `withTraceId`).
+    .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {
       detail: doc({ operationId: 'getHealth', summary: 'Liveness', tag: 'service', public: true, responses: { 200: HealthAnswer } }),
     })

@@ -32,7 +32,7 @@ export function tempDir(prefix = 'keyward-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-export async function createHarness(options: { autoVerifyInstallations?: boolean; store?: StoreOptions } = {}) {
+export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
   const dir = tempDir()
   const store = await Store.open(dir, { log: () => {}, ...options.store })
   const { organization_id: vendorId, token: vendorToken } = await initialiseStore(store, 'Vendor')
@@ -42,7 +42,11 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     {
       store,
       verifier: new TokenVerifier(secret),
-      config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: options.autoVerifyInstallations ?? false },
+      config: {
+        publicUrl: 'http://keyward.test',
+        autoVerifyInstallations: options.autoVerifyInstallations ?? false,
+        ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
+      },
     },
     (line) => logged.push(line),
   )
