@@ -10,14 +10,17 @@ import scalarBundle from '../../node_modules/@scalar/api-reference/dist/browser/
 export const DOCS_SCRIPT_PATH = '/docs/scalar.js'
 
 // No default fonts (they come from Scalar's servers), no telemetry, no proxy for "try it" (calls go
-// straight to this server), no AI agent panel: nothing leaves the machine.
+// straight to this server), no AI agent or MCP links: nothing leaves the machine. Every tag open, so
+// that the whole API can be read (and searched with the browser) at once.
 const configuration = {
   url: '/openapi.json',
   withDefaultFonts: false,
   telemetry: false,
   proxyUrl: '',
   agent: { disabled: true },
+  mcp: { disabled: true },
   showDeveloperTools: 'never',
+  defaultOpenAllTags: true,
 }
 
 export const docsPage = `<!doctype html>
