@@ -1,5 +1,5 @@
 /**
- * Every failure is an RFC 9457 problem body with a stable `code` (CONTRACT section 3).
+ * Every failure is an RFC 9457 problem body with a stable `code` (docs/api.md, "Status codes and errors").
  * Throw an ApiError anywhere below a handler; the app's error hook renders it.
  */
 import { STATUS_CODES } from 'node:http'

@@ -17,7 +17,7 @@ import {
 } from '../shared/model'
 import { formatTimestamp } from '../../store/clock'
 
-/** A sent `nickname` is ignored: it is always generated (CONTRACT section 6). */
+/** A sent `nickname` is ignored: it is always generated (docs/api.md, "Enrollments"). */
 export const CreateEnrollmentBody = v.object({
   enrollment_id: Uuid,
   consumer_id: Uuid,

@@ -22,7 +22,7 @@ export const InstallationListQuery = v.object({
   ),
   application_ids: UuidList,
   enrollment_ids: UuidList,
-  /** `active` means unregistered or verified (CONTRACT section 6). */
+  /** `active` means unregistered or verified (docs/api.md, "Lists and paging"). */
   state: v.optional(v.picklist(['active', 'suspended', 'unregistered', 'verified'], 'state must be active, suspended, unregistered or verified')),
   ...pagingQuery,
 })
