@@ -217,7 +217,7 @@ function optionalForm(optional: unknown): JsonSchema | undefined {
 }
 
 function flatPipe(schema: unknown): unknown[] {
-  return ((schema as { pipe?: readonly unknown[] }).pipe ?? []).flatMap((item) => (item === schema ? [] : [item, ...flatPipe(item)]))
+  return ((schema as { pipe?: readonly unknown[] }).pipe ?? []).flatMap((item) => [item, ...flatPipe(item)])
 }
 
 /** Query parameters from an object schema; lists are repeated or comma-separated (`?ids=a&ids=b`). */
