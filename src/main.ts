@@ -19,6 +19,7 @@ const commands = {
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
       'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -28,6 +29,7 @@ const commands = {
         port: v.port as string,
         ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        corsOrigins: v['cors-origin'] as string[],
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),

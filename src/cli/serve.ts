@@ -10,6 +10,7 @@ import { TokenVerifier } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
+import { parseOrigin } from '../http/cors'
 
 export interface ServeOptions {
   readonly data: string
@@ -17,6 +18,8 @@ export interface ServeOptions {
   readonly port: string
   readonly publicUrl?: string
   readonly autoVerifyInstallations: boolean
+  /** Origins allowed to call the API from a browser (`--cors-origin`). */
+  readonly corsOrigins?: readonly string[]
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -33,9 +36,14 @@ function snapshotNow(store: Store): void {
   )
 }
 
+function badOrigin(value: string): never {
+  throw new UsageError(`invalid --cors-origin '${value}': give a scheme, host and optional port, like https://console.example.com`)
+}
+
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
+  const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   await mkdir(options.data, { recursive: true, mode: 0o700 })
   const lock = acquireDataDirLock(options.data)
   let store: Store
@@ -59,7 +67,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
     // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
     // reads the config per request, so filling it in right after binding is early enough.
-    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
+    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
     const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
     // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.

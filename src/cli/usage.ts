@@ -24,6 +24,9 @@ Options:
                                  (env KEYWARD_PUBLIC_URL, default http://<host>:<port>)
   --auto-verify-installations    new installations start verified
                                  (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1)
+  --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
+                                 API from a browser; repeatable (env KEYWARD_CORS_ORIGIN,
+                                 comma-separated; default: none)
   --help                         this text`,
   init: `Usage: keyward init [options]
 

@@ -16,6 +16,8 @@ export interface AppConfig {
   readonly publicUrl: string
   /** New installations start `verified` instead of `unregistered`. */
   readonly autoVerifyInstallations: boolean
+  /** Origins whose pages may call the API from a browser (src/http/cors.ts); none by default. */
+  readonly corsOrigins?: readonly string[]
 }
 
 export interface AppDeps {

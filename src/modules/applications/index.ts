@@ -8,7 +8,7 @@ import type { Application, Organization } from '../../storage/records'
 import { all, then, type Maybe } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { ApplicationService } from './service'
-import { CreateApplicationBody, UpdateApplicationBody, applicationView } from './model'
+import { ApplicationAnswer, ApplicationListAnswer, CreateApplicationBody, CreatedApplicationAnswer, UpdateApplicationBody, applicationView } from './model'
 
 export const applicationsController = (deps: AppDeps) => {
   const { storage } = deps
@@ -33,13 +33,13 @@ export const applicationsController = (deps: AppDeps) => {
           storage,
           then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) }))),
         ),
-      { detail: doc({ summary: 'List the applications in scope', tag: 'applications' }) },
+      { detail: doc({ operationId: 'listApplications', summary: 'List the applications in scope', tag: 'applications', responses: { 200: ApplicationListAnswer } }) },
     )
     .get(
       '/:application_id',
       ({ principal, params, set }) =>
         settled(storage, then(then(find(principal, params.application_id), view), (application) => ({ application, trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an application', tag: 'applications' }) },
+      { detail: doc({ operationId: 'getApplication', summary: 'View an application', tag: 'applications', responses: { 200: ApplicationAnswer } }) },
     )
     .post(
       '',
@@ -55,7 +55,14 @@ export const applicationsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Register an application of a customer', tag: 'applications', body: CreateApplicationBody, status: 201 }) },
+      { detail: doc({
+          operationId: 'createApplication',
+          summary: 'Register an application of a customer',
+          tag: 'applications',
+          body: CreateApplicationBody,
+          responses: { 201: CreatedApplicationAnswer },
+          errors: [403, 404],
+        }) },
     )
     .patch(
       '/:application_id',
@@ -65,16 +72,23 @@ export const applicationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateApplicationBody, body)
         return { application: await view(await service.updateDescription(app, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an application's description", tag: 'applications', body: UpdateApplicationBody }) },
+      { detail: doc({
+          operationId: 'updateApplication',
+          summary: "Update an application's description",
+          tag: 'applications',
+          body: UpdateApplicationBody,
+          responses: { 200: ApplicationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:application_id/suspend',
       stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
+      { detail: doc({ operationId: 'suspendApplication', summary: 'Suspend an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:application_id/activate',
       stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
-      { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
+      { detail: doc({ operationId: 'activateApplication', summary: 'Activate an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
 }

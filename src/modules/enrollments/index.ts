@@ -10,7 +10,7 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentListQuery, KeysetListQuery, enrollmentView, keysetView } from './model'
+import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
 
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { storage } = deps
@@ -39,13 +39,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
         )
       },
-      { detail: doc({ summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery }) },
+      { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
     .get(
       '/:enrollment_id',
       ({ principal, params, set }) =>
         settled(storage, then(find(principal, params.enrollment_id), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(
       '',
@@ -65,17 +65,26 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
+      { detail: doc({
+          operationId: 'createEnrollment',
+          summary: 'Enroll (or return the existing enrollment)',
+          description:
+            'Creates the consumer and the installation if missing. 201 with the new enrollment; 200 with the existing one when `enrollment_id` exists with the same four identifiers.',
+          tag: 'enrollments',
+          body: CreateEnrollmentBody,
+          responses: { 201: EnrollmentAnswer, 200: EnrollmentAnswer },
+          errors: [403, 404, 409],
+        }) },
     )
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
-      { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
+      { detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:enrollment_id/keysets',
@@ -93,7 +102,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
             }))
           }),
         ),
-      { detail: doc({ summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery }) },
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',
@@ -107,6 +116,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
+      { detail: doc({
+          operationId: 'createKeyset',
+          summary: 'Create a keyset (retires the previous one)',
+          tag: 'keysets',
+          body: CreateKeysetBody,
+          responses: { 201: EnrollmentAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

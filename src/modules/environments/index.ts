@@ -7,7 +7,7 @@ import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import { EnvironmentService } from './service'
-import { EnvironmentBody, applicationEnvironments } from './model'
+import { ApplicationEnvironmentsAddAnswer, ApplicationEnvironmentsAnswer, EnvironmentBody, applicationEnvironments } from './model'
 
 export const environmentsController = (deps: AppDeps) => {
   const { storage } = deps
@@ -28,7 +28,12 @@ export const environmentsController = (deps: AppDeps) => {
       '/:application_id',
       ({ principal, params, set }) =>
         settled(storage, then(find(principal, params.application_id), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: "View an application's environments", tag: 'application environments' }) },
+      { detail: doc({
+          operationId: 'getApplicationEnvironments',
+          summary: "View an application's environments",
+          tag: 'application environments',
+          responses: { 200: ApplicationEnvironmentsAnswer },
+        }) },
     )
     .post(
       '/:application_id',
@@ -43,7 +48,14 @@ export const environmentsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Add an environment to an application', tag: 'application environments', body: EnvironmentBody }) },
+      { detail: doc({
+          operationId: 'addApplicationEnvironment',
+          summary: 'Add an environment to an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAddAnswer },
+          errors: [403, 409],
+        }) },
     )
     .delete(
       '/:application_id',
@@ -53,6 +65,13 @@ export const environmentsController = (deps: AppDeps) => {
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment from an application', tag: 'application environments', body: EnvironmentBody }) },
+      { detail: doc({
+          operationId: 'removeApplicationEnvironment',
+          summary: 'Remove an environment from an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

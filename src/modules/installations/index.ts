@@ -8,7 +8,7 @@ import type { Installation } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
-import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
+import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
   const { storage } = deps
@@ -33,13 +33,20 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         })
         return settled(storage, answer)
       },
-      { detail: doc({ summary: 'List installations', tag: 'installations', query: InstallationListQuery }) },
+      { detail: doc({
+          operationId: 'listInstallations',
+          summary: 'List installations',
+          description: 'Paged shape (`total`, `page`, `page_size`) when `page` is sent; otherwise the records (at most `page_size`) and a `trace_id`.',
+          tag: 'installations',
+          query: InstallationListQuery,
+          responses: { 200: InstallationListAnswer },
+        }) },
     )
     .get(
       '/:installation_id',
       ({ principal, params, set }) =>
         settled(storage, then(find(principal, params.installation_id), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an installation', tag: 'installations' }) },
+      { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(
       '',
@@ -53,7 +60,15 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
       {
-        detail: doc({ summary: 'Create an installation (or return the existing one)', tag: 'installations', body: CreateInstallationBody, status: 201 }),
+        detail: doc({
+          operationId: 'createInstallation',
+          summary: 'Create an installation (or return the existing one)',
+          description: '201 with the new installation; 200 with the existing one, unchanged, when the caller\'s customer already has this id.',
+          tag: 'installations',
+          body: CreateInstallationBody,
+          responses: { 201: InstallationAnswer, 200: InstallationAnswer },
+          errors: [403, 404, 409],
+        }),
       },
     )
     .patch(
@@ -64,16 +79,23 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an installation's description", tag: 'installations', body: UpdateInstallationBody }) },
+      { detail: doc({
+          operationId: 'updateInstallation',
+          summary: "Update an installation's description",
+          tag: 'installations',
+          body: UpdateInstallationBody,
+          responses: { 200: InstallationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:installation_id/suspend',
       stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
-      { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
+      { detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:installation_id/verify',
       stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
-      { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
+      { detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
 }

@@ -1,4 +1,5 @@
 import { Elysia } from 'elysia'
+import * as v from 'valibot'
 import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
@@ -9,15 +10,7 @@ import type { Organization } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
-import {
-  ChangeEnvironmentsBody,
-  CreateOrganizationBody,
-  RemoveEnvironmentBody,
-  UpdateOrganizationBody,
-  environmentSet,
-  organizationFull,
-  organizationSummary,
-} from './model'
+import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
   const { storage } = deps
@@ -34,13 +27,13 @@ export const organizationsController = (deps: AppDeps) => {
       '',
       ({ principal, set }) =>
         settled(storage, then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'List the organizations in scope', tag: 'organizations' }) },
+      { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
       '/:organization_id',
       ({ principal, params, set }) =>
         settled(storage, then(findOrganization(storage, principal, params.organization_id), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an organization', tag: 'organizations' }) },
+      { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
       '',
@@ -56,7 +49,14 @@ export const organizationsController = (deps: AppDeps) => {
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a customer (vendor) or a partner', tag: 'organizations', body: CreateOrganizationBody, status: 201 }) },
+      { detail: doc({
+          operationId: 'createOrganization',
+          summary: 'Create a customer (vendor) or a partner',
+          tag: 'organizations',
+          body: CreateOrganizationBody,
+          responses: { 201: OrganizationAnswer },
+          errors: [403, 404],
+        }) },
     )
     .patch(
       '/:organization_id',
@@ -66,23 +66,35 @@ export const organizationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an organization's description", tag: 'organizations', body: UpdateOrganizationBody }) },
+      { detail: doc({
+          operationId: 'updateOrganization',
+          summary: "Update an organization's description",
+          tag: 'organizations',
+          body: UpdateOrganizationBody,
+          responses: { 200: OrganizationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:organization_id/suspend',
       stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
+      { detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:organization_id/activate',
       stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
-      { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
+      { detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:organization_id/environments',
       ({ principal, params, set }) =>
         settled(storage, then(findEnvironmentCustomer(storage, principal, params.organization_id), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: "View a customer's virtual environments", tag: 'organization environments' }) },
+      { detail: doc({
+          operationId: 'getOrganizationEnvironments',
+          summary: "View a customer's virtual environments",
+          tag: 'organization environments',
+          responses: { 200: OrganizationEnvironmentsAnswer },
+        }) },
     )
     .patch(
       '/:organization_id/environments',
@@ -98,9 +110,13 @@ export const organizationsController = (deps: AppDeps) => {
       },
       {
         detail: doc({
+          operationId: 'changeOrganizationEnvironments',
           summary: 'Set the default environment (`default`) or add one (`environment`)',
+          description: 'The answer to setting the default carries `organization_id`; the answer to an add names the same id `application_id`.',
           tag: 'organization environments',
           body: ChangeEnvironmentsBody,
+          responses: { 200: v.union([OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer]) },
+          errors: [403, 409],
         }),
       },
     )
@@ -112,6 +128,13 @@ export const organizationsController = (deps: AppDeps) => {
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment', tag: 'organization environments', body: RemoveEnvironmentBody }) },
+      { detail: doc({
+          operationId: 'removeOrganizationEnvironment',
+          summary: 'Remove an environment',
+          tag: 'organization environments',
+          body: RemoveEnvironmentBody,
+          responses: { 200: OrganizationEnvironmentsChangeAnswer },
+          errors: [403, 409],
+        }) },
     )
 }
