@@ -1,13 +1,13 @@
 /**
- * What every controller needs: the store, token verification, settings; and the `authenticated`
- * plugin that every /api route goes through (401, then 413 and 415, in the contract's order).
+ * What every controller needs: the store, token verification, settings; the `authenticated`
+ * plugin that every /api route goes through (401), and `takesBody` for the routes that read a body
+ * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
 import type { Store } from '../store/store'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate } from './auth'
-import { ApiError } from './errors'
-import { MAX_BODY_BYTES, type RequestBody } from './body'
+import { readBody, type RequestBody } from './body'
 import { withTraceId } from './foundation'
 
 export interface AppConfig {
@@ -26,16 +26,25 @@ export interface AppDeps {
 export const authenticated = (deps: AppDeps) =>
   // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
   // request header into a plain object on every request.
-  new Elysia().derive({ as: 'scoped' }, ({ request, body, set }) => {
+  new Elysia().derive({ as: 'scoped' }, ({ request, set }) => {
     withTraceId(set)
     const principal = authenticate(deps.store.tables, deps.verifier, request.headers.get('authorization') ?? undefined)
-    const envelope = body as RequestBody | undefined
-    if (envelope?.kind === 'too-large') throw new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
-    if (envelope?.kind === 'unsupported') {
-      throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be sent as Content-Type: application/json.')
-    }
-    return { principal, body: envelope }
+    // `body` is declared here for the handlers' types; `takesBody` reads it after this hook.
+    return { principal, body: undefined as RequestBody | undefined }
   })
+
+/**
+ * Route options of every route that takes a body (`{ ...takesBody, detail: ... }`). Elysia must not
+ * parse the body itself ('none'): it would do so before any hook, before the token is checked. The
+ * transform runs after `authenticated` (a route's own hooks come after its plugins'). Only these
+ * routes get it: any parse hook would make Elysia compile GET routes async too (README, Performance).
+ */
+export const takesBody = {
+  parse: 'none' as const,
+  transform: async (context: { request: Request; body: unknown }) => {
+    context.body = await readBody(context.request)
+  },
+}
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -46,7 +46,7 @@ export const applicationsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Register an application of a customer', tag: 'applications', body: CreateApplicationBody, status: 201 }) },
+      { ...takesBody, detail: doc({ summary: 'Register an application of a customer', tag: 'applications', body: CreateApplicationBody, status: 201 }) },
     )
     .patch(
       '/:application_id',
@@ -56,16 +56,16 @@ export const applicationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateApplicationBody, body)
         return { application: view(await service.updateDescription(app, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an application's description", tag: 'applications', body: UpdateApplicationBody }) },
+      { ...takesBody, detail: doc({ summary: "Update an application's description", tag: 'applications', body: UpdateApplicationBody }) },
     )
     .patch(
       '/:application_id/suspend',
       stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
+      { ...takesBody, detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
     )
     .patch(
       '/:application_id/activate',
       stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
-      { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
+      { ...takesBody, detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -42,16 +42,16 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         set.status = created ? 201 : 200
         return { consumer: consumerView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a consumer (or return the existing one)', tag: 'consumers', body: CreateConsumerBody, status: 201 }) },
+      { ...takesBody, detail: doc({ summary: 'Create a consumer (or return the existing one)', tag: 'consumers', body: CreateConsumerBody, status: 201 }) },
     )
     .patch(
       '/:consumer_id/suspend',
       stateChange({ ...changeState, action: 'suspend consumers', change: (consumer) => service.setState(consumer, 'suspended') }),
-      { detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
+      { ...takesBody, detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
     )
     .patch(
       '/:consumer_id/activate',
       stateChange({ ...changeState, action: 'activate consumers', change: (consumer) => service.setState(consumer, 'active') }),
-      { detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },
+      { ...takesBody, detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest, unauthorized } from '../../http/errors'
@@ -67,17 +67,17 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
+      { ...takesBody, detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
     )
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
-      { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
     )
     .get(
       '/:enrollment_id/keysets',
@@ -97,6 +97,6 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
+      { ...takesBody, detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
     )
 }

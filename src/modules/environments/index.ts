@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -41,7 +41,7 @@ export const environmentsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Add an environment to an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({ summary: 'Add an environment to an application', tag: 'application environments', body: EnvironmentBody }) },
     )
     .delete(
       '/:application_id',
@@ -51,6 +51,6 @@ export const environmentsController = (deps: AppDeps) => {
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment from an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({ summary: 'Remove an environment from an application', tag: 'application environments', body: EnvironmentBody }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -53,6 +53,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({ summary: 'Create an installation (or return the existing one)', tag: 'installations', body: CreateInstallationBody, status: 201 }),
       },
     )
@@ -64,16 +65,16 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an installation's description", tag: 'installations', body: UpdateInstallationBody }) },
+      { ...takesBody, detail: doc({ summary: "Update an installation's description", tag: 'installations', body: UpdateInstallationBody }) },
     )
     .patch(
       '/:installation_id/suspend',
       stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
-      { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
     )
     .patch(
       '/:installation_id/verify',
       stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
-      { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -57,7 +57,7 @@ export const organizationsController = (deps: AppDeps) => {
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a customer (vendor) or a partner', tag: 'organizations', body: CreateOrganizationBody, status: 201 }) },
+      { ...takesBody, detail: doc({ summary: 'Create a customer (vendor) or a partner', tag: 'organizations', body: CreateOrganizationBody, status: 201 }) },
     )
     .patch(
       '/:organization_id',
@@ -67,17 +67,17 @@ export const organizationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an organization's description", tag: 'organizations', body: UpdateOrganizationBody }) },
+      { ...takesBody, detail: doc({ summary: "Update an organization's description", tag: 'organizations', body: UpdateOrganizationBody }) },
     )
     .patch(
       '/:organization_id/suspend',
       stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
     )
     .patch(
       '/:organization_id/activate',
       stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
-      { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
     )
     .get(
       '/:organization_id/environments',
@@ -100,6 +100,7 @@ export const organizationsController = (deps: AppDeps) => {
         return { ...environmentSet(await service.addEnvironment(org, input.environment!), 'application_id'), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({
           summary: 'Set the default environment (`default`) or add one (`environment`)',
           tag: 'organization environments',
@@ -115,6 +116,6 @@ export const organizationsController = (deps: AppDeps) => {
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment', tag: 'organization environments', body: RemoveEnvironmentBody }) },
+      { ...takesBody, detail: doc({ summary: 'Remove an environment', tag: 'organization environments', body: RemoveEnvironmentBody }) },
     )
 }
