@@ -82,16 +82,28 @@ export function ignoreBody(body: RequestBody | undefined): void {
   if (body?.kind === 'invalid') throw badRequest('invalid_json', body.reason)
 }
 
+/** More parameters than any honest query has (docs/security.md): refused before any is looked at. */
+export const MAX_QUERY_PARAMETERS = 200
+/** A validation problem lists at most this many `errors` (docs/security.md). */
+export const MAX_FIELD_ERRORS = 20
+
 /**
  * The request's query validated against `schema`. A repeated parameter arrives as an array (the
  * framework's parsed `query` keeps only its last value, which would silently drop filters); the
- * schema decides whether a parameter may repeat.
+ * schema decides whether a parameter may repeat. Collecting is linear: each value is appended once.
  */
 export function parseQuery<S extends v.GenericSchema>(schema: S, request: Request): v.InferOutput<S> {
-  const query: Record<string, string | string[]> = {}
+  // No prototype: a parameter named `__proto__` is a parameter like any other.
+  const query: Record<string, string | string[]> = Object.create(null)
+  let count = 0
   for (const [key, value] of new URL(request.url).searchParams) {
+    if (++count > MAX_QUERY_PARAMETERS) {
+      throw badRequest('too_many_parameters', `A query may have at most ${MAX_QUERY_PARAMETERS} parameters; send a filter's values comma-separated.`)
+    }
     const seen = query[key]
-    query[key] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value]
+    if (seen === undefined) query[key] = value
+    else if (Array.isArray(seen)) seen.push(value)
+    else query[key] = [seen, value]
   }
   return validate(schema, query, 'query')
 }
@@ -99,13 +111,14 @@ export function parseQuery<S extends v.GenericSchema>(schema: S, request: Reques
 function validate<S extends v.GenericSchema>(schema: S, value: unknown, where: string): v.InferOutput<S> {
   const result = v.safeParse(schema, value, { abortPipeEarly: true })
   if (result.success) return result.output
-  const errors: FieldError[] = result.issues.map((issue) => ({
+  const errors: FieldError[] = result.issues.slice(0, MAX_FIELD_ERRORS).map((issue) => ({
     path: [where, ...(issue.path ?? []).map((item) => String(item.key))].join('.'),
     // valibot's type errors quote a string they received: a token sent by mistake would be echoed.
     message: issue.kind === 'schema' && typeof issue.input === 'string' ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
   }))
   const first = errors[0]!
-  return fail(errors, `${first.path}: ${first.message}`)
+  const more = result.issues.length - errors.length
+  return fail(errors, `${first.path}: ${first.message}${more > 0 ? ` (and ${more} more problems, not listed)` : ''}`)
 }
 
 function fail(errors: FieldError[], detail: string): never {
