@@ -41,6 +41,7 @@ export const applicationsController = (deps: AppDeps) => {
         const customer = customerNamed(tables, principal, input.organization_id)
         const { application, apiKey } = await service.create(customer, input)
         set.status = 201
+        set.headers['cache-control'] = 'no-store' // the answer carries the api_key, shown this once
         return {
           application: { ...applicationView(application, customer), host_url: deps.config.publicUrl, api_key: apiKey },
           trace_id: traceIdOf(set),

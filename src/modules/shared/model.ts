@@ -10,30 +10,40 @@ export const Uuid = v.pipe(v.string(), v.regex(UUID_ANY_CASE, 'Invalid UUID'), v
 
 export const MAX_DESCRIPTION = 1024
 
-/** Not empty (nor only blanks), at most 1024 characters (code points). */
+/**
+ * Characters that show nothing: whitespace, controls, format characters (U+200B, the bidi marks),
+ * other default-ignorable code points, and lone surrogates. A description needs one that is not.
+ */
+const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Cs}]*$/u
+
+/** Not empty (nor only invisible characters), at most 1024 characters (code points). */
 export const Description = v.pipe(
   v.string(),
   // JSON Schema counts characters as code points, like the check below.
   v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION }),
-  v.check((s) => s.trim().length > 0, 'Must not be empty'),
+  v.check((s) => !INVISIBLE.test(s), 'Must not be empty or only invisible characters'),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
 
-const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
+// Checked before uppercasing: `ß` uppercases to `SS`, which would pass.
+const ENVIRONMENT_NAME = /^[A-Za-z0-9_-]{1,32}$/
 
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
-  v.regex(/^[A-Za-z0-9_-]{1,32}$/, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
+  v.regex(ENVIRONMENT_NAME, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
   v.toUpperCase(),
 )
 
-/** `"dev, Prod,DEV"` → `['DEV', 'PROD']`: uppercase, sorted, without duplicates, never empty. */
+/**
+ * `"dev, Prod,DEV"` → `['DEV', 'PROD']`: each name as `EnvironmentName` takes it (spaces around the
+ * commas allowed), uppercase, sorted, without duplicates, never empty.
+ */
 export const EnvironmentList = v.pipe(
   v.union([v.string(), v.array(v.string())], 'Expected a comma-separated string or an array of strings'),
-  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.trim().toUpperCase())),
+  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
   v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
-  v.transform((names) => [...new Set(names)].sort()),
+  v.transform((names) => [...new Set(names.map((n) => n.toUpperCase()))].sort()),
 )
 
 export const formatEnvironments = (names: readonly string[]) => names.join(',')
@@ -71,7 +81,7 @@ export const UuidList = multiValue(Uuid)
 const positiveInteger = (max: number, name: string) =>
   v.pipe(
     v.string(),
-    v.regex(/^\d{1,9}$/, `${name} must be a whole number`),
+    v.regex(/^\d+$/, `${name} must be a whole number`),
     v.transform(Number),
     v.minValue(1, `${name} must be at least 1`),
     v.maxValue(max, `${name} must be at most ${max}`),
@@ -79,9 +89,12 @@ const positiveInteger = (max: number, name: string) =>
 
 export const MAX_PAGE_SIZE = 1000
 
-/** page, page_size and order, shared by every paged list. */
+/**
+ * page, page_size and order, shared by every paged list. Any page a client can count to is served
+ * (past the end: an empty page); the bound only keeps it an exact number.
+ */
 export const pagingQuery = {
-  page: v.optional(positiveInteger(1_000_000_000, 'page')),
+  page: v.optional(positiveInteger(Number.MAX_SAFE_INTEGER, 'page')),
   page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size'), '100'),
   order: v.optional(v.picklist(['asc', 'desc'], 'order must be asc or desc'), 'asc'),
 }
