@@ -90,16 +90,18 @@ export const MAX_FIELD_ERRORS = 20
 /**
  * The request's query validated against `schema`. A repeated parameter arrives as an array (the
  * framework's parsed `query` keeps only its last value, which would silently drop filters); the
- * schema decides whether a parameter may repeat. Collecting is linear: each value is appended once.
+ * schema decides whether a parameter may repeat. The parameters are counted before any is decoded,
+ * and collecting them is linear: each value is appended once.
  */
 export function parseQuery<S extends v.GenericSchema>(schema: S, request: Request): v.InferOutput<S> {
+  const url = new URL(request.url)
+  // `&`-separated parts, counted without splitting more than one past the cap.
+  if (url.search.slice(1).split('&', MAX_QUERY_PARAMETERS + 1).length > MAX_QUERY_PARAMETERS) {
+    throw badRequest('too_many_parameters', `A query may have at most ${MAX_QUERY_PARAMETERS} parameters; send a filter's values comma-separated.`)
+  }
   // No prototype: a parameter named `__proto__` is a parameter like any other.
   const query: Record<string, string | string[]> = Object.create(null)
-  let count = 0
-  for (const [key, value] of new URL(request.url).searchParams) {
-    if (++count > MAX_QUERY_PARAMETERS) {
-      throw badRequest('too_many_parameters', `A query may have at most ${MAX_QUERY_PARAMETERS} parameters; send a filter's values comma-separated.`)
-    }
+  for (const [key, value] of url.searchParams) {
     const seen = query[key]
     if (seen === undefined) query[key] = value
     else if (Array.isArray(seen)) seen.push(value)

@@ -55,20 +55,24 @@ export const timestamps = (r: { created: number; modified: number }) => ({
 
 /** More different values than any honest filter has (docs/security.md). */
 export const MAX_FILTER_VALUES = 100
+/** Values of one filter as sent, duplicates and blanks included: splitting stops one past this. */
+export const MAX_FILTER_VALUES_SENT = 1_000
 
 const distinct = (values: readonly string[]) => [...new Set(values)]
 
 /**
  * A multi-value query filter: repeated (`?ids=a&ids=b`) and comma-separated (`?ids=a,b`) alike;
  * blank values are ignored, so an empty list means no filter. A value sent twice counts once, so
- * the services never do the same work twice; more than MAX_FILTER_VALUES different values is a
- * 400, told before any value is checked.
+ * the services never do the same work twice. Over MAX_FILTER_VALUES_SENT values, or over
+ * MAX_FILTER_VALUES different ones, is a 400, told before any value is checked.
  */
 const multiValue = <S extends v.GenericSchema<string, string>>(item: S) =>
   v.optional(
     v.pipe(
       v.union([v.string(), v.array(v.string())]),
-      v.transform((raw): string[] => distinct((Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0))),
+      v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
+      v.maxLength(MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
+      v.transform((values) => distinct(values.map((s) => s.trim()).filter((s) => s.length > 0))),
       v.maxLength(MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
       v.array(item),
       // Again after the item's normalisation: `A` and `a` name the same id.
