@@ -85,7 +85,7 @@ export class TokenVerifier {
 
   constructor(
     private readonly secret: Buffer,
-    readonly maxCacheBytes = 4 * 1024 * 1024,
+    private readonly maxCacheBytes = 4 * 1024 * 1024,
   ) {}
 
   verify(token: string): TokenClaims | null {

@@ -71,9 +71,10 @@ const multiValue = <S extends v.GenericSchema<string, string>>(item: S) =>
     v.pipe(
       v.union([v.string(), v.array(v.string())]),
       v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
-      v.maxLength(MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
+      // Checks, not maxLength: JSON Schema would read that as a string's length (/openapi.json).
+      v.check((values) => values.length <= MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
       v.transform((values) => distinct(values.map((s) => s.trim()).filter((s) => s.length > 0))),
-      v.maxLength(MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
+      v.check((values) => values.length <= MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
       v.array(item),
       // Again after the item's normalisation: `A` and `a` name the same id.
       v.transform((values: string[]) => distinct(values)),
