@@ -4,7 +4,7 @@
  */
 import type { Organization } from '../storage/records'
 import { then, type Maybe, type Reader } from '../storage/storage'
-import type { Role, TokenVerifier } from '../auth/tokens'
+import { MAX_TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
 export interface Principal {
@@ -16,9 +16,11 @@ export interface Principal {
 
 // Scheme is case-insensitive (CONTRACT section 2); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
+/** Longer than any `Bearer <token>` can be (the scheme and blanks take far less than 64): refused unread. */
+const MAX_AUTHORIZATION_LENGTH = MAX_TOKEN_LENGTH + 64
 
 export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
-  const token = authorization ? BEARER.exec(authorization)?.[1] : undefined
+  const token = authorization && authorization.length <= MAX_AUTHORIZATION_LENGTH ? BEARER.exec(authorization)?.[1] : undefined
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
   const claims = verifier.verify(token)
   if (!claims) throw unauthorized('The bearer token is invalid or expired.')

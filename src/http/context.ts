@@ -1,14 +1,13 @@
 /**
- * What every controller needs: the storage, token verification, settings; and the `authenticated`
- * plugin that every /api route goes through (401, then 413 and 415, in the contract's order).
+ * What every controller needs: the storage, token verification, settings; the `authenticated`
+ * plugin that every /api route goes through (401), and `takesBody` for the routes that read a body
+ * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import type { Storage } from '../storage/storage'
-import { then, type Maybe } from '../storage/storage'
+import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
-import { ApiError } from './errors'
-import { MAX_BODY_BYTES, type RequestBody } from './body'
+import { readBody, type RequestBody } from './body'
 import { withTraceId } from './foundation'
 
 export interface AppConfig {
@@ -28,38 +27,48 @@ export interface AppDeps {
 
 interface Authenticated {
   readonly principal: Principal
+  /** Declared here for the handlers' types; `takesBody` reads it after this hook. */
   readonly body: RequestBody | undefined
 }
 
-function authenticateRequest(deps: AppDeps, request: Request, body: unknown, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
+function authenticateRequest(deps: AppDeps, request: Request, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
   withTraceId(set)
   // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
   // request header into a plain object on every request.
-  return then(authenticate(deps.storage, deps.verifier, request.headers.get('authorization') ?? undefined), (principal) => {
-    const envelope = body as RequestBody | undefined
-    if (envelope?.kind === 'too-large') throw new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
-    if (envelope?.kind === 'unsupported') {
-      throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be sent as Content-Type: application/json.')
-    }
-    return { principal, body: envelope }
-  })
+  return then(authenticate(deps.storage, deps.verifier, request.headers.get('authorization') ?? undefined), (principal) => ({
+    principal,
+    body: undefined,
+  }))
 }
 
 /**
  * Elysia decides from a hook's source text whether to await it. The embedded storage answers
  * synchronously, and an awaited hook would make every request async: so it gets a hook written
- * without a call in its return (see docs/storage.md, "Reads without a promise").
+ * without a call in its return (docs/storage.md, "What each implementation promises").
  */
 export const authenticated = (deps: AppDeps) =>
   deps.storage.synchronous
-    ? new Elysia().derive({ as: 'scoped' }, ({ request, body, set }) => {
-        const resolved = authenticateRequest(deps, request, body, set) as Authenticated
+    ? new Elysia().derive({ as: 'scoped' }, ({ request, set }) => {
+        const resolved = authenticateRequest(deps, request, set) as Authenticated
         return { principal: resolved.principal, body: resolved.body }
       })
-    : new Elysia().derive({ as: 'scoped' }, async ({ request, body, set }) => {
-        const resolved = await authenticateRequest(deps, request, body, set)
+    : new Elysia().derive({ as: 'scoped' }, async ({ request, set }) => {
+        const resolved = await authenticateRequest(deps, request, set)
         return { principal: resolved.principal, body: resolved.body }
       })
+
+/**
+ * Route options of every route that takes a body (`{ ...takesBody, detail: ... }`). Elysia must not
+ * parse the body itself ('none'): it would do so before any hook, before the token is checked. The
+ * transform runs after `authenticated` (a route's own hooks come after its plugins'). Only these
+ * routes get it: any parse hook would make Elysia compile GET routes async too (README, Performance).
+ */
+export const takesBody = {
+  parse: 'none' as const,
+  transform: async (context: { request: Request; body: unknown }) => {
+    context.body = await readBody(context.request)
+  },
+}
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string

@@ -1,10 +1,10 @@
 /**
- * App-wide plumbing: a trace id on every error response, our own body reader, and RFC 9457 problem
- * bodies for every failure, including the framework's own (unknown route, parse, validation).
+ * App-wide plumbing: a trace id on every error response, and RFC 9457 problem bodies for every
+ * failure, including the framework's own (unknown route, parse, validation). Bodies are read per
+ * route, after the token is checked (`takesBody` in context.ts).
  */
 import { Elysia } from 'elysia'
 import { ApiError, problemResponse } from './errors'
-import { readBody } from './body'
 import { StorageUnavailableError } from '../store/wal'
 
 export const newTraceId = () => crypto.randomUUID()
@@ -22,7 +22,6 @@ export function withTraceId(set: { headers: Record<string, unknown> }): string {
 
 export const foundation = (log: (line: string) => void) =>
   new Elysia({ name: 'foundation' })
-    .onParse({ as: 'global' }, ({ request }) => readBody(request))
     .onError({ as: 'global' }, ({ code, error, set }) => {
       // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
       const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -50,12 +50,13 @@ export const applicationsController = (deps: AppDeps) => {
         const customer = await customerNamed(storage, principal, input.organization_id)
         const { application, apiKey } = await service.create(customer, input)
         set.status = 201
+        set.headers['cache-control'] = 'no-store' // the answer carries the api_key, shown this once
         return {
           application: { ...applicationView(application, customer), host_url: deps.config.publicUrl, api_key: apiKey },
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'createApplication',
           summary: 'Register an application of a customer',
           tag: 'applications',
@@ -72,7 +73,7 @@ export const applicationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateApplicationBody, body)
         return { application: await view(await service.updateDescription(app, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'updateApplication',
           summary: "Update an application's description",
           tag: 'applications',
@@ -84,11 +85,11 @@ export const applicationsController = (deps: AppDeps) => {
     .patch(
       '/:application_id/suspend',
       stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
-      { detail: doc({ operationId: 'suspendApplication', summary: 'Suspend an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendApplication', summary: 'Suspend an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:application_id/activate',
       stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
-      { detail: doc({ operationId: 'activateApplication', summary: 'Activate an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'activateApplication', summary: 'Activate an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -46,7 +46,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         set.status = created ? 201 : 200
         return { consumer: consumerView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'createConsumer',
           summary: 'Create a consumer (or return the existing one)',
           description: '201 with the new consumer; 200 with the existing one, unchanged, when the caller\'s customer already has this id.',
@@ -59,11 +59,11 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .patch(
       '/:consumer_id/suspend',
       stateChange({ ...changeState, action: 'suspend consumers', change: (consumer) => service.setState(consumer, 'suspended') }),
-      { detail: doc({ operationId: 'suspendConsumer', summary: 'Suspend a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendConsumer', summary: 'Suspend a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:consumer_id/activate',
       stateChange({ ...changeState, action: 'activate consumers', change: (consumer) => service.setState(consumer, 'active') }),
-      { detail: doc({ operationId: 'activateConsumer', summary: 'Activate a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'activateConsumer', summary: 'Activate a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, takesBody, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -65,7 +65,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'createEnrollment',
           summary: 'Enroll (or return the existing enrollment)',
           description:
@@ -79,12 +79,12 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
-      { detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
-      { detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:enrollment_id/keysets',
@@ -116,7 +116,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'createKeyset',
           summary: 'Create a keyset (retires the previous one)',
           tag: 'keysets',

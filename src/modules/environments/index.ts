@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -48,7 +48,7 @@ export const environmentsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'addApplicationEnvironment',
           summary: 'Add an environment to an application',
           tag: 'application environments',
@@ -65,7 +65,7 @@ export const environmentsController = (deps: AppDeps) => {
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'removeApplicationEnvironment',
           summary: 'Remove an environment from an application',
           tag: 'application environments',

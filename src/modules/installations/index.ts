@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -60,6 +60,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({
           operationId: 'createInstallation',
           summary: 'Create an installation (or return the existing one)',
@@ -79,7 +80,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'updateInstallation',
           summary: "Update an installation's description",
           tag: 'installations',
@@ -91,11 +92,11 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .patch(
       '/:installation_id/suspend',
       stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
-      { detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:installation_id/verify',
       stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
-      { detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
 }

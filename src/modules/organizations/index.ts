@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, takesBody, settled, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -49,7 +49,7 @@ export const organizationsController = (deps: AppDeps) => {
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'createOrganization',
           summary: 'Create a customer (vendor) or a partner',
           tag: 'organizations',
@@ -66,7 +66,7 @@ export const organizationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'updateOrganization',
           summary: "Update an organization's description",
           tag: 'organizations',
@@ -78,12 +78,12 @@ export const organizationsController = (deps: AppDeps) => {
     .patch(
       '/:organization_id/suspend',
       stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
-      { detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:organization_id/activate',
       stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
-      { detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
+      { ...takesBody, detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:organization_id/environments',
@@ -109,6 +109,7 @@ export const organizationsController = (deps: AppDeps) => {
         return { ...environmentSet(await service.addEnvironment(org, input.environment!), 'application_id'), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({
           operationId: 'changeOrganizationEnvironments',
           summary: 'Set the default environment (`default`) or add one (`environment`)',
@@ -128,7 +129,7 @@ export const organizationsController = (deps: AppDeps) => {
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }
       },
-      { detail: doc({
+      { ...takesBody, detail: doc({
           operationId: 'removeOrganizationEnvironment',
           summary: 'Remove an environment',
           tag: 'organization environments',

@@ -22,17 +22,24 @@ export const Uuid = v.pipe(v.string(), v.regex(UUID_ANY_CASE, 'Invalid UUID'), v
 
 export const MAX_DESCRIPTION = 1024
 
-/** Not empty (nor only blanks), at most 1024 characters (code points). */
+/**
+ * Characters that show nothing: whitespace, controls, format characters (U+200B, the bidi marks),
+ * other default-ignorable code points, and lone surrogates. A description needs one that is not.
+ */
+const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Cs}]*$/u
+
+/** Not empty (nor only invisible characters), at most 1024 characters (code points). */
 export const Description = v.pipe(
   v.string(),
-  // JSON Schema counts characters as code points, like the check below; `\S` (anywhere) is "not only
-  // blanks": JavaScript's \s is exactly the set trim() removes.
+  // JSON Schema counts characters as code points, like the check below; `\S` (anywhere) is an
+  // approximation of "not only invisible characters" that JSON Schema can express.
   v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION, pattern: '\\S' }),
-  v.check((s) => s.trim().length > 0, 'Must not be empty'),
+  v.check((s) => !INVISIBLE.test(s), 'Must not be empty or only invisible characters'),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
 
 const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
+// Input is checked before uppercasing: `ß` uppercases to `SS`, which would pass.
 const ENVIRONMENT_NAME_ANY_CASE = /^[A-Za-z0-9_-]{1,32}$/
 
 /** Case-insensitive on input, stored and shown in uppercase. */
@@ -42,7 +49,10 @@ export const EnvironmentName = v.pipe(
   v.toUpperCase(),
 )
 
-/** `"dev, Prod,DEV"` → `['DEV', 'PROD']`: uppercase, sorted, without duplicates, never empty. */
+/**
+ * `"dev, Prod,DEV"` → `['DEV', 'PROD']`: each name as `EnvironmentName` takes it (spaces around the
+ * commas allowed), uppercase, sorted, without duplicates, never empty.
+ */
 export const EnvironmentList = v.pipe(
   v.union([v.string(), v.array(v.string())], 'Expected a comma-separated string or an array of strings'),
   documentedAs({
@@ -52,9 +62,9 @@ export const EnvironmentList = v.pipe(
     ],
     description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
   }),
-  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.trim().toUpperCase())),
-  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
-  v.transform((names) => [...new Set(names)].sort()),
+  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
+  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME_ANY_CASE.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
+  v.transform((names) => [...new Set(names.map((n) => n.toUpperCase()))].sort()),
 )
 
 export const formatEnvironments = (names: readonly string[]) => names.join(',')
@@ -64,17 +74,32 @@ export const timestamps = (r: { created: number; modified: number }) => ({
   modified: formatTimestamp(r.modified),
 })
 
+/** More different values than any honest filter has (docs/security.md). */
+export const MAX_FILTER_VALUES = 100
+/** Values of one filter as sent, duplicates and blanks included: splitting stops one past this. */
+export const MAX_FILTER_VALUES_SENT = 1_000
+
+const distinct = (values: readonly string[]) => [...new Set(values)]
+
 /**
  * A multi-value query filter: repeated (`?ids=a&ids=b`) and comma-separated (`?ids=a,b`) alike;
- * blank values are ignored, so an empty list means no filter.
+ * blank values are ignored, so an empty list means no filter. A value sent twice counts once, so
+ * the services never do the same work twice. Over MAX_FILTER_VALUES_SENT values, or over
+ * MAX_FILTER_VALUES different ones, is a 400, told before any value is checked.
  */
-const multiValue = <S extends v.GenericSchema<string, unknown>>(item: S, itemForm: Record<string, unknown>) =>
+const multiValue = <S extends v.GenericSchema<string, string>>(item: S, itemForm: Record<string, unknown>) =>
   v.optional(
     v.pipe(
       v.union([v.string(), v.array(v.string())]),
       documentedAs({ type: 'array', items: itemForm, description: 'Repeat the parameter or separate values with commas.' }),
-      v.transform((raw) => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0)),
+      v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
+      // Checks, not maxLength: JSON Schema would read that as a string's length (/openapi.json).
+      v.check((values) => values.length <= MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
+      v.transform((values) => distinct(values.map((s) => s.trim()).filter((s) => s.length > 0))),
+      v.check((values) => values.length <= MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
       v.array(item),
+      // Again after the item's normalisation: `A` and `a` name the same id.
+      v.transform((values: string[]) => distinct(values)),
     ),
   )
 
@@ -84,18 +109,22 @@ export const UuidList = multiValue(Uuid, { type: 'string', format: 'uuid', patte
 const positiveInteger = (max: number, name: string, byDefault?: number) =>
   v.pipe(
     v.string(),
-    v.regex(/^\d{1,9}$/, `${name} must be a whole number`),
+    v.regex(/^\d+$/, `${name} must be a whole number`),
     documentedAs({ type: 'integer', minimum: 1, maximum: max, ...(byDefault !== undefined ? { default: byDefault } : {}) }),
     v.transform(Number),
     v.minValue(1, `${name} must be at least 1`),
     v.maxValue(max, `${name} must be at most ${max}`),
   )
 
-export const MAX_PAGE = 1_000_000_000
+/** Any page a client can count to (past the end: an empty page). */
+export const MAX_PAGE = Number.MAX_SAFE_INTEGER
 export const MAX_PAGE_SIZE = 1000
 export const DEFAULT_PAGE_SIZE = 100
 
-/** page, page_size and order, shared by every paged list. */
+/**
+ * page, page_size and order, shared by every paged list. Any page a client can count to is served
+ * (past the end: an empty page); the bound only keeps it an exact number.
+ */
 export const pagingQuery = {
   page: v.optional(positiveInteger(MAX_PAGE, 'page')),
   page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size', DEFAULT_PAGE_SIZE), String(DEFAULT_PAGE_SIZE)),
