@@ -22,7 +22,8 @@ import { VERSION } from './version'
 /** GET /healthz's answer while the server is serving. */
 const HealthAnswer = v.strictObject({ status: v.literal('ok') })
 
-export function createApp(deps: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
+export function createApp(given: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
+  const deps: AppDeps = { ...given, log }
   const consumers = new ConsumerService(deps.storage)
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)

@@ -8,7 +8,7 @@ import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
-import { withTraceId } from './foundation'
+import { problemFor, withTraceId } from './foundation'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -23,6 +23,8 @@ export interface AppDeps {
   readonly storage: Storage
   readonly verifier: TokenVerifier
   readonly config: AppConfig
+  /** Where faults are reported (the app's log); stderr when not given. */
+  readonly log?: (line: string) => void
 }
 
 interface Authenticated {
@@ -73,10 +75,39 @@ export const takesBody = {
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
 
+/** What a read route's handler is given. */
+export interface ReadContext {
+  readonly principal: Principal
+  readonly params: Record<string, string>
+  readonly request: Request
+  readonly set: { headers: Record<string, unknown> }
+}
+
 /**
- * A read's answer, held back until everything it may have seen is durable: no response shows a
- * write that could still fail. Free when nothing is in flight.
+ * Handlers of read routes: `read`'s answer, held back until everything it may have seen is durable
+ * (no response shows a write that could still fail; free when nothing is in flight).
+ *
+ * Elysia decides from a handler's source text whether to await it (a call right after `return` or
+ * `=>`, or the words async and await, make it async), and an awaited handler costs every read about
+ * a microsecond on the wire. With the embedded storage a read answers synchronously, so the handler
+ * below is written without those patterns. An answer that is a promise after all (a read waiting for
+ * a write's fsync, a long list walk) has its failure turned into the problem response here, because
+ * Elysia's error hook never sees the rejection of a handler it compiled as synchronous.
  */
-export function settled<T>(storage: Storage, value: Maybe<T>): Maybe<T> {
-  return then(value, (answer) => storage.settle(answer))
+export function readRoutes(deps: AppDeps) {
+  const { storage } = deps
+  const log = deps.log ?? ((line: string) => console.error(line))
+  const settle = <T>(answer: T) => storage.settle(answer)
+  const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, log)
+  return <R>(read: (context: ReadContext) => Maybe<R>) => {
+    if (!storage.synchronous) {
+      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)
+    }
+    return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
+      let answer: Maybe<R>
+      answer = then(read({ principal, params, request, set }), settle)
+      if (answer instanceof Promise) answer = answer.catch(failed(set)) as Promise<R>
+      return answer
+    }
+  }
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -12,6 +12,7 @@ import { ApplicationAnswer, ApplicationListAnswer, CreateApplicationBody, Create
 
 export const applicationsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new ApplicationService(storage)
   /** The view needs the owning customer (whether it has virtual environments). */
   const view = (app: Application): Maybe<ReturnType<typeof applicationView>> =>
@@ -28,17 +29,14 @@ export const applicationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, set }) =>
-        settled(
-          storage,
-          then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) }))),
-        ),
+      read(({ principal, set }) =>
+          then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) })))),
       { detail: doc({ operationId: 'listApplications', summary: 'List the applications in scope', tag: 'applications', responses: { 200: ApplicationListAnswer } }) },
     )
     .get(
       '/:application_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(then(find(principal, params.application_id), view), (application) => ({ application, trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(then(find(principal, params.application_id!), view), (application) => ({ application, trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getApplication', summary: 'View an application', tag: 'applications', responses: { 200: ApplicationAnswer } }) },
     )
     .post(

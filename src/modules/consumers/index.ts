@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -12,6 +12,7 @@ import { ConsumerAnswer, ConsumerListAnswer, ConsumerListQuery, CreateConsumerBo
 
 export const consumersController = (deps: AppDeps, service: ConsumerService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const find = (principal: Principal, id: string) => findOwned(storage, 'consumers', principal, id, 'consumer_id', 'Consumer')
   const changeState = { param: 'consumer_id', find, allowed: may.changeTenantData, answer: (consumer: Consumer) => ({ consumer: consumerView(consumer) }) }
 
@@ -19,20 +20,17 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request }) => {
+      read(({ principal, request }) => {
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
-        return settled(
-          storage,
-          then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
-        )
-      },
+        return then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )
     .get(
       '/:consumer_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.consumer_id), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.consumer_id!), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getConsumer', summary: 'View a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer } }) },
     )
     .post(

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, takesBody, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -14,6 +14,7 @@ import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentLis
 
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
   /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise). */
   const find = (principal: Principal, id: string) =>
@@ -31,20 +32,17 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request }) => {
+      read(({ principal, request }) => {
         const q = parseQuery(EnrollmentListQuery, request)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
-        return settled(
-          storage,
-          then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
-        )
-      },
+        return then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      }),
       { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
     .get(
       '/:enrollment_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.enrollment_id), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.enrollment_id!), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(
@@ -88,10 +86,8 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .get(
       '/:enrollment_id/keysets',
-      ({ principal, params, request, set }) =>
-        settled(
-          storage,
-          then(find(principal, params.enrollment_id), (enrollment) => {
+      read(({ principal, params, request, set }) =>
+          then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
             return then(service.keysets(enrollment, q), ({ items, total }) => ({
               keysets: items.map(keysetView),
@@ -100,8 +96,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
               page_size: q.page_size,
               trace_id: traceIdOf(set),
             }))
-          }),
-        ),
+          })),
       { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(

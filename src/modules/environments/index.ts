@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -11,6 +11,7 @@ import { ApplicationEnvironmentsAddAnswer, ApplicationEnvironmentsAnswer, Enviro
 
 export const environmentsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new EnvironmentService(storage)
 
   /** These endpoints exist only for customers enabled for virtual environments (404 otherwise). */
@@ -26,8 +27,8 @@ export const environmentsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '/:application_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.application_id), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.application_id!), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
       { detail: doc({
           operationId: 'getApplicationEnvironments',
           summary: "View an application's environments",

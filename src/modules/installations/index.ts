@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -12,6 +12,7 @@ import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, Ins
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const find = (principal: Principal, id: string) => findOwned(storage, 'installations', principal, id, 'installation_id', 'Installation')
   const changeState = {
     param: 'installation_id',
@@ -24,15 +25,15 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request, set }) => {
+      read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
         const answer = then(service.list(principal, q), ({ items, total }) => {
           const installations = items.map(installationView)
           return q.page ? { installations, total, page: q.page, page_size: q.page_size } : { installations, trace_id: traceIdOf(set) }
         })
-        return settled(storage, answer)
-      },
+        return answer
+      }),
       { detail: doc({
           operationId: 'listInstallations',
           summary: 'List installations',
@@ -44,8 +45,8 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .get(
       '/:installation_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.installation_id), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.installation_id!), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { authenticated, takesBody, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -14,6 +14,7 @@ import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, Org
 
 export const organizationsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new OrganizationService(storage)
   const changeState = {
     param: 'organization_id',
@@ -25,14 +26,14 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, set }) =>
-        settled(storage, then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
+      read(({ principal, set }) =>
+        then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
       '/:organization_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(findOrganization(storage, principal, params.organization_id), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(findOrganization(storage, principal, params.organization_id!), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
@@ -87,8 +88,8 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .get(
       '/:organization_id/environments',
-      ({ principal, params, set }) =>
-        settled(storage, then(findEnvironmentCustomer(storage, principal, params.organization_id), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) =>
+        then(findEnvironmentCustomer(storage, principal, params.organization_id!), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
       { detail: doc({
           operationId: 'getOrganizationEnvironments',
           summary: "View a customer's virtual environments",
