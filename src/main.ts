@@ -6,6 +6,7 @@ import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
+import { DATA_FORMAT } from './store/format'
 
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
@@ -46,7 +47,7 @@ const commands = {
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   if (first === '--help' || first === '-h' || first === 'help') return print(USAGE.main)
-  if (first === '--version' || first === '-v') return print(VERSION)
+  if (first === '--version' || first === '-v') return print(`keyward ${VERSION} (data format ${DATA_FORMAT})`)
   if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
   const name = first as keyof typeof commands
   const command = commands[name]

@@ -47,7 +47,8 @@ interface LogEntry {
 export async function recover(
   dir: string,
   tables: Tables,
-  options: { repair: boolean; warn: (message: string) => void },
+  /** `paddedLog`: the dir's data format pads its log segments (format.ts, log-format.ts). */
+  options: { repair: boolean; warn: (message: string) => void; paddedLog: boolean },
 ): Promise<Recovered> {
   let newest = 0
   const tableNamed = (name: string) => {
@@ -79,7 +80,7 @@ export async function recover(
     if (segment.firstLsn > lsn + 1) {
       throw new RecoveryDamageError(segment.path, 0, `log records ${lsn + 1}..${segment.firstLsn - 1} are missing`)
     }
-    const scan = await readLogFile(segment.path)
+    const scan = await readLogFile(segment.path, { padded: options.paddedLog })
     let offset = 0
     for (const payload of scan.payloads) {
       const entry = parseEntry(payload, segment.path, offset)
