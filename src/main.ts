@@ -4,6 +4,9 @@ import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
+import { backupCommand } from './cli/backup'
+import { restoreCommand } from './cli/restore'
+import { verifyCommand } from './cli/verify'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
 import { DATA_FORMAT } from './store/format'
@@ -41,6 +44,19 @@ const commands = {
     options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, help: HELP },
     run: (v: Record<string, unknown>) =>
       issueTokenCommand({ data: v.data as string, org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
+  },
+  backup: {
+    options: { data: DATA, out: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => backupCommand({ data: v.data as string, out: v.out as string | undefined }),
+  },
+  // No default data dir: restore names where it writes.
+  restore: {
+    options: { from: { type: 'string' }, data: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined }),
+  },
+  verify: {
+    options: { data: DATA, help: HELP },
+    run: (v: Record<string, unknown>) => verifyCommand({ data: v.data as string }),
   },
 } as const
 

@@ -40,11 +40,12 @@ export interface DataFormat {
   readonly source: 'file' | 'detected' | 'new'
 }
 
-/** A dir written by a newer keyward: reading it could misread it, and writing could damage it. */
+/** Data written by a newer keyward: reading it could misread it, and writing could damage it. */
 export class NewerDataFormatError extends Error {
-  constructor(dir: string, found: number) {
+  /** `holder`: what holds the data, like "data dir ./data". */
+  constructor(holder: string, found: number) {
     super(
-      `data dir ${dir} is in data format ${found}, newer than keyward ${VERSION} reads (data format ${DATA_FORMAT} and older): ` +
+      `${holder} is in data format ${found}, newer than keyward ${VERSION} reads (data format ${DATA_FORMAT} and older): ` +
         'run the keyward that wrote it, or a newer one',
     )
     this.name = 'NewerDataFormatError'
@@ -61,11 +62,19 @@ export async function readDataFormat(dir: string): Promise<DataFormat> {
     if (isErrnoCode(error, 'ENOENT')) return detectFormat(dir)
     throw error
   }
+  return { version: parseDataFormat(text, path, `data dir ${dir}`), source: 'file' }
+}
+
+/** The text of a `format` file: the version and a newline. */
+export const FORMAT_FILE_TEXT = `${DATA_FORMAT}\n`
+
+/** The version a `format` file's text names (the file at `path`, in `holder`); refuses a newer one. */
+export function parseDataFormat(text: string, path: string, holder: string): number {
   const match = /^([1-9][0-9]{0,8})\n?$/.exec(text)
   if (!match) throw new RecoveryDamageError(path, 0, 'not a data format version (one line holding a number)')
   const version = Number(match[1])
-  if (version > DATA_FORMAT) throw new NewerDataFormatError(dir, version)
-  return { version, source: 'file' }
+  if (version > DATA_FORMAT) throw new NewerDataFormatError(holder, version)
+  return version
 }
 
 /**
@@ -125,7 +134,7 @@ export async function writeDataFormat(dir: string): Promise<void> {
   await rm(temporary, { force: true }) // left over from a crash
   const file = await open(temporary, 'wx', 0o600)
   try {
-    await file.writeFile(`${DATA_FORMAT}\n`)
+    await file.writeFile(FORMAT_FILE_TEXT)
     await file.sync()
   } finally {
     await file.close()

@@ -53,10 +53,10 @@ describe('usage', () => {
     const result = await keyward(['--help'])
     expect(result).toMatchObject({ code: 0, stderr: '' })
     expect(result.stdout).toContain('Usage:')
-    for (const command of ['serve', 'init', 'issue-token']) expect(result.stdout).toContain(`keyward ${command}`)
+    for (const command of ['serve', 'init', 'issue-token', 'backup', 'restore', 'verify']) expect(result.stdout).toContain(`keyward ${command}`)
   })
 
-  for (const command of ['serve', 'init', 'issue-token']) {
+  for (const command of ['serve', 'init', 'issue-token', 'backup', 'restore', 'verify']) {
     test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
       const data = newDataDir()
       const result = await keyward([command, '--data', data, '--help'])
