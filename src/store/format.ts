@@ -3,10 +3,13 @@
  * upgrade of older formats. README "Versions and upgrades" lists the formats:
  *
  *   1  keyward 0.1.0 as first released: log segments end at their last record (an empty segment is
- *      an empty file); the secret is 64 hex digits without a checksum; enrollments store `nickname`.
+ *      an empty file); the secret is 64 hex digits without a checksum.
  *   2  log segments padded with zeros, so a file cut short is told from a torn write
  *      (log-format.ts); the secret carries a CRC-32. Written by later 0.1.0 builds without a
  *      `format` file, and by 0.2.0 with one.
+ *
+ * Records of either may hold fields no longer stored (an enrollment's `nickname`): reading drops
+ * them (database.ts).
  *
  * A dir without a `format` file was written before it existed: its format is told from its files
  * (`detectFormat`). Opening such a dir for writing labels it, after rewriting a format 1 dir in the
@@ -19,8 +22,7 @@ import { secretHasChecksum } from '../auth/secret'
 import { snapshotOf, type Tables } from './database'
 import { fsyncDir, isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'
-import type { Recovered } from './recovery'
-import { RecoveryDamageError } from './recovery'
+import { RecoveryDamageError, type Recovered } from './recovery'
 import { writeSnapshot } from './snapshot-file'
 import { listSegments, removeSegmentsBefore, SEGMENT_GROWTH_BYTES } from './wal'
 

@@ -95,7 +95,7 @@ describe('backup beside a server under write load, compacting', () => {
 
     const backups: { archive: string; before: string[] }[] = []
     try {
-      for (let n = 1; n <= 3; n++) {
+      for (let n = 1; n <= 2; n++) {
         await waitFor(`${n * 150} acknowledged writes`, () => acknowledged.length >= n * 150, server.proc)
         const archive = newPath('backup.tar')
         const before = acknowledged.slice() // acknowledged before the backup began
