@@ -11,7 +11,7 @@
 import { mkdtemp, open, rename, rm } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
-import { snapshotOf } from '../store/database'
+import { snapshotOf } from '../store/tables-snapshot'
 import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
 import { fsyncDir } from '../store/fs-util'
 import { SECRET_FILE, SNAPSHOT_FILE } from '../store/paths'

@@ -3,7 +3,6 @@
  * lists need. Timestamps are integer microseconds since the epoch (see clock.ts).
  */
 import { Table, type TableDefinition } from './table'
-import type { SnapshotData } from './snapshot-file'
 
 export type OrganizationType = 'vendor' | 'customer' | 'partner'
 export type ActiveState = 'active' | 'suspended'
@@ -165,12 +164,4 @@ export function createTables(): Tables {
     enrollments: new Table(definitions.enrollments),
     keysets: new Table(definitions.keysets),
   }
-}
-
-/**
- * Every record of tables nothing changes meanwhile (a store being opened, or read by a command), as
- * snapshot data at `lsn`. A running store's snapshots go through its own point-in-time capture.
- */
-export function snapshotOf(tables: Tables, lsn: number): SnapshotData {
-  return { format: 1, lsn, meta: {}, tables: Object.fromEntries(TABLE_NAMES.map((name) => [name, tables[name].values()])) }
 }

@@ -11,7 +11,7 @@ import { copyFixture } from '../support/fixtures.ts'
 import { Store } from '../../src/store/store.ts'
 import { DATA_FORMAT, readDataFormat } from '../../src/store/format.ts'
 import { readDataDir } from '../../src/store/read-only.ts'
-import { snapshotOf } from '../../src/store/database.ts'
+import { snapshotOf } from '../../src/store/tables-snapshot.ts'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { initialiseStore } from '../../src/cli/init.ts'
 
