@@ -73,3 +73,14 @@ function firstBadByte(text: string): number {
   if (sum < 73) return sum
   return text[73] === '\n' ? 74 : 73
 }
+
+/**
+ * Whether the secret file carries its checksum, as every secret `init` wrote from data format 2 on
+ * (null without a readable secret line). Tells the format of a dir written before the `format`
+ * file existed (src/store/format.ts); a secret written by hand has none in either format.
+ */
+export async function secretHasChecksum(dir: string): Promise<boolean | null> {
+  const text = await readFile(join(dir, SECRET_FILE), 'latin1').catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
+  const match = text === null ? null : SECRET_LINE.exec(text)
+  return match ? match[2] !== undefined : null
+}
