@@ -4,7 +4,7 @@
  * Two data dirs: 10,000 and 1,000,000 enrollments (100,000 with --quick), spread over the 1,000
  * applications of one customer, plus a few small customers. For each:
  *
- *  1. builds the data dir THROUGH THE STORE (Store.open, initialiseStore, store.commit with 1,000
+ *  1. builds the data dir THROUGH THE STORE (Store.open, initialiseStorage, store.commit with 1,000
  *     puts per transaction, records shaped as the services make them), in a child process so the
  *     bench itself stays small; closing the store writes the snapshot (bench/support/dataset.ts);
  *  2. starts the real server on it (`bun run src/main.ts serve`), i.e. restarted from disk, and

@@ -4,8 +4,12 @@ import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
+import { backupCommand } from './cli/backup'
+import { restoreCommand } from './cli/restore'
+import { verifyCommand } from './cli/verify'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
+import { DATA_FORMAT } from './store/format'
 
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
@@ -23,6 +27,7 @@ const commands = {
       'tls-cert': fromEnv('KEYWARD_TLS_CERT'),
       'tls-key': fromEnv('KEYWARD_TLS_KEY'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -34,6 +39,7 @@ const commands = {
         ...(v['tls-cert'] !== undefined ? { tlsCert: v['tls-cert'] as string } : {}),
         ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        corsOrigins: v['cors-origin'] as string[],
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
@@ -47,12 +53,25 @@ const commands = {
     run: (v: Record<string, unknown>) =>
       issueTokenCommand({ data: v.data as string, org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
   },
+  backup: {
+    options: { data: DATA, out: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => backupCommand({ data: v.data as string, out: v.out as string | undefined }),
+  },
+  // No default data dir: restore names where it writes.
+  restore: {
+    options: { from: { type: 'string' }, data: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined }),
+  },
+  verify: {
+    options: { data: DATA, help: HELP },
+    run: (v: Record<string, unknown>) => verifyCommand({ data: v.data as string }),
+  },
 } as const
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   if (first === '--help' || first === '-h' || first === 'help') return print(USAGE.main)
-  if (first === '--version' || first === '-v') return print(VERSION)
+  if (first === '--version' || first === '-v') return print(`keyward ${VERSION} (data format ${DATA_FORMAT})`)
   if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
   const name = first as keyof typeof commands
   const command = commands[name]

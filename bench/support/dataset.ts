@@ -1,5 +1,5 @@
 /**
- * Data sets for the benchmarks, built THROUGH THE STORE: Store.open, initialiseStore (the vendor),
+ * Data sets for the benchmarks, built THROUGH THE STORE: Store.open, initialiseStorage (the vendor),
  * then store.commit with PUTS_PER_TRANSACTION puts per transaction, records shaped as the services
  * make them; closing the store writes the snapshot. So the server later starts from a data dir
  * exactly like one it wrote itself. Optionally the same records go to a json-server db.json too.
@@ -18,7 +18,8 @@ import type { Application, Consumer, Enrollment, Installation, Organization, Rec
 import { nowMicros } from '../../src/store/clock'
 import { SNAPSHOT_FILE } from '../../src/store/paths'
 import { acquireDataDirLock } from '../../src/store/lock'
-import { initialiseStore } from '../../src/cli/init'
+import { initialiseStorage } from '../../src/cli/init'
+import { EmbeddedStorage } from '../../src/storage/embedded'
 
 export const PUTS_PER_TRANSACTION = 1_000
 const COMMITS_IN_FLIGHT = 8
@@ -81,7 +82,7 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
   const started = performance.now()
   // No compaction while loading (every 64 MiB it would rewrite the whole snapshot): one at close.
   const store = await Store.open(dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER, log })
-  const { organization_id: vendorId } = await initialiseStore(store, 'Vendor')
+  const { organization_id: vendorId } = await initialiseStorage(new EmbeddedStorage(store), dir, 'Vendor')
 
   let batch: [TableName, unknown][] = []
   const inFlight: Promise<unknown>[] = []

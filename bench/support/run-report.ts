@@ -177,10 +177,10 @@ export function report(input: ReportInput): { markdown: string; failed: boolean 
   // Data sets.
   L.push('## Data sets', '')
   L.push(
-    `"Records" are rows stored. A data set of N records: 1 vendor organization (created by \`initialiseStore\`), 1 customer ` +
+    `"Records" are rows stored. A data set of N records: 1 vendor organization (created by \`initialiseStorage\`), 1 customer ` +
       `organization, ${APPLICATIONS} applications of that customer (environment ${ENVIRONMENT}), and E = round((N − ${FIXED_RECORDS}) / 3) ` +
       `enrollments, each with its own consumer and its own installation, spread round-robin over the applications. keyward's data ` +
-      `dirs are built through the store (Store.open, initialiseStore, store.commit with 1,000 puts per transaction, records shaped as ` +
+      `dirs are built through the store (Store.open, initialiseStorage, store.commit with 1,000 puts per transaction, records shaped as ` +
       `the services make them; closing the store writes the snapshot), so each server starts from a dir like one it wrote itself. ` +
       `json-server gets the same records in a db.json, as the collections organizations, applications, consumers, installations and ` +
       `enrollments, each record with \`id\` = its primary key.`,

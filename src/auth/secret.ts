@@ -7,7 +7,7 @@
  * of just the 64 hex digits (a secret an operator wrote by hand) is accepted too.
  */
 import { randomBytes } from 'node:crypto'
-import { constants, link, open, rm } from 'node:fs/promises'
+import { constants, link, open, readFile, rm } from 'node:fs/promises'
 import type { Stats } from 'node:fs'
 import { join } from 'node:path'
 import { SECRET_FILE } from '../store/paths'
@@ -107,4 +107,15 @@ function firstBadByte(text: string): number {
   const sum = hexRun(65, 73)
   if (sum < 73) return sum
   return text[73] === '\n' ? 74 : 73
+}
+
+/**
+ * Whether the secret file carries its checksum, as every secret `init` wrote from data format 2 on
+ * (null without a readable secret line). Tells the format of a dir written before the `format`
+ * file existed (src/store/format.ts); a secret written by hand has none in either format.
+ */
+export async function secretHasChecksum(dir: string): Promise<boolean | null> {
+  const text = await readFile(join(dir, SECRET_FILE), 'latin1').catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
+  const match = text === null ? null : SECRET_LINE.exec(text)
+  return match ? match[2] !== undefined : null
 }

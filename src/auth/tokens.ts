@@ -24,6 +24,15 @@ export interface TokenClaims {
 
 const PREFIX = 'kw1.'
 
+/** Far longer than any token we mint (about 200 characters): a longer one is refused unread. */
+export const MAX_TOKEN_LENGTH = 512
+
+/**
+ * A token's one spelling (CONTRACT section 9: any other byte sequence is 401): base64url claims and
+ * the 43 characters of a base64url HMAC-SHA256, nothing before, between or after.
+ */
+const TOKEN_SHAPE = /^kw1\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})$/
+
 export function mintToken(secret: Buffer, claims: TokenClaims): string {
   // The nonce makes every token unique, even two minted in the same second for the same grant.
   const body = Buffer.from(JSON.stringify({ ...claims, nonce: randomBytes(9).toString('base64url') })).toString('base64url')
@@ -37,13 +46,15 @@ export function verifyToken(secret: Buffer, token: string, nowSeconds = Date.now
 }
 
 function verifySignature(secret: Buffer, token: string): TokenClaims | null {
-  if (!token.startsWith(PREFIX)) return null
-  const dot = token.indexOf('.', PREFIX.length)
-  if (dot === -1) return null
-  const body = token.slice(PREFIX.length, dot)
-  const given = Buffer.from(token.slice(dot + 1), 'base64url')
-  const expected = Buffer.from(sign(secret, body), 'base64url')
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null
+  if (token.length > MAX_TOKEN_LENGTH) return null
+  const match = TOKEN_SHAPE.exec(token)
+  if (!match) return null
+  const body = match[1]!
+  const signature = match[2]!
+  // The signature's text is compared, not the bytes it decodes to: base64url decoding forgives
+  // padding, '+' and '/', and stray trailing bits, which would give one token many spellings.
+  // The claims need no such care: the signature covers their exact text.
+  if (!timingSafeEqual(Buffer.from(signature), Buffer.from(sign(secret, body)))) return null
   try {
     const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Partial<TokenClaims>
     // Tokens carry the canonical role name: the `administrator` alias is resolved before minting.
@@ -58,26 +69,49 @@ function sign(secret: Buffer, body: string): string {
   return createHmac('sha256', secret).update(PREFIX).update(body).digest('base64url')
 }
 
+/** What one cached token is counted at: its characters at 2 bytes each, and the entry and claims around them. */
+const cacheEntryBytes = (token: string) => 2 * token.length + 160
+
 /**
- * Verifies tokens with a bounded cache of signature results, so a request costs one map lookup
- * rather than an HMAC. Expiry is still checked on every use.
+ * Verifies tokens with a cache of signature results, so a request costs one map lookup rather than
+ * an HMAC. Only tokens whose signature checked out are kept (junk costs one HMAC and leaves nothing
+ * behind), and the cache is bounded in bytes: past the budget the oldest entries go, one at a time
+ * (they are verified again on their next use). Expiry is still checked on every use.
  */
 export class TokenVerifier {
-  private readonly cache = new Map<string, TokenClaims | null>()
+  /** Authentic tokens, oldest first. */
+  private readonly cache = new Map<string, TokenClaims>()
+  private bytes = 0
 
   constructor(
     private readonly secret: Buffer,
-    private readonly maxEntries = 10_000,
+    private readonly maxCacheBytes = 4 * 1024 * 1024,
   ) {}
 
   verify(token: string): TokenClaims | null {
     let claims = this.cache.get(token)
     if (claims === undefined) {
-      claims = verifySignature(this.secret, token)
-      if (this.cache.size >= this.maxEntries) this.cache.clear()
-      this.cache.set(token, claims)
+      const verified = verifySignature(this.secret, token)
+      if (verified === null) return null
+      this.remember(token, verified)
+      claims = verified
     }
-    return claims && claims.exp > Date.now() / 1000 ? claims : null
+    return claims.exp > Date.now() / 1000 ? claims : null
+  }
+
+  /** How many tokens, and how many counted bytes, the cache holds (docs/security.md). */
+  get cached(): { readonly tokens: number; readonly bytes: number } {
+    return { tokens: this.cache.size, bytes: this.bytes }
+  }
+
+  private remember(token: string, claims: TokenClaims): void {
+    this.cache.set(token, claims)
+    this.bytes += cacheEntryBytes(token)
+    for (const oldest of this.cache.keys()) {
+      if (this.bytes <= this.maxCacheBytes) break
+      this.cache.delete(oldest)
+      this.bytes -= cacheEntryBytes(oldest)
+    }
   }
 }
 

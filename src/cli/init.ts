@@ -3,7 +3,8 @@
  * signing secret, and a vendor admin token printed once.
  */
 import { Store } from '../store/store'
-import { nowMicros } from '../store/clock'
+import { EmbeddedStorage } from '../storage/embedded'
+import type { Storage } from '../storage/storage'
 import { createSecret, readSecret } from '../auth/secret'
 import { mintToken } from '../auth/tokens'
 import { acquireDataDirLock } from '../store/lock'
@@ -19,21 +20,24 @@ export interface InitResult {
   readonly token: string
 }
 
-/** Initialises an open store whose dir has no vendor yet. The secret comes first: a crash between the two is repaired by running init again. */
-export async function initialiseStore(store: Store, vendorDescription: string): Promise<InitResult> {
-  if (store.initialised) throw new AlreadyInitialisedError(`data dir ${store.dir} is already initialised`)
-  const secret = (await readSecret(store.dir)) ?? (await createSecret(store.dir))
-  const now = nowMicros()
-  const vendor = await store.commit((tx) =>
-    tx.put('organizations', {
+/** Whether `init` has run: the vendor organization exists. */
+export const isInitialised = (storage: Storage) => storage.exists('organizations', [{ field: 'organization_type', in: ['vendor'] }])
+
+/**
+ * Initialises storage that has no vendor yet, the signing secret of `dir` first: a crash between
+ * the two is repaired by running init again.
+ */
+export async function initialiseStorage(storage: Storage, dir: string, vendorDescription: string): Promise<InitResult> {
+  if (await isInitialised(storage)) throw new AlreadyInitialisedError(`data dir ${dir} is already initialised`)
+  const secret = (await readSecret(dir)) ?? (await createSecret(dir))
+  const vendor = await storage.transaction((tx) =>
+    tx.insert('organizations', {
       organization_id: crypto.randomUUID(),
       parent_id: null,
       organization_type: 'vendor',
       description: vendorDescription,
       state: 'active',
       environments: null,
-      created: now,
-      modified: now,
     }),
   )
   const token = mintToken(secret, { org: vendor.organization_id, role: 'admin', exp: Math.floor(Date.now() / 1000) + DEFAULT_TOKEN_TTL_SECONDS })
@@ -46,12 +50,12 @@ export async function initCommand(options: { data: string; vendorDescription: st
   await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   try {
-    const store = await Store.open(options.data)
+    const storage = new EmbeddedStorage(await Store.open(options.data))
     try {
-      const result = await initialiseStore(store, description)
+      const result = await initialiseStorage(storage, options.data, description)
       process.stdout.write(JSON.stringify(result) + '\n')
     } finally {
-      await store.close()
+      await storage.close()
     }
   } finally {
     lock.release()

@@ -1,7 +1,5 @@
 /** `keyward issue-token`: reads the data dir without locking it, so it works beside a running server. */
-import { Store } from '../store/store'
-import { isDamageError } from '../store/recovery'
-import { isErrnoCode } from '../store/fs-util'
+import { readDataDir } from '../store/read-only'
 import { readSecret } from '../auth/secret'
 import { mintToken, parseDuration, parseRole } from '../auth/tokens'
 import { UsageError } from './usage'
@@ -16,23 +14,8 @@ export async function issueTokenCommand(options: { data: string; org?: string; r
   const secret = await readSecret(options.data)
   if (!secret) throw new Error(`data dir ${options.data} is not initialised: run 'keyward init' first`)
   const orgId = options.org.toLowerCase()
-  const store = await openReadOnly(options.data)
-  if (!store.tables.organizations.has(orgId)) throw new UsageError(`unknown organization '${options.org}'`)
+  const { tables } = await readDataDir(options.data)
+  if (!tables.organizations.has(orgId)) throw new UsageError(`unknown organization '${options.org}'`)
   process.stdout.write(mintToken(secret, { org: orgId, role, exp: Math.floor(Date.now() / 1000) + ttl }) + '\n')
   return 0
-}
-
-/**
- * A running server may compact while we read: the snapshot we loaded can be replaced and the log
- * segments after it removed, which looks like a gap. Read again; real damage fails every time.
- */
-async function openReadOnly(dir: string): Promise<Store> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await Store.open(dir, { readOnly: true })
-    } catch (error) {
-      const racing = isErrnoCode(error, 'ENOENT') || isDamageError(error)
-      if (!racing || attempt >= 5) throw error
-    }
-  }
 }

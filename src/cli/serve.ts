@@ -7,7 +7,10 @@ import { prepareDataDir } from '../store/data-dir'
 import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
-import { initialiseStore } from './init'
+import { initialiseStorage, isInitialised } from './init'
+import { EmbeddedStorage } from '../storage/embedded'
+import { UsageError } from './usage'
+import { parseOrigin } from '../http/cors'
 import { checkPublicUrl, isWildcardHost, parsePort, readTlsFiles, reservePort } from './listen'
 
 export interface ServeOptions {
@@ -19,6 +22,8 @@ export interface ServeOptions {
   readonly tlsCert?: string
   readonly tlsKey?: string
   readonly autoVerifyInstallations: boolean
+  /** Origins allowed to call the API from a browser (`--cors-origin`). */
+  readonly corsOrigins?: readonly string[]
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -33,6 +38,10 @@ function snapshotNow(store: Store): void {
     (wrote) => log(wrote ? `keyward: snapshot written in ${((performance.now() - started) / 1000).toFixed(2)} s` : 'keyward: the snapshot is already current'),
     (error) => log(`keyward: snapshot failed: ${(error as Error).message}`),
   )
+}
+
+function badOrigin(value: string): never {
+  throw new UsageError(`invalid --cors-origin '${value}': give a scheme, host and optional port, like https://console.example.com`)
 }
 
 /** Resolves on the first SIGINT or SIGTERM; SIGUSR1 writes a snapshot meanwhile. */
@@ -56,6 +65,7 @@ function stopSignal(store: Store): Promise<void> {
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = parsePort(options.port)
   if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
+  const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   const tls = readTlsFiles(options.tlsCert, options.tlsKey)
   // Bound before the data dir is touched: a start that cannot listen leaves nothing behind and
   // prints no token (README "Configuration").
@@ -65,20 +75,21 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   let server: NonNullable<ReturnType<typeof createApp>['server']>
   // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
   // reads the config per request, so filling it in right after binding is early enough.
-  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
   try {
     await prepareDataDir(options.data)
     lock = acquireDataDirLock(options.data)
     store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
-    if (!store.initialised) {
-      const first = await initialiseStore(store, 'Vendor')
+    const storage = new EmbeddedStorage(store)
+    if (!isInitialised(storage)) {
+      const first = await initialiseStorage(storage, options.data, 'Vendor')
       log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
       process.stdout.write(JSON.stringify(first) + '\n')
     }
     const secret = await readSecret(options.data)
     // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
     if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
-    const app = createApp({ store, verifier: new TokenVerifier(secret), config }, log)
+    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
     // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
     // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
     // No port sharing (reusePort), no development error pages. Bun's own body limit only guards

@@ -9,6 +9,9 @@ Usage:
                 [--auto-verify-installations]
   keyward init [--data DIR] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR]
+  keyward backup --out FILE [--data DIR]
+  keyward restore --from FILE --data DIR
+  keyward verify [--data DIR]
   keyward --help | --version
 
 Run 'keyward <command> --help' for a command's options.`,
@@ -33,6 +36,9 @@ Options:
   --tls-key FILE                 the certificate's PEM private key (env KEYWARD_TLS_KEY)
   --auto-verify-installations    new installations start verified
                                  (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1)
+  --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
+                                 API from a browser; repeatable (env KEYWARD_CORS_ORIGIN,
+                                 comma-separated; default: none)
   --help                         this text`,
   init: `Usage: keyward init [options]
 
@@ -57,4 +63,31 @@ Options:
   --ttl DURATION    lifetime like 45s, 30m, 12h, 90d (default 90d)
   --data DIR        data directory (env KEYWARD_DATA, default ./data)
   --help            this text`,
+  backup: `Usage: keyward backup --out FILE [options]
+
+Writes a consistent copy of the data dir to FILE (mode 0600; a tar file with SHA-256 checksums),
+also while a server runs on it. Holds every write acknowledged before it began. Replaces FILE.
+
+Options:
+  --out FILE     the backup file to write (required)
+  --data DIR     data directory (env KEYWARD_DATA, default ./data)
+  --help         this text`,
+  restore: `Usage: keyward restore --from FILE --data DIR
+
+Restores a backup into DIR, which must be missing or empty. Checks the whole backup before
+writing anything.
+
+Options:
+  --from FILE    the backup file (required)
+  --data DIR     the data directory to create (required)
+  --help         this text`,
+  verify: `Usage: keyward verify [options]
+
+Checks every file of the data dir without changing anything, also while a server runs on it.
+Intact: exit 0 and a summary (data format, log position, records per table). Damaged: exit 1
+and the file and byte offset of the first damage.
+
+Options:
+  --data DIR     data directory (env KEYWARD_DATA, default ./data)
+  --help         this text`,
 } as const

@@ -1,9 +1,10 @@
 /**
- * Scope and role rules (CONTRACT section 2), in one place. Every handler reaches records through
- * these functions: a record out of the caller's scope is reported exactly like a missing one (404),
- * and scope is checked before role (403).
+ * Scope and role rules (CONTRACT section 2, docs/api.md), in one place. Every handler reaches
+ * records through these functions: a record out of the caller's scope is reported exactly like a
+ * missing one (404), and scope is checked before role (403).
  */
-import type { Organization, Tables } from '../store/database'
+import type { Organization, RecordOf } from '../storage/records'
+import { then, type Maybe, type Reader } from '../storage/storage'
 import type { Principal } from './auth'
 import type { RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
@@ -43,20 +44,22 @@ export function reachesCustomer(p: Principal, customerId: string): boolean {
   return p.customerId === null || p.customerId === customerId
 }
 
-export function findOrganization(tables: Tables, p: Principal, rawId: string): Organization {
-  const org = tables.organizations.get(pathId(rawId, 'organization_id'))
-  if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
-  return org
+export function findOrganization(reader: Reader, p: Principal, rawId: string): Maybe<Organization> {
+  return then(reader.find('organizations', pathId(rawId, 'organization_id')), (org) => {
+    if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
+    return org
+  })
 }
 
 /**
  * A customer's virtual-environment settings: only customers have them; a partner token reaches none
  * (404 whatever the role), nor does a customer not enabled for them.
  */
-export function findEnvironmentCustomer(tables: Tables, p: Principal, rawId: string): Organization {
-  const org = findOrganization(tables, p, rawId)
-  if (isPartner(p) || org.organization_type !== 'customer' || !org.environments) throw notFound('Organization environments')
-  return org
+export function findEnvironmentCustomer(reader: Reader, p: Principal, rawId: string): Maybe<Organization> {
+  return then(findOrganization(reader, p, rawId), (org) => {
+    if (isPartner(p) || org.organization_type !== 'customer' || !org.environments) throw notFound('Organization environments')
+    return org
+  })
 }
 
 /** The role table of CONTRACT section 2, one rule per kind of change. Reads need no rule: scope decides. */
@@ -75,22 +78,20 @@ export function authorize(allowed: boolean, what: string): void {
   if (!allowed) throw forbidden(`This token's role or organization may not ${what}.`)
 }
 
-interface Owned {
-  /** The owning customer. */
-  readonly organization_id: string
-}
+/** Tables of records owned by one customer (`organization_id`). */
+export type OwnedTable = 'applications' | 'consumers' | 'installations' | 'enrollments'
 
 /** A customer-owned record by path id: 400 malformed, 404 missing or out of scope. */
-export function findOwned<T extends Owned>(
-  table: { get(id: string): T | undefined },
-  p: Principal,
-  rawId: string,
-  idName: string,
-  what: string,
-): T {
-  const record = table.get(pathId(rawId, idName))
-  if (!record || !reachesCustomer(p, record.organization_id)) throw notFound(what)
-  return record
+export function findOwned<N extends OwnedTable>(reader: Reader, table: N, p: Principal, rawId: string, idName: string, what: string): Maybe<RecordOf<N>> {
+  return findOwnedById(reader, table, p, pathId(rawId, idName), what)
+}
+
+/** The same, for an id already known to be a well-formed lowercase UUID (from a body). */
+export function findOwnedById<N extends OwnedTable>(reader: Reader, table: N, p: Principal, id: string, what: string): Maybe<RecordOf<N>> {
+  return then(reader.find(table, id), (record) => {
+    if (!record || !reachesCustomer(p, record.organization_id)) throw notFound(what)
+    return record
+  })
 }
 
 /** Organizations a body may name: those the caller reads, and a partner's own customer. */
@@ -102,11 +103,12 @@ function namesOrganization(p: Principal, org: Organization): boolean {
  * The customer a body names (`organization_id` of an application, consumer or installation):
  * 404 if unknown or out of the caller's scope, 400 if it is in scope but not a customer.
  */
-export function customerNamed(tables: Tables, p: Principal, id: string): Organization {
-  const org = tables.organizations.get(id)
-  if (!org || !namesOrganization(p, org)) throw notFound('Organization')
-  if (org.organization_type !== 'customer') throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
-  return org
+export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<Organization> {
+  return then(reader.find('organizations', id), (org) => {
+    if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+    if (org.organization_type !== 'customer') throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
+    return org
+  })
 }
 
 /**
@@ -114,18 +116,17 @@ export function customerNamed(tables: Tables, p: Principal, id: string): Organiz
  * an unknown or out-of-scope record is 404 whatever the role (CONTRACT sections 2 and 3: 404
  * outranks 403 and a bad body). Whether it is a customer is a body question, answered later.
  */
-export function checkNamedOrganization(tables: Tables, p: Principal, body: RequestBody | undefined): void {
+export function checkNamedOrganization(reader: Reader, p: Principal, body: RequestBody | undefined): Maybe<void> {
   const id = referencedId(body, 'organization_id')
   if (id === undefined) return
-  const org = tables.organizations.get(id)
-  if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+  return then(reader.find('organizations', id), (org) => {
+    if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+  })
 }
 
 /** The customer new consumers and installations go to: the token's, or for the vendor the one named. */
-export function owningCustomer(tables: Tables, p: Principal, id: string | undefined): Organization {
-  if (id === undefined) {
-    if (p.customerId === null) throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.')
-    return tables.organizations.get(p.customerId)!
-  }
-  return customerNamed(tables, p, id)
+export function owningCustomer(reader: Reader, p: Principal, id: string | undefined): Maybe<Organization> {
+  if (id !== undefined) return customerNamed(reader, p, id)
+  if (p.customerId === null) throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.')
+  return then(reader.find('organizations', p.customerId), (customer) => customer!)
 }

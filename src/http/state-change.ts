@@ -8,17 +8,18 @@ import type { RequestBody } from './body'
 import { ignoreBody } from './body'
 import { authorize } from './access'
 import { traceIdOf } from './context'
+import type { Maybe } from '../storage/storage'
 
-export interface StateChange<R> {
+export interface StateChange<R, A extends Record<string, unknown>> {
   /** The path parameter naming the record. */
   readonly param: string
-  readonly find: (principal: Principal, id: string) => R
+  readonly find: (principal: Principal, id: string) => Maybe<R>
   readonly allowed: (principal: Principal, record: R) => boolean
   /** Completes "This token's role or organization may not …" in the 403. */
   readonly action: string
   readonly change: (record: R) => Promise<R>
   /** The answer's body without the trace id, e.g. `{ consumer: consumerView(record) }`. */
-  readonly answer: (record: R) => Record<string, unknown>
+  readonly answer: (record: R) => Maybe<A>
 }
 
 interface StateChangeContext {
@@ -28,12 +29,12 @@ interface StateChangeContext {
   readonly set: { headers: Record<string, unknown> }
 }
 
-export function stateChange<R>(spec: StateChange<R>) {
+export function stateChange<R, A extends Record<string, unknown>>(spec: StateChange<R, A>) {
   // Destructured parameters: Elysia reads them from the source to know what the context needs.
-  return async ({ principal, params, body, set }: StateChangeContext) => {
-    const record = spec.find(principal, params[spec.param]!)
+  return async ({ principal, params, body, set }: StateChangeContext): Promise<A & { trace_id: string }> => {
+    const record = await spec.find(principal, params[spec.param]!)
     authorize(spec.allowed(principal, record), spec.action)
     ignoreBody(body)
-    return { ...spec.answer(await spec.change(record)), trace_id: traceIdOf(set) }
+    return { ...(await spec.answer(await spec.change(record))), trace_id: traceIdOf(set) }
   }
 }

@@ -18,6 +18,7 @@ import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'
+import { hasPaddedLog, readDataFormat, upgradeDataDir } from './format'
 import { prepareDataDir } from './data-dir'
 
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
@@ -84,7 +85,9 @@ export class Store {
   static async open(dir: string, options: StoreOptions = {}): Promise<Store> {
     const store = new Store(dir, options)
     if (!options.readOnly) await prepareDataDir(dir)
-    const recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log })
+    const format = await readDataFormat(dir)
+    let recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log, paddedLog: hasPaddedLog(format) })
+    if (!options.readOnly) recovered = await upgradeDataDir(dir, format, store.tables, recovered)
     store.lastLsn = recovered.lastLsn
     store.snapshotLsn = recovered.snapshotLsn
     store.snapshotBytes = await fileSize(join(dir, SNAPSHOT_FILE))

@@ -103,6 +103,8 @@ describe('POST /api/applications', () => {
     expect(app.modified).toBe(app.created)
     expect(typeof app.api_key).toBe('string')
     expect(app.api_key.length).toBeGreaterThanOrEqual(20)
+    // It carries a secret: no cache may keep it (issue 9, finding 11).
+    expect(res.headers.get('cache-control')).toBe('no-store')
   })
 
   test('api_key is new for every application and never shown again', async () => {

@@ -804,12 +804,11 @@ beforeAll(async () => {
  * then nearly every later request would be a 401: each run starts with them active again.
  */
 async function reactivate(): Promise<void> {
-  const { organizations, applications } = h.store.tables
   for (const id of world.ids.organization_id.slice(1, 5)) {
-    if (organizations.get(id)!.state === 'suspended') expect((await h.request('PATCH', `/api/organizations/${id}/activate`)).status).toBe(200)
+    if ((await h.storage.find('organizations', id))!.state === 'suspended') expect((await h.request('PATCH', `/api/organizations/${id}/activate`)).status).toBe(200)
   }
   for (const id of world.ids.application_id) {
-    if (applications.get(id)!.state === 'suspended') expect((await h.request('PATCH', `/api/applications/${id}/activate`)).status).toBe(200)
+    if ((await h.storage.find('applications', id))!.state === 'suspended') expect((await h.request('PATCH', `/api/applications/${id}/activate`)).status).toBe(200)
   }
 }
 

@@ -363,6 +363,13 @@ for (const spec of Object.values(SPECS)) {
         }
       }
       await check(spec, h.vendorToken, null, {}, { page: 1_000_000, page_size: 1000 })
+      // Any page a client can count to is served, however far past the end (issue 9, finding 11).
+      for (const page of [1_000_000_000, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
+        for (const order of ['asc', 'desc'] as const) {
+          await check(spec, h.vendorToken, null, {}, { page, page_size: 1000, order })
+          await check(spec, h.token(A), A, { state: 'suspended' }, { page, page_size: 1000, order })
+        }
+      }
     })
 
     test('desc is asc reversed; page_size 1 and 1000 are the bounds', async () => {
@@ -375,7 +382,7 @@ for (const spec of Object.values(SPECS)) {
     })
 
     test('bad paging and order: 400', async () => {
-      for (const bad of ['page=0', 'page=-1', 'page=x', 'page=', 'page=1.5', 'page=1e2', 'page_size=0', 'page_size=1001', 'page_size=-5', 'page_size=ten', 'page_size=', 'order=up', 'order=', 'order=ASC', 'order=asc,desc', 'page=1&page=2']) {
+      for (const bad of ['page=0', 'page=-1', 'page=x', 'page=', 'page=1.5', 'page=1e2', 'page_size=0', 'page_size=1001', 'page_size=-5', 'page_size=ten', 'page_size=', 'order=up', 'order=', 'order=ASC', 'order=asc,desc', 'page=1&page=2', `page=${Number.MAX_SAFE_INTEGER + 1}`, `page=${'9'.repeat(400)}`]) {
         await expect400(`/api/${spec.name}?${bad}`)
       }
     })

@@ -305,7 +305,7 @@ describe('POST /api/organizations', () => {
     }
   })
 
-  test('bad environment lists are 400: bad names, empty entries, default not in supported', async () => {
+  test('bad environment lists are 400: bad names (as a single name would be), empty entries, default not in supported', async () => {
     const before = await listIds()
     const cases = [
       { default: 'DEV', supported: '' },
@@ -319,7 +319,7 @@ describe('POST /api/organizations', () => {
       { default: 5, supported: 'DEV' },
       { default: 'DEV', supported: 5 },
     ]
-    for (const supported_environments of cases) {
+    for (const supported_environments of [...cases, { default: 'DEV', supported: 'DEV,ß' }, { default: 'SS', supported: 'ß' }, { default: 'DEV', supported: 'DEV,\u00a0PROD' }]) {
       const res = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: h.vendorId, supported_environments } })
       expect({ supported_environments, status: res.status }).toEqual({ supported_environments, status: 400 })
     }

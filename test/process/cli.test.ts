@@ -11,6 +11,7 @@ import { api, isDataDirLocked, keywardCommand, killServers, run, startServer, st
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
+import { DATA_FORMAT } from '../../src/store/format.ts'
 import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
@@ -52,10 +53,10 @@ describe('usage', () => {
     const result = await keyward(['--help'])
     expect(result).toMatchObject({ code: 0, stderr: '' })
     expect(result.stdout).toContain('Usage:')
-    for (const command of ['serve', 'init', 'issue-token']) expect(result.stdout).toContain(`keyward ${command}`)
+    for (const command of ['serve', 'init', 'issue-token', 'backup', 'restore', 'verify']) expect(result.stdout).toContain(`keyward ${command}`)
   })
 
-  for (const command of ['serve', 'init', 'issue-token']) {
+  for (const command of ['serve', 'init', 'issue-token', 'backup', 'restore', 'verify']) {
     test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
       const data = newDataDir()
       const result = await keyward([command, '--data', data, '--help'])
@@ -66,8 +67,8 @@ describe('usage', () => {
     })
   }
 
-  test('--version prints the version, exit 0', async () => {
-    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `${pkg.version}\n`, stderr: '' })
+  test('--version prints the program version and the data format version, exit 0', async () => {
+    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT})\n`, stderr: '' })
   })
 
   const misuse: [string, string[], RegExp][] = [

@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
-import { initialiseStore } from '../../src/cli/init'
+import { initialiseStorage } from '../../src/cli/init'
+import { EmbeddedStorage } from '../../src/storage/embedded'
 import { readSecret } from '../../src/auth/secret'
 import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { answerChecker, type AnswerCheck } from './openapi-check'
 
 export interface ApiResponse {
   readonly status: number
@@ -31,23 +33,36 @@ export function tempDir(prefix = 'keyward-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-export async function createHarness(options: { autoVerifyInstallations?: boolean; store?: StoreOptions } = {}) {
+export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
   const dir = tempDir()
   const store = await Store.open(dir, { log: () => {}, ...options.store })
-  const { organization_id: vendorId, token: vendorToken } = await initialiseStore(store, 'Vendor')
+  const storage = new EmbeddedStorage(store)
+  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, dir, 'Vendor')
   const secret = (await readSecret(dir))!
   const logged: string[] = []
   const app = createApp(
     {
-      store,
+      storage,
       verifier: new TokenVerifier(secret),
-      config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: options.autoVerifyInstallations ?? false },
+      config: {
+        publicUrl: 'http://keyward.test',
+        autoVerifyInstallations: options.autoVerifyInstallations ?? false,
+        ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
+      },
     },
     (line) => logged.push(line),
   )
 
   const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) =>
     mintToken(secret, { org, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds })
+
+  let checkAnswer: AnswerCheck | undefined
+  /** Every answer is checked against the app's OpenAPI document (see openapi-check.ts). */
+  async function documented(method: string, path: string, answer: ApiResponse): Promise<ApiResponse> {
+    checkAnswer ??= answerChecker(await (await app.handle(new Request('http://localhost/openapi.json'))).text())
+    checkAnswer(method, path, answer)
+    return answer
+  }
 
   async function request(method: string, path: string, init: RequestOptions = {}): Promise<ApiResponse> {
     const headers: Record<string, string> = { ...init.headers }
@@ -64,7 +79,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     try {
       parsed = text ? JSON.parse(text) : undefined
     } catch {}
-    return { status: response.status, headers: response.headers, body: parsed }
+    return documented(method, path, { status: response.status, headers: response.headers, body: parsed })
   }
 
   /** A customer (enabled for virtual environments when `environments` is given) with its tokens. */
@@ -87,5 +102,5 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     rmSync(dir, { recursive: true, force: true })
   }
 
-  return { dir, store, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
+  return { dir, store, storage, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
 }

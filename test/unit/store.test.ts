@@ -14,7 +14,8 @@ import { listSegments, StorageUnavailableError, type Segment } from '../../src/s
 import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot, writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { isDamageError } from '../../src/store/recovery.ts'
-import { initialiseStore } from '../../src/cli/init.ts'
+import { initialiseStorage } from '../../src/cli/init.ts'
+import { EmbeddedStorage } from '../../src/storage/embedded'
 
 const SNAPSHOT = 'snapshot.json'
 // Everything here takes milliseconds; a lost wake-up in the writer shows up as a hang, so fail fast.
@@ -685,7 +686,7 @@ describe('files', () => {
     const dir = newDir()
     chmodSync(dir, 0o755)
     const { store } = await openStore(dir)
-    await initialiseStore(store, 'Vendor') // the signing secret too
+    await initialiseStorage(new EmbeddedStorage(store), dir, 'Vendor') // the signing secret too
     await put(store, consumer('a', 1))
     await store.compact()
     await put(store, consumer('b', 2))

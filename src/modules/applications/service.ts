@@ -1,52 +1,50 @@
 /** Applications of a customer (SPEC.md Applications, CONTRACT section 5). No HTTP here. */
 import { createHash, randomBytes } from 'node:crypto'
-import type { Application, Organization } from '../../store/database'
-import type { Store } from '../../store/store'
-import { nowMicros } from '../../store/clock'
+import type { Application, Organization } from '../../storage/records'
+import { then, type Maybe, type Storage } from '../../storage/storage'
+import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
 import { transition } from '../shared/state'
 import type { CreateApplicationInput } from './model'
 
 export class ApplicationService {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly storage: Storage) {}
+
+  /** In creation order: the vendor all; others their customer's. */
+  list(p: Principal): Maybe<readonly Application[]> {
+    return then(this.storage.list({ table: 'applications', scope: p.customerId, where: [], order: 'asc' }), (page) => page.items)
+  }
 
   /** The new application and its api_key, which is shown once and stored only as a hash. */
   create(customer: Organization, input: CreateApplicationInput): Promise<{ application: Application; apiKey: string }> {
-    const environments = input.allowed_environments ?? [defaultEnvironment(customer)]
-    const supported = supportedEnvironments(customer)
-    const unknown = environments.filter((name) => !supported.includes(name))
-    if (unknown.length > 0) {
-      throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`)
-    }
     const apiKey = `kwk_${randomBytes(24).toString('base64url')}`
-    return this.store.commit((tx) => {
-      // SPEC rule 3: a supplied id is used unless it is already registered; then a random one is.
-      const requested = input.application_id
-      const id = requested && !this.store.tables.applications.has(requested) ? requested : crypto.randomUUID()
-      const now = nowMicros()
-      const application = tx.put('applications', {
-        application_id: id,
+    return this.storage.transaction(async (tx) => {
+      // Read again in the transaction: an environment removed meanwhile must not be handed out.
+      const current = (await tx.find('organizations', customer.organization_id))!
+      const environments = input.allowed_environments ?? [defaultEnvironment(current)]
+      const supported = supportedEnvironments(current)
+      const unknown = environments.filter((name) => !supported.includes(name))
+      if (unknown.length > 0) throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`)
+      const fields = {
         organization_id: customer.organization_id,
         description: input.description,
         environments,
-        state: 'active',
+        state: 'active' as const,
         api_key_hash: createHash('sha256').update(apiKey).digest('hex'),
-        created: now,
-        modified: now,
-      })
+      }
+      // SPEC rule 3: a supplied id is used unless it is already registered; then a random one is.
+      const requested = input.application_id ? await tx.insertIfAbsent('applications', { application_id: input.application_id, ...fields }) : null
+      const application = requested?.inserted ? requested.record : await tx.insert('applications', { application_id: crypto.randomUUID(), ...fields })
       return { application, apiKey }
     })
   }
 
   updateDescription(app: Application, description: string): Promise<Application> {
-    return this.store.commit((tx) => {
-      const current = this.store.tables.applications.get(app.application_id)!
-      return tx.put('applications', { ...current, description, modified: nowMicros() })
-    })
+    return this.storage.transaction((tx) => tx.update('applications', app.application_id, { description }))
   }
 
   setState(app: Application, state: Application['state']): Promise<Application> {
-    return transition(this.store, 'applications', app.application_id, state, state === 'active' ? ['suspended'] : ['active'])
+    return transition(this.storage, 'applications', app.application_id, state, state === 'active' ? ['suspended'] : ['active'])
   }
 }

@@ -1,29 +1,26 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, may, referencedId } from '../../http/access'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { badRequest, unauthorized } from '../../http/errors'
+import { badRequest } from '../../http/errors'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
-import type { Application, Enrollment } from '../../store/database'
-import type { EnrollmentService } from './service'
+import type { Enrollment } from '../../storage/records'
+import { then } from '../../storage/storage'
+import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentListQuery, enrollmentView, keysetView } from './model'
+import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
 
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
-  const { tables } = deps.store
-
-  /** SPEC.md Errors: requests for an application its customer has deactivated are 401. */
-  const requireActive = (app: Application) => {
-    if (app.state !== 'active') throw unauthorized('The application of this enrollment is suspended.')
-    return app
-  }
-  const find = (principal: Principal, id: string) => {
-    const enrollment = findOwned(tables.enrollments, principal, id, 'enrollment_id', 'Enrollment')
-    requireActive(tables.applications.get(enrollment.application_id)!)
-    return enrollment
-  }
+  const { storage } = deps
+  const read = readRoutes(deps)
+  const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
+  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise). */
+  const find = (principal: Principal, id: string) =>
+    then(findOwned(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment'), (enrollment) =>
+      then(storage.find('applications', enrollment.application_id), (app) => (requireActive(app!), enrollment)),
+    )
   const changeState = {
     param: 'enrollment_id',
     find,
@@ -35,19 +32,18 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request }) => {
+      read(({ principal, request }) => {
         const q = parseQuery(EnrollmentListQuery, request)
-        const { items, total } = service.list(principal, q)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
-        return settled(deps.store, { enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })
-      },
-      { detail: doc({ summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery }) },
+        return then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      }),
+      { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
     .get(
       '/:enrollment_id',
-      ({ principal, params, set }) =>
-        settled(deps.store, { enrollment: enrollmentView(find(principal, params.enrollment_id)), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: 'View an enrollment', tag: 'enrollments' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.enrollment_id!), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(
       '',
@@ -55,40 +51,58 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         // The named application is judged first: unknown or out of scope 404, suspended 401, whatever
         // the role or the rest of the body (CONTRACT section 3's order).
         const named = referencedId(body, 'application_id')
-        if (named !== undefined) requireActive(findOwned(tables.applications, principal, named, 'application_id', 'Application'))
+        if (named !== undefined) requireActive(await findApplication(principal, named))
         authorize(may.changeTenantData(principal), 'create enrollments')
         const input = parseBody(CreateEnrollmentBody, body)
-        const app = requireActive(findOwned(tables.applications, principal, input.application_id, 'application_id', 'Application'))
+        const app = requireActive(await findApplication(principal, input.application_id))
         if (!app.environments.includes(input.environment)) {
           throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
         }
-        const customer = tables.organizations.get(app.organization_id)!
+        const customer = (await storage.find('organizations', app.organization_id))!
         const { record, created } = await service.create(app, customer, input)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createEnrollment',
+          summary: 'Enroll (or return the existing enrollment)',
+          description:
+            'Creates the consumer and the installation if missing. 201 with the new enrollment; 200 with the existing one when `enrollment_id` exists with the same four identifiers.',
+          tag: 'enrollments',
+          body: CreateEnrollmentBody,
+          responses: { 201: EnrollmentAnswer, 200: EnrollmentAnswer },
+          errors: [403, 404, 409],
+        }) },
     )
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
-      { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:enrollment_id/keysets',
-      ({ principal, params, set }) =>
-        settled(deps.store, { keysets: service.keysets(find(principal, params.enrollment_id)).map(keysetView), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: "List an enrollment's keysets", tag: 'keysets' }) },
+      read(({ principal, params, request, set }) =>
+          then(find(principal, params.enrollment_id!), (enrollment) => {
+            const q = parseQuery(KeysetListQuery, request)
+            return then(service.keysets(enrollment, q), ({ items, total }) => ({
+              keysets: items.map(keysetView),
+              total,
+              ...(q.page ? { page: q.page } : {}),
+              page_size: q.page_size,
+              trace_id: traceIdOf(set),
+            }))
+          })),
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',
       async ({ principal, params, body, set }) => {
-        const enrollment = find(principal, params.enrollment_id)
+        const enrollment = await find(principal, params.enrollment_id)
         authorize(may.changeTenantData(principal), 'create keysets')
         const { client_enclave_key } = parseBody(CreateKeysetBody, body)
         const key = await parseP256PublicKey(client_enclave_key)
@@ -97,6 +111,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createKeyset',
+          summary: 'Create a keyset (retires the previous one)',
+          tag: 'keysets',
+          body: CreateKeysetBody,
+          responses: { 201: EnrollmentAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

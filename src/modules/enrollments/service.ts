@@ -1,123 +1,119 @@
 /** Enrollments and their keysets (SPEC.md Enrollments, CONTRACT section 6). No HTTP here. */
-import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../store/database'
-import type { Store } from '../../store/store'
+import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
+import { then, UniqueViolation, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
-import { nowMicros } from '../../store/clock'
-import { badRequest, conflict } from '../../http/errors'
+import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/state'
 import type { Created } from '../shared/owned'
-import { idFilter, indexFilter, listPage, ownedKeysFilter, predicate, scopeFilters, type Filter, type Page } from '../shared/list'
-import type { ConsumerService } from '../consumers/service'
+import { pageOf, scopedConditions } from '../shared/scope'
+import { createConsumer } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
 
+/** SPEC.md Errors: requests for an application its customer has deactivated are 401. */
+export function requireActive(app: Application): Application {
+  if (app.state !== 'active') throw unauthorized('The application of this enrollment is suspended.')
+  return app
+}
+
 export class EnrollmentService {
   constructor(
-    private readonly store: Store,
-    private readonly consumers: ConsumerService,
+    private readonly storage: Storage,
     private readonly installations: InstallationService,
   ) {}
 
   /**
-   * `application` is in scope, active, and has the environment. A missing consumer or installation
-   * is created in the application's customer, in the same transaction.
+   * `application` was found in scope. Inside the transaction it must still be active and have the
+   * environment; a missing consumer or installation is created in its customer.
    */
   create(application: Application, customer: Organization, input: CreateEnrollmentInput): Promise<Created<Enrollment>> {
-    const tables = this.store.tables
-    return this.store.commit((tx) => {
-      const existing = tables.enrollments.get(input.enrollment_id)
-      if (existing) {
-        // SPEC.md's compromised-client cases: the same enrollment claimed with other identifiers.
-        if (!sameEnrollmentTuple(existing, input)) {
-          throw badRequest('enrollment_mismatch', 'This enrollment_id is already enrolled with a different consumer, installation, application or environment.')
-        }
-        return { record: existing, created: false }
+    return this.storage.transaction(async (tx) => {
+      const existing = await tx.find('enrollments', input.enrollment_id)
+      if (existing) return sameEnrollment(existing, input)
+      const app = requireActive((await tx.find('applications', application.application_id))!)
+      if (!app.environments.includes(input.environment)) {
+        throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
       }
-      // Through the installation's own enrollments (one per consumer, application and environment): a short list.
-      if (tables.enrollments.idsBy('installation', input.installation_id).some((id) => sameEnrollmentTuple(tables.enrollments.get(id)!, input))) {
-        throw conflict('already_enrolled', 'This consumer, installation, application and environment already have another enrollment.')
-      }
-      const consumer = this.consumers.createIn(tx, customer, input.consumer_id).record
+      const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: app.application_id, environment: input.environment }
+      if (await tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)])) throw alreadyEnrolled()
+      const consumer = (await createConsumer(tx, customer, input.consumer_id)).record
       if (consumer.state === 'suspended') throw conflict('consumer_suspended', 'The consumer is suspended.')
-      const installation = this.installations.createIn(tx, customer, input.installation_id, input.installation_description).record
+      const installation = (await this.installations.createIn(tx, customer, input.installation_id, input.installation_description)).record
       if (installation.state === 'suspended') throw conflict('installation_suspended', 'The installation is suspended.')
-      const now = nowMicros()
-      const record = tx.put('enrollments', {
-        enrollment_id: input.enrollment_id,
-        organization_id: customer.organization_id,
-        consumer_id: input.consumer_id,
-        installation_id: input.installation_id,
-        application_id: application.application_id,
-        environment: input.environment,
-        active_keyset_id: null,
-        client_enclave_key: null,
-        state: 'active',
-        created: now,
-        modified: now,
-      })
-      return { record, created: true }
+      try {
+        const { record, inserted } = await tx.insertIfAbsent('enrollments', {
+          enrollment_id: input.enrollment_id,
+          organization_id: customer.organization_id,
+          ...tuple,
+          active_keyset_id: null,
+          client_enclave_key: null,
+          state: 'active',
+        })
+        // Inserted at the same moment by another request: answered as if it had come first.
+        return inserted ? { record, created: true } : sameEnrollment(record, input)
+      } catch (error) {
+        if (error instanceof UniqueViolation && error.rule === 'enrollment_tuple') throw alreadyEnrolled()
+        throw error
+      }
     })
   }
 
   setState(enrollment: Enrollment, state: Enrollment['state']): Promise<Enrollment> {
-    return transition(this.store, 'enrollments', enrollment.enrollment_id, state, state === 'active' ? ['suspended'] : ['active'])
+    return transition(this.storage, 'enrollments', enrollment.enrollment_id, state, state === 'active' ? ['suspended'] : ['active'])
   }
 
-  /** A new active keyset for an active enrollment; the previous one is retired. */
+  /** A new active keyset for an active enrollment of an active application; the previous one is retired. */
   addKeyset(enrollment: Enrollment, clientEnclaveKey: string): Promise<Enrollment> {
-    const tables = this.store.tables
-    return this.store.commit((tx) => {
-      const current = tables.enrollments.get(enrollment.enrollment_id)!
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('enrollments', enrollment.enrollment_id, 'update'))!
+      const app = requireActive((await tx.find('applications', current.application_id))!)
       // An environment without keysets may be removed from the application while enrollments in it
       // remain; a keyset there would hold an environment the application no longer has.
-      if (!tables.applications.get(current.application_id)!.environments.includes(current.environment)) {
+      if (!app.environments.includes(current.environment)) {
         throw badRequest('unknown_environment', `The application no longer has the environment ${current.environment}.`)
       }
       if (current.state !== 'active') throw conflict('enrollment_suspended', 'Keysets can only be added to an active enrollment.')
-      const now = nowMicros()
-      if (current.active_keyset_id) {
-        const previous = tables.keysets.get(current.active_keyset_id)!
-        tx.put('keysets', { ...previous, state: 'retired', modified: now })
-      }
-      const keyset = tx.put('keysets', {
+      if (current.active_keyset_id) await tx.update('keysets', current.active_keyset_id, { state: 'retired' })
+      const keyset = await tx.insert('keysets', {
         keyset_id: crypto.randomUUID(),
         enrollment_id: current.enrollment_id,
         application_id: current.application_id,
         environment: current.environment,
         client_enclave_key: clientEnclaveKey,
         state: 'active',
-        created: now,
-        modified: now,
       })
-      return tx.put('enrollments', { ...current, active_keyset_id: keyset.keyset_id, client_enclave_key: clientEnclaveKey, modified: now })
+      return tx.update('enrollments', current.enrollment_id, { active_keyset_id: keyset.keyset_id, client_enclave_key: clientEnclaveKey })
     })
   }
 
-  keysets(enrollment: Enrollment): Keyset[] {
-    const keysets = this.store.tables.keysets
-    return keysets.idsBy('enrollment', enrollment.enrollment_id).map((id) => keysets.get(id)!)
+  keysets(enrollment: Enrollment, q: { readonly page?: number; readonly page_size: number; readonly order: 'asc' | 'desc' }): Maybe<Page<Keyset>> {
+    return this.storage.list({ table: 'keysets', where: [{ field: 'enrollment_id', in: [enrollment.enrollment_id] }], page: pageOf(q), order: q.order })
   }
 
-  list(p: Principal, q: EnrollmentListInput): Page<Enrollment> {
-    const { enrollments, applications, consumers, installations } = this.store.tables
-    const customerId = p.customerId
-    const by = (index: string, keyOf: (e: Enrollment) => string) => (keys: readonly string[]) => indexFilter(enrollments, index, keys, keyOf)
-    // The enrollments of a customer's own applications, consumers or installations are all its own:
-    // such a filter implies the scope, so a page of one index list is a slice.
-    const scoped = (index: string, keys: readonly string[], keyOf: (e: Enrollment) => string, ownerOf: (key: string) => string | undefined) =>
-      ownedKeysFilter(customerId, keys, ownerOf, by(index, keyOf))
-    const filters: Filter<Enrollment>[] = scopeFilters(customerId, by('organization', (e) => e.organization_id))
-    if (q.organization_ids?.length) filters.push(scoped('organization', q.organization_ids, (e) => e.organization_id, (id) => id))
-    if (q.consumer_ids?.length) filters.push(scoped('consumer', q.consumer_ids, (e) => e.consumer_id, (id) => consumers.get(id)?.organization_id))
-    if (q.installation_ids?.length) {
-      filters.push(scoped('installation', q.installation_ids, (e) => e.installation_id, (id) => installations.get(id)?.organization_id))
-    }
-    if (q.application_ids?.length) {
-      filters.push(scoped('application', q.application_ids, (e) => e.application_id, (id) => applications.get(id)?.organization_id))
-    }
-    if (q.enrollment_ids?.length) filters.push(idFilter(enrollments, q.enrollment_ids))
-    if (q.environment) filters.push(predicate((e) => e.environment === q.environment))
-    if (q.state) filters.push(predicate((e) => e.state === q.state))
-    return listPage(enrollments, filters, { pageSize: q.page_size, order: q.order, ...(q.page ? { page: q.page } : {}) })
+  list(p: Principal, q: EnrollmentListInput): Maybe<Page<Enrollment>> {
+    const filters = scopedConditions<'enrollments'>(this.storage, p, [
+      { on: { field: 'organization_id' }, names: 'customers', ids: q.organization_ids },
+      { on: { field: 'consumer_id' }, names: 'consumers', ids: q.consumer_ids },
+      { on: { field: 'installation_id' }, names: 'installations', ids: q.installation_ids },
+      { on: { field: 'application_id' }, names: 'applications', ids: q.application_ids },
+      { on: { field: 'enrollment_id' }, names: 'enrollments', ids: q.enrollment_ids },
+    ])
+    return then(filters, (where) => {
+      const tests = [...(q.environment ? [{ field: 'environment' as const, in: [q.environment] }] : []), ...(q.state ? [{ field: 'state' as const, in: [q.state] }] : [])]
+      return this.storage.list({ table: 'enrollments', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
+    })
   }
 }
+
+/** The enrollment already stored under this id: the same four identifiers return it (200); others are SPEC.md's compromised-client case. */
+function sameEnrollment(existing: Enrollment, input: CreateEnrollmentInput): Created<Enrollment> {
+  if (!sameEnrollmentTuple(existing, input)) {
+    throw badRequest('enrollment_mismatch', 'This enrollment_id is already enrolled with a different consumer, installation, application or environment.')
+  }
+  return { record: existing, created: false }
+}
+
+const alreadyEnrolled = () => conflict('already_enrolled', 'This consumer, installation, application and environment already have another enrollment.')
+
+const fieldsOf = (tuple: Pick<Enrollment, 'consumer_id' | 'application_id' | 'environment'>) =>
+  (['consumer_id', 'application_id', 'environment'] as const).map((field) => ({ field, in: [tuple[field]] }))

@@ -1,37 +1,45 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
+import { then } from '../../storage/storage'
 import { EnvironmentService } from './service'
-import { EnvironmentBody, applicationEnvironments } from './model'
+import { ApplicationEnvironmentsAddAnswer, ApplicationEnvironmentsAnswer, EnvironmentBody, applicationEnvironments } from './model'
 
 export const environmentsController = (deps: AppDeps) => {
-  const service = new EnvironmentService(deps.store)
-  const { tables } = deps.store
+  const { storage } = deps
+  const read = readRoutes(deps)
+  const service = new EnvironmentService(storage)
 
   /** These endpoints exist only for customers enabled for virtual environments (404 otherwise). */
-  const find = (principal: Principal, id: string) => {
-    const app = findOwned(tables.applications, principal, id, 'application_id', 'Application')
-    const customer = tables.organizations.get(app.organization_id)!
-    if (!customer.environments) throw notFound('Application environments')
-    return { app, customer }
-  }
+  const find = (principal: Principal, id: string) =>
+    then(findOwned(storage, 'applications', principal, id, 'application_id', 'Application'), (app) =>
+      then(storage.find('organizations', app.organization_id), (customer) => {
+        if (!customer!.environments) throw notFound('Application environments')
+        return { app, customer: customer! }
+      }),
+    )
 
   return new Elysia({ prefix: '/api/environments' })
     .use(authenticated(deps))
     .get(
       '/:application_id',
-      ({ principal, params, set }) =>
-        settled(deps.store, { ...applicationEnvironments(find(principal, params.application_id).app), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: "View an application's environments", tag: 'application environments' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.application_id!), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
+      { detail: doc({
+          operationId: 'getApplicationEnvironments',
+          summary: "View an application's environments",
+          tag: 'application environments',
+          responses: { 200: ApplicationEnvironmentsAnswer },
+        }) },
     )
     .post(
       '/:application_id',
       async ({ principal, params, body, set }) => {
-        const { app, customer } = find(principal, params.application_id)
+        const { app, customer } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
         const changed = await service.add(app, customer, environment)
@@ -41,16 +49,30 @@ export const environmentsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Add an environment to an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'addApplicationEnvironment',
+          summary: 'Add an environment to an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAddAnswer },
+          errors: [403, 409],
+        }) },
     )
     .delete(
       '/:application_id',
       async ({ principal, params, body, set }) => {
-        const { app } = find(principal, params.application_id)
+        const { app } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment from an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'removeApplicationEnvironment',
+          summary: 'Remove an environment from an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

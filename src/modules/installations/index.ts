@@ -1,17 +1,19 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
-import type { Installation } from '../../store/database'
+import type { Installation } from '../../storage/records'
+import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
-import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
+import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
-  const { tables } = deps.store
-  const find = (principal: Principal, id: string) => findOwned(tables.installations, principal, id, 'installation_id', 'Installation')
+  const { storage } = deps
+  const read = readRoutes(deps)
+  const find = (principal: Principal, id: string) => findOwned(storage, 'installations', principal, id, 'installation_id', 'Installation')
   const changeState = {
     param: 'installation_id',
     find,
@@ -23,57 +25,79 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request, set }) => {
+      read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
-        const { items, total } = service.list(principal, q)
-        const installations = items.map(installationView)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
-        const answer = q.page
-          ? { installations, total, page: q.page, page_size: q.page_size }
-          : { installations, trace_id: traceIdOf(set) }
-        return settled(deps.store, answer)
-      },
-      { detail: doc({ summary: 'List installations', tag: 'installations', query: InstallationListQuery }) },
+        const answer = then(service.list(principal, q), ({ items, total }) => {
+          const installations = items.map(installationView)
+          return q.page ? { installations, total, page: q.page, page_size: q.page_size } : { installations, trace_id: traceIdOf(set) }
+        })
+        return answer
+      }),
+      { detail: doc({
+          operationId: 'listInstallations',
+          summary: 'List installations',
+          description: 'Paged shape (`total`, `page`, `page_size`) when `page` is sent; otherwise the records (at most `page_size`) and a `trace_id`.',
+          tag: 'installations',
+          query: InstallationListQuery,
+          responses: { 200: InstallationListAnswer },
+        }) },
     )
     .get(
       '/:installation_id',
-      ({ principal, params, set }) =>
-        settled(deps.store, { installation: installationView(find(principal, params.installation_id)), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: 'View an installation', tag: 'installations' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.installation_id!), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(
       '',
       async ({ principal, body, set }) => {
-        checkNamedOrganization(tables, principal, body)
+        await checkNamedOrganization(storage, principal, body)
         authorize(may.changeTenantData(principal), 'create installations')
         const input = parseBody(CreateInstallationBody, body)
-        const customer = owningCustomer(tables, principal, input.organization_id)
+        const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.installation_id, input.description)
         set.status = created ? 201 : 200
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
       {
-        detail: doc({ summary: 'Create an installation (or return the existing one)', tag: 'installations', body: CreateInstallationBody, status: 201 }),
+        ...takesBody,
+        detail: doc({
+          operationId: 'createInstallation',
+          summary: 'Create an installation (or return the existing one)',
+          description: '201 with the new installation; 200 with the existing one, unchanged, when the caller\'s customer already has this id.',
+          tag: 'installations',
+          body: CreateInstallationBody,
+          responses: { 201: InstallationAnswer, 200: InstallationAnswer },
+          errors: [403, 404, 409],
+        }),
       },
     )
     .patch(
       '/:installation_id',
       async ({ principal, params, body, set }) => {
-        const installation = find(principal, params.installation_id)
+        const installation = await find(principal, params.installation_id)
         authorize(may.changeTenantData(principal), 'change installations')
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an installation's description", tag: 'installations', body: UpdateInstallationBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'updateInstallation',
+          summary: "Update an installation's description",
+          tag: 'installations',
+          body: UpdateInstallationBody,
+          responses: { 200: InstallationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:installation_id/suspend',
       stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
-      { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:installation_id/verify',
       stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
-      { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
 }

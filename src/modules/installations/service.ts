@@ -1,15 +1,13 @@
 /** Installations: a device, or an app inside one browser instance. No HTTP here. */
-import type { Installation, Organization } from '../../store/database'
-import type { Store, Transaction } from '../../store/store'
+import type { Installation, Organization } from '../../storage/records'
+import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
-import { nowMicros } from '../../store/clock'
 import { transition } from '../shared/state'
 import { createOrFind, type Created } from '../shared/owned'
-import { idFilter, indexFilter, listPage, ownedKeysFilter, predicate, scopeFilters, type Filter, type Page } from '../shared/list'
-import { throughEnrollments } from '../shared/relations'
+import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
 
-/** Which states each `state` filter value covers. */
+/** Which states each `state` filter value covers (CONTRACT section 6: `active` is not suspended). */
 const STATE_FILTER: Record<NonNullable<InstallationListInput['state']>, readonly Installation['state'][]> = {
   active: ['unregistered', 'verified'],
   suspended: ['suspended'],
@@ -17,74 +15,54 @@ const STATE_FILTER: Record<NonNullable<InstallationListInput['state']>, readonly
   verified: ['verified'],
 }
 
-const DESCRIPTION_MATCH = {
-  exact: (description: string, text: string) => description === text,
-  contains: (description: string, text: string) => description.includes(text),
-  startswith: (description: string, text: string) => description.startsWith(text),
-}
-
 export class InstallationService {
   constructor(
-    private readonly store: Store,
+    private readonly storage: Storage,
     /** New installations start verified (the server's automatic-verification feature). */
     private readonly autoVerify: boolean,
   ) {}
 
   create(customer: Organization, installationId: string, description: string): Promise<Created<Installation>> {
-    return this.store.commit((tx) => this.createIn(tx, customer, installationId, description))
+    return this.storage.transaction((tx) => this.createIn(tx, customer, installationId, description))
   }
 
   /** Inside a transaction, so enrollment creation can add its installation atomically. */
-  createIn(tx: Transaction, customer: Organization, installationId: string, description: string): Created<Installation> {
-    return createOrFind(this.store.tables.installations.get(installationId), customer.organization_id, () => {
-      const now = nowMicros()
-      return tx.put('installations', {
-        installation_id: installationId,
-        organization_id: customer.organization_id,
-        description,
-        state: this.autoVerify ? 'verified' : 'unregistered',
-        created: now,
-        modified: now,
-      })
+  createIn(tx: Tx, customer: Organization, installationId: string, description: string): Promise<Created<Installation>> {
+    return createOrFind(tx, 'installations', {
+      installation_id: installationId,
+      organization_id: customer.organization_id,
+      description,
+      state: this.autoVerify ? 'verified' : 'unregistered',
     })
   }
 
   updateDescription(installation: Installation, description: string): Promise<Installation> {
-    return this.store.commit((tx) => {
-      const current = this.store.tables.installations.get(installation.installation_id)!
-      return tx.put('installations', { ...current, description, modified: nowMicros() })
-    })
+    return this.storage.transaction((tx) => tx.update('installations', installation.installation_id, { description }))
   }
 
   suspend(installation: Installation): Promise<Installation> {
-    return transition(this.store, 'installations', installation.installation_id, 'suspended', ['unregistered', 'verified'])
+    return transition(this.storage, 'installations', installation.installation_id, 'suspended', ['unregistered', 'verified'])
   }
 
   verify(installation: Installation): Promise<Installation> {
-    return transition(this.store, 'installations', installation.installation_id, 'verified', ['unregistered', 'suspended'])
+    return transition(this.storage, 'installations', installation.installation_id, 'verified', ['unregistered', 'suspended'])
   }
 
-  list(p: Principal, q: InstallationListInput): Page<Installation> {
-    const tables = this.store.tables
-    const installations = tables.installations
-    const byOrganization = (keys: readonly string[]) => indexFilter(installations, 'organization', keys, (i) => i.organization_id)
-    const through = (what: Parameters<typeof throughEnrollments>[3], keys: readonly string[]) =>
-      throughEnrollments<Installation>(tables, 'installation', (i) => i.installation_id, what, keys)
-    const filters: Filter<Installation>[] = scopeFilters(p.customerId, byOrganization)
-    if (q.organization_ids?.length) filters.push(ownedKeysFilter(p.customerId, q.organization_ids, (id) => id, byOrganization))
-    if (q.installation_ids?.length) filters.push(idFilter(installations, q.installation_ids))
-    if (q.consumer_ids?.length) filters.push(through('consumer', q.consumer_ids))
-    if (q.application_ids?.length) filters.push(through('application', q.application_ids))
-    if (q.enrollment_ids?.length) filters.push(through('enrollment', q.enrollment_ids))
-    if (q.installation_description !== undefined) {
-      const text = q.installation_description
-      const matches = DESCRIPTION_MATCH[q.installation_desc_search_mode]
-      filters.push(predicate((i) => matches(i.description, text)))
-    }
-    if (q.state) {
-      const states = STATE_FILTER[q.state]
-      filters.push(predicate((i) => states.includes(i.state)))
-    }
-    return listPage(installations, filters, { pageSize: q.page_size, order: q.order, ...(q.page ? { page: q.page } : {}) })
+  list(p: Principal, q: InstallationListInput): Maybe<Page<Installation>> {
+    const filters = scopedConditions<'installations'>(this.storage, p, [
+      { on: { field: 'organization_id' }, names: 'customers', ids: q.organization_ids },
+      { on: { field: 'installation_id' }, names: 'installations', ids: q.installation_ids },
+      { on: { enrolled: 'consumer_id' }, names: 'consumers', ids: q.consumer_ids },
+      { on: { enrolled: 'application_id' }, names: 'applications', ids: q.application_ids },
+      { on: { enrolled: 'enrollment_id' }, names: 'enrollments', ids: q.enrollment_ids },
+    ])
+    return then(filters, (where) => {
+      const tests: Condition<'installations'>[] = []
+      if (q.installation_description !== undefined) {
+        tests.push({ field: 'description', match: q.installation_desc_search_mode, text: q.installation_description })
+      }
+      if (q.state) tests.push({ field: 'state', in: STATE_FILTER[q.state] })
+      return this.storage.list({ table: 'installations', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
+    })
   }
 }

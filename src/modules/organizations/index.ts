@@ -1,29 +1,24 @@
 import { Elysia } from 'elysia'
-import { authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import * as v from 'valibot'
+import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
-import type { Organization } from '../../store/database'
+import type { Organization } from '../../storage/records'
+import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
-import {
-  ChangeEnvironmentsBody,
-  CreateOrganizationBody,
-  RemoveEnvironmentBody,
-  UpdateOrganizationBody,
-  environmentSet,
-  organizationFull,
-  organizationSummary,
-} from './model'
+import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
-  const service = new OrganizationService(deps.store)
-  const { tables } = deps.store
+  const { storage } = deps
+  const read = readRoutes(deps)
+  const service = new OrganizationService(storage)
   const changeState = {
     param: 'organization_id',
-    find: (principal: Principal, id: string) => findOrganization(tables, principal, id),
+    find: (principal: Principal, id: string) => findOrganization(storage, principal, id),
     allowed: may.changeOrganizationState,
     answer: (org: Organization) => ({ organization: organizationFull(org) }),
   }
@@ -31,17 +26,15 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, set }) =>
-        settled(deps.store, { organizations: service.list(principal).map(organizationSummary), trace_id: traceIdOf(set) }),
-      { detail: doc({ summary: 'List the organizations in scope', tag: 'organizations' }) },
+      read(({ principal, set }) =>
+        then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
       '/:organization_id',
-      ({ principal, params, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
-        return settled(deps.store, { organization: organizationSummary(org), trace_id: traceIdOf(set) })
-      },
-      { detail: doc({ summary: 'View an organization', tag: 'organizations' }) },
+      read(({ principal, params, set }) =>
+        then(findOrganization(storage, principal, params.organization_id!), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
       '',
@@ -50,47 +43,64 @@ export const organizationsController = (deps: AppDeps) => {
         // other faults (400), as for every POST. A customer's parent_id is its own id or a 400
         // (CONTRACT section 5), so only the vendor's is looked up here.
         const parentId = referencedId(body, 'parent_id')
-        if (parentId !== undefined && isVendor(principal) && !tables.organizations.has(parentId)) throw notFound('Parent organization')
+        if (parentId !== undefined && isVendor(principal) && !(await storage.find('organizations', parentId))) throw notFound('Parent organization')
         authorize(may.createOrganization(principal), 'create organizations')
         const input = parseBody(CreateOrganizationBody, body)
         const org = await service.create(principal, input)
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a customer (vendor) or a partner', tag: 'organizations', body: CreateOrganizationBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createOrganization',
+          summary: 'Create a customer (vendor) or a partner',
+          tag: 'organizations',
+          body: CreateOrganizationBody,
+          responses: { 201: OrganizationAnswer },
+          errors: [403, 404],
+        }) },
     )
     .patch(
       '/:organization_id',
       async ({ principal, params, body, set }) => {
-        const org = findOrganization(tables, principal, params.organization_id)
+        const org = await findOrganization(storage, principal, params.organization_id)
         authorize(may.updateOrganization(principal), 'update organizations')
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an organization's description", tag: 'organizations', body: UpdateOrganizationBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'updateOrganization',
+          summary: "Update an organization's description",
+          tag: 'organizations',
+          body: UpdateOrganizationBody,
+          responses: { 200: OrganizationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:organization_id/suspend',
       stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
-      { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:organization_id/activate',
       stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
-      { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:organization_id/environments',
-      ({ principal, params, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
-        return settled(deps.store, { ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) })
-      },
-      { detail: doc({ summary: "View a customer's virtual environments", tag: 'organization environments' }) },
+      read(({ principal, params, set }) =>
+        then(findEnvironmentCustomer(storage, principal, params.organization_id!), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
+      { detail: doc({
+          operationId: 'getOrganizationEnvironments',
+          summary: "View a customer's virtual environments",
+          tag: 'organization environments',
+          responses: { 200: OrganizationEnvironmentsAnswer },
+        }) },
     )
     .patch(
       '/:organization_id/environments',
       async ({ principal, params, body, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
+        const org = await findEnvironmentCustomer(storage, principal, params.organization_id)
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const input = parseBody(ChangeEnvironmentsBody, body)
         if (input.default !== undefined) {
@@ -100,21 +110,33 @@ export const organizationsController = (deps: AppDeps) => {
         return { ...environmentSet(await service.addEnvironment(org, input.environment!), 'application_id'), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({
+          operationId: 'changeOrganizationEnvironments',
           summary: 'Set the default environment (`default`) or add one (`environment`)',
+          description: 'The answer to setting the default carries `organization_id`; the answer to an add names the same id `application_id`.',
           tag: 'organization environments',
           body: ChangeEnvironmentsBody,
+          responses: { 200: v.union([OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer]) },
+          errors: [403, 409],
         }),
       },
     )
     .delete(
       '/:organization_id/environments',
       async ({ principal, params, body, set }) => {
-        const org = findEnvironmentCustomer(tables, principal, params.organization_id)
+        const org = await findEnvironmentCustomer(storage, principal, params.organization_id)
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment', tag: 'organization environments', body: RemoveEnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'removeOrganizationEnvironment',
+          summary: 'Remove an environment',
+          tag: 'organization environments',
+          body: RemoveEnvironmentBody,
+          responses: { 200: OrganizationEnvironmentsChangeAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

@@ -2,53 +2,49 @@
  * Organization rules of SPEC.md and CONTRACT section 5. No HTTP here: callers pass records already
  * found in scope and authorised (see http/access.ts); this decides what the change is.
  */
-import type { Organization, EnvironmentSet } from '../../store/database'
-import type { Store } from '../../store/store'
-import { nowMicros } from '../../store/clock'
+import type { EnvironmentSet, Organization } from '../../storage/records'
+import { then, type Maybe, type Storage, type Tx } from '../../storage/storage'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
 import { transition } from '../shared/state'
 
 export class OrganizationService {
-  constructor(private readonly store: Store) {}
+  constructor(private readonly storage: Storage) {}
 
   /** In creation order: the vendor all; a customer itself then its partners; a partner itself. */
-  list(p: Principal): Organization[] {
-    const organizations = this.store.tables.organizations
-    if (p.customerId === null) return [...organizations.values()]
-    if (p.organization.organization_type === 'partner') return [p.organization]
-    const customer = organizations.get(p.customerId)!
-    return [customer, ...organizations.idsBy('parent', customer.organization_id).map((id) => organizations.get(id)!)]
+  list(p: Principal): Maybe<readonly Organization[]> {
+    const type = p.organization.organization_type
+    if (type === 'partner') return [p.organization]
+    const where = type === 'customer' ? [{ field: 'parent_id' as const, in: [p.organization.organization_id] }] : []
+    return then(this.storage.list({ table: 'organizations', where, order: 'asc' }), (page) =>
+      type === 'customer' ? [p.organization, ...page.items] : page.items,
+    )
   }
 
   /** The new organization's parent decides its type: the vendor → a customer, a customer → a partner. */
   create(p: Principal, input: CreateOrganizationInput): Promise<Organization> {
-    return this.store.commit((tx) => {
-      const parent = this.parentFor(p, input.parent_id)
+    return this.storage.transaction(async (tx) => {
+      const parent = await this.parentFor(tx, p, input.parent_id)
       const type = parent.organization_type === 'vendor' ? 'customer' : 'partner'
       if (type === 'partner' && input.supported_environments) {
         throw badRequest('environments_not_allowed', 'supported_environments can only be given to a customer.', [
           { path: 'body.supported_environments', message: 'Only a customer can be enabled for virtual environments' },
         ])
       }
-      const now = nowMicros()
       const envs = input.supported_environments
-      return tx.put('organizations', {
+      return tx.insert('organizations', {
         organization_id: crypto.randomUUID(),
         parent_id: parent.organization_id,
         organization_type: type,
         description: input.description,
         state: 'active',
         environments: envs ? { default: envs.default, supported: envs.supported } : null,
-        created: now,
-        modified: now,
       })
     })
   }
 
-  private parentFor(p: Principal, parentId: string | undefined): Organization {
-    const organizations = this.store.tables.organizations
+  private async parentFor(tx: Tx, p: Principal, parentId: string | undefined): Promise<Organization> {
     if (p.organization.organization_type === 'customer') {
       if (parentId !== undefined && parentId !== p.organization.organization_id) {
         throw badRequest('invalid_parent', 'A customer creates partners of itself: leave parent_id out or send your own id.', [
@@ -62,7 +58,7 @@ export class OrganizationService {
         { path: 'body.parent_id', message: 'Required' },
       ])
     }
-    const parent = organizations.get(parentId)
+    const parent = await tx.find('organizations', parentId)
     if (!parent) throw notFound('Parent organization')
     if (parent.organization_type === 'partner') {
       throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.', [
@@ -73,7 +69,7 @@ export class OrganizationService {
   }
 
   updateDescription(org: Organization, description: string): Promise<Organization> {
-    return this.change(org, () => ({ description }))
+    return this.storage.transaction((tx) => tx.update('organizations', org.organization_id, { description }))
   }
 
   setState(org: Organization, state: 'active' | 'suspended'): Promise<Organization> {
@@ -81,53 +77,40 @@ export class OrganizationService {
     if (org.organization_type === 'vendor') {
       return Promise.reject(conflict('vendor_always_active', 'The vendor organization cannot be suspended or activated.'))
     }
-    return transition(this.store, 'organizations', org.organization_id, state, state === 'active' ? ['suspended'] : ['active'])
+    return transition(this.storage, 'organizations', org.organization_id, state, state === 'active' ? ['suspended'] : ['active'])
   }
 
   setDefaultEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, (envs) => {
+    return this.changeEnvironments(org, async (envs) => {
       if (!envs.supported.includes(name)) throw conflict('environment_not_supported', `${name} is not a supported environment of this organization.`)
       return envs.default === name ? null : { default: name, supported: envs.supported }
     })
   }
 
   addEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, (envs) => {
+    return this.changeEnvironments(org, async (envs) => {
       if (envs.supported.includes(name)) throw conflict('environment_exists', `${name} is already a supported environment.`)
       return { default: envs.default, supported: [...envs.supported, name].sort() }
     })
   }
 
   removeEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, (envs) => {
+    return this.changeEnvironments(org, async (envs, tx) => {
       if (!envs.supported.includes(name)) throw notFound(`Environment ${name}`)
       if (envs.default === name) throw conflict('environment_is_default', `${name} is the default environment; set another default first.`)
-      if (this.applicationsUsing(org.organization_id, name)) {
+      if (await tx.exists('applications', [{ field: 'organization_id', in: [org.organization_id] }, { field: 'environments', has: name }])) {
         throw conflict('environment_in_use', `${name} is still used by an application of this organization.`)
       }
       return { default: envs.default, supported: envs.supported.filter((n) => n !== name) }
     })
   }
 
-  private applicationsUsing(customerId: string, environment: string): boolean {
-    const applications = this.store.tables.applications
-    return applications.idsBy('organization', customerId).some((id) => applications.get(id)!.environments.includes(environment))
-  }
-
   /** `decide` returns the new set, or null when nothing changes (answered 200, nothing written). */
-  private changeEnvironments(org: Organization, decide: (envs: EnvironmentSet) => EnvironmentSet | null): Promise<Organization> {
-    return this.store.commit((tx) => {
-      const current = this.store.tables.organizations.get(org.organization_id)!
-      const environments = decide(current.environments!)
-      if (!environments) return current
-      return tx.put('organizations', { ...current, environments, modified: nowMicros() })
-    })
-  }
-
-  private change(org: Organization, decide: (current: Organization) => Partial<Organization>): Promise<Organization> {
-    return this.store.commit((tx) => {
-      const current = this.store.tables.organizations.get(org.organization_id)!
-      return tx.put('organizations', { ...current, ...decide(current), modified: nowMicros() })
+  private changeEnvironments(org: Organization, decide: (envs: EnvironmentSet, tx: Tx) => Promise<EnvironmentSet | null>): Promise<Organization> {
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('organizations', org.organization_id, 'update'))!
+      const environments = await decide(current.environments!, tx)
+      return environments ? tx.update('organizations', org.organization_id, { environments }) : current
     })
   }
 }

@@ -1,4 +1,4 @@
-import type { Organization } from '../../store/database'
+import type { Organization } from '../../storage/records'
 
 /** A customer not enabled for virtual environments has exactly one, implicit (CONTRACT section 5). */
 export const IMPLICIT_ENVIRONMENT = 'PRODUCTION'

@@ -3,6 +3,8 @@
  * caller-chosen id (CONTRACT section 6): the same id in the same customer returns the existing
  * record unchanged; an id another customer owns is 409.
  */
+import type { RecordOf } from '../../storage/records'
+import type { Fresh, Tx } from '../../storage/storage'
 import { conflict } from '../../http/errors'
 
 export interface Created<T> {
@@ -11,12 +13,8 @@ export interface Created<T> {
   readonly created: boolean
 }
 
-export function createOrFind<T extends { readonly organization_id: string }>(
-  existing: T | undefined,
-  customerId: string,
-  create: () => T,
-): Created<T> {
-  if (!existing) return { record: create(), created: true }
-  if (existing.organization_id !== customerId) throw conflict('id_owned_by_another_customer', 'This id belongs to another customer.')
-  return { record: existing, created: false }
+export async function createOrFind<N extends 'consumers' | 'installations'>(tx: Tx, table: N, record: Fresh<N>): Promise<Created<RecordOf<N>>> {
+  const { record: stored, inserted } = await tx.insertIfAbsent(table, record)
+  if (stored.organization_id !== record.organization_id) throw conflict('id_owned_by_another_customer', 'This id belongs to another customer.')
+  return { record: stored, created: inserted }
 }

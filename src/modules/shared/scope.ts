@@ -1,0 +1,37 @@
+/**
+ * List filters reduced to the caller's scope before anything is counted or enumerated (docs/security.md):
+ * an identifier of another tenant's record is dropped here, so it matches nothing, and no answer
+ * and no timing depends on what that tenant has. The storage relies on it (see `ListQuery.scope`).
+ */
+import type { Principal } from '../../http/auth'
+import type { OwnedTable } from '../../http/access'
+import type { RecordOf, TableName } from '../../storage/records'
+import { all, then, type Condition, type EnrollmentLink, type Maybe, type Reader } from '../../storage/storage'
+
+export interface IdFilter<N extends TableName> {
+  /** What it filters on: a field of the listed records, or their enrollments (consumers, installations). */
+  readonly on: { readonly field: keyof RecordOf<N> & string } | { readonly enrolled: EnrollmentLink }
+  /** The table the identifiers name; `customers` for organization ids (only customers own records). */
+  readonly names: OwnedTable | 'customers'
+  /** The request's values; absent or empty: no filter. */
+  readonly ids: readonly string[] | undefined
+}
+
+/** One `in` condition per filter that was sent, holding only identifiers inside the caller's scope. */
+export function scopedConditions<N extends TableName>(reader: Reader, p: Principal, filters: readonly IdFilter<N>[]): Maybe<Condition<N>[]> {
+  const sent = filters.filter((filter) => filter.ids !== undefined && filter.ids.length > 0)
+  return then(all(sent.map((filter) => ownIds(reader, p, filter.names, filter.ids!))), (kept) =>
+    sent.map((filter, i) => ({ ...filter.on, in: kept[i]! }) as Condition<N>),
+  )
+}
+
+/** `ids` whose record the caller's customer owns (all of them for the vendor). */
+function ownIds(reader: Reader, p: Principal, names: IdFilter<TableName>['names'], ids: readonly string[]): Maybe<readonly string[]> {
+  const customerId = p.customerId
+  if (customerId === null) return ids
+  if (names === 'customers') return ids.filter((id) => id === customerId)
+  return then(reader.findMany(names, ids), (records) => ids.filter((_, i) => records[i]?.organization_id === customerId))
+}
+
+/** A list request's paging as a query's. */
+export const pageOf = (q: { readonly page?: number; readonly page_size: number }) => ({ number: q.page ?? 1, size: q.page_size })

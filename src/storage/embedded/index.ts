@@ -1,0 +1,115 @@
+/**
+ * The embedded implementation of the storage interface (docs/storage.md): the in-memory tables and
+ * write-ahead log of src/store, answered synchronously.
+ *
+ * Transactions run one at a time. A body's writes are kept aside (its own finds see them) and
+ * applied together when it returns, in one log record: a body that throws leaves nothing behind,
+ * and no reader ever sees half of a change. The log record is then group-committed with others;
+ * the next transaction does not wait for that fsync.
+ */
+import type { Store, Transaction } from '../../store/store'
+import { nowMicros } from '../../store/clock'
+import { sameEnrollmentTuple, PRIMARY_KEY, type Enrollment, type RecordOf, type TableName } from '../records'
+import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Storage, type Tx } from '../storage'
+import { exists, listPage } from './planner'
+
+export class EmbeddedStorage implements Storage {
+  readonly synchronous = true
+  /** Settles once the transaction running now (if any) has applied its writes. */
+  private running: Promise<unknown> = Promise.resolve()
+
+  constructor(readonly store: Store) {}
+
+  find<N extends TableName>(table: N, id: string): RecordOf<N> | undefined {
+    return this.store.tables[table].get(id) as RecordOf<N> | undefined
+  }
+
+  findMany<N extends TableName>(table: N, ids: readonly string[]): (RecordOf<N> | undefined)[] {
+    const rows = this.store.tables[table]
+    return ids.map((id) => rows.get(id) as RecordOf<N> | undefined)
+  }
+
+  list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>> {
+    return listPage(this.store.tables, query)
+  }
+
+  exists<N extends TableName>(table: N, where: readonly Condition<N>[]): boolean {
+    return exists(this.store.tables, table, where)
+  }
+
+  transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
+    const result = this.running.then(async () => {
+      const tx = new EmbeddedTx(this)
+      const value = await body(tx)
+      // Applied in this same turn, so the next transaction (queued behind `running`) sees it.
+      return { value, durable: this.store.commit((engine) => tx.apply(engine)) }
+    })
+    this.running = result.catch(() => {})
+    return result.then(async ({ value, durable }) => (await durable, value))
+  }
+
+  settle<T>(value: T): Maybe<T> {
+    const barrier = this.store.readBarrier()
+    return barrier ? barrier.then(() => value) : value
+  }
+
+  close(): Promise<void> {
+    return this.store.close()
+  }
+}
+
+class EmbeddedTx implements Tx {
+  /** `table` → id → the record as this transaction leaves it, in write order. */
+  private readonly writes = new Map<TableName, Map<string, unknown>>()
+  /** The time of this change, one for all its records (the clock strictly increases across changes). */
+  private time: number | undefined
+
+  constructor(private readonly storage: EmbeddedStorage) {}
+
+  find<N extends TableName>(table: N, id: string): RecordOf<N> | undefined {
+    return (this.writes.get(table)?.get(id) as RecordOf<N> | undefined) ?? this.storage.find(table, id)
+  }
+
+  exists<N extends TableName>(table: N, where: readonly Condition<N>[]): boolean {
+    return this.storage.exists(table, where)
+  }
+
+  async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {
+    const id = (record as Record<string, string>)[PRIMARY_KEY[table]]!
+    if (this.find(table, id)) throw new UniqueViolation(table, 'primary_key')
+    if (table === 'enrollments' && this.tupleTaken(record as unknown as Enrollment)) throw new UniqueViolation(table, 'enrollment_tuple')
+    const now = (this.time ??= nowMicros())
+    return this.write(table, id, { ...record, created: now, modified: now } as RecordOf<N>)
+  }
+
+  async insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }> {
+    const existing = this.find(table, (record as Record<string, string>)[PRIMARY_KEY[table]]!)
+    if (existing) return { record: existing, inserted: false }
+    return { record: await this.insert(table, record), inserted: true }
+  }
+
+  async update<N extends TableName>(table: N, id: string, changes: Changes<N>): Promise<RecordOf<N>> {
+    const current = this.find(table, id)
+    if (!current) throw new Error(`${table} ${id} does not exist`)
+    // The clock strictly increases across the process, so `modified` does for every record.
+    return this.write(table, id, { ...current, ...changes, modified: (this.time ??= nowMicros()) })
+  }
+
+  /** The writes, once, into the engine's transaction (one log record). */
+  apply(engine: Transaction): void {
+    for (const [table, records] of this.writes) for (const record of records.values()) engine.put(table, record as RecordOf<typeof table>)
+  }
+
+  private write<N extends TableName>(table: N, id: string, record: RecordOf<N>): RecordOf<N> {
+    let records = this.writes.get(table)
+    if (!records) this.writes.set(table, (records = new Map()))
+    records.set(id, record)
+    return record
+  }
+
+  /** Another enrollment has this one's (consumer, installation, application, environment): its installation's few enrollments tell. */
+  private tupleTaken(enrollment: Enrollment): boolean {
+    const enrollments = this.storage.store.tables.enrollments
+    return enrollments.idsBy('installation', enrollment.installation_id).some((id) => sameEnrollmentTuple(enrollments.get(id)!, enrollment))
+  }
+}

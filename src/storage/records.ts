@@ -1,0 +1,116 @@
+/**
+ * The stored record shapes, the same for every storage implementation (docs/storage.md).
+ * Timestamps are integer microseconds since the epoch, set by the storage, never by a caller.
+ */
+export type OrganizationType = 'vendor' | 'customer' | 'partner'
+export type ActiveState = 'active' | 'suspended'
+export type InstallationState = 'unregistered' | 'verified' | 'suspended'
+
+export interface EnvironmentSet {
+  readonly default: string
+  /** Uppercase, sorted, without duplicates. */
+  readonly supported: readonly string[]
+}
+
+export interface Organization {
+  readonly organization_id: string
+  readonly parent_id: string | null
+  readonly organization_type: OrganizationType
+  readonly description: string
+  readonly state: ActiveState
+  /** Null: not enabled for virtual environments (one implicit `PRODUCTION`). */
+  readonly environments: EnvironmentSet | null
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Application {
+  readonly application_id: string
+  readonly organization_id: string
+  readonly description: string
+  /** Uppercase, sorted, without duplicates, never empty. */
+  readonly environments: readonly string[]
+  readonly state: ActiveState
+  /** SHA-256 of the api_key, hex; the key itself is shown once and never stored. */
+  readonly api_key_hash: string
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Consumer {
+  readonly consumer_id: string
+  /** The owning customer. */
+  readonly organization_id: string
+  readonly state: ActiveState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Installation {
+  readonly installation_id: string
+  readonly organization_id: string
+  readonly description: string
+  readonly state: InstallationState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Enrollment {
+  readonly enrollment_id: string
+  readonly organization_id: string
+  readonly consumer_id: string
+  readonly installation_id: string
+  readonly application_id: string
+  readonly environment: string
+  /** No `nickname`: it is always derived from the identifiers (`enrollmentNickname`), so not stored. */
+  readonly active_keyset_id: string | null
+  readonly client_enclave_key: string | null
+  readonly state: ActiveState
+  readonly created: number
+  readonly modified: number
+}
+
+export interface Keyset {
+  readonly keyset_id: string
+  readonly enrollment_id: string
+  readonly application_id: string
+  readonly environment: string
+  readonly client_enclave_key: string
+  readonly state: 'active' | 'retired'
+  readonly created: number
+  readonly modified: number
+}
+
+export interface RecordTypes {
+  organizations: Organization
+  applications: Application
+  consumers: Consumer
+  installations: Installation
+  enrollments: Enrollment
+  keysets: Keyset
+}
+export type TableName = keyof RecordTypes
+export type RecordOf<N extends TableName> = RecordTypes[N]
+
+/** Each table's primary key field. */
+export const PRIMARY_KEY = {
+  organizations: 'organization_id',
+  applications: 'application_id',
+  consumers: 'consumer_id',
+  installations: 'installation_id',
+  enrollments: 'enrollment_id',
+  keysets: 'keyset_id',
+} as const satisfies { [N in TableName]: keyof RecordOf<N> }
+
+export const TABLE_NAMES = Object.keys(PRIMARY_KEY) as TableName[]
+
+export const primaryKeyOf = <N extends TableName>(table: N, record: RecordOf<N>): string =>
+  (record as unknown as Record<string, string>)[PRIMARY_KEY[table]]!
+
+export type EnrollmentTuple = Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>
+
+/** CONTRACT section 6: `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */
+export const enrollmentNickname = (e: EnrollmentTuple) => `${e.installation_id}:${e.consumer_id}:${e.application_id}:${e.environment}`
+
+export const sameEnrollmentTuple = (a: EnrollmentTuple, b: EnrollmentTuple) =>
+  a.consumer_id === b.consumer_id && a.installation_id === b.installation_id && a.application_id === b.application_id && a.environment === b.environment

@@ -1,0 +1,130 @@
+/**
+ * The one storage interface that services and HTTP handlers go through for every read and every
+ * change (docs/storage.md). Two implementations: the embedded store (the default; in memory, with
+ * a write-ahead log) and PostgreSQL. Every rule of the API is written once, above this interface.
+ *
+ * Reads return `Maybe<T>`: the embedded store answers from memory synchronously (no promise, no
+ * tick), PostgreSQL with a promise. `then` chains either without turning a synchronous answer
+ * into a promise, so an embedded read stays synchronous end to end.
+ */
+import type { RecordOf, TableName } from './records'
+
+export type Maybe<T> = T | Promise<T>
+
+/** `next(value)`, synchronously when `value` is not a promise. */
+export function then<T, R>(value: Maybe<T>, next: (value: T) => Maybe<R>): Maybe<R> {
+  return value instanceof Promise ? value.then(next) : next(value)
+}
+
+/** The values of several `Maybe`s, synchronously when none is a promise. */
+export function all<T extends readonly unknown[]>(values: { readonly [K in keyof T]: Maybe<T[K]> }): Maybe<T> {
+  return values.some((value) => value instanceof Promise) ? (Promise.all(values) as Promise<unknown> as Promise<T>) : (values as unknown as T)
+}
+
+type Field<N extends TableName> = keyof RecordOf<N> & string
+
+/** Which enrollments a consumer or installation must have (one at least) to match. */
+export type EnrollmentLink = 'consumer_id' | 'installation_id' | 'application_id' | 'enrollment_id'
+
+/** One condition of a query; a query's conditions must all hold. */
+export type Condition<N extends TableName> =
+  /** The field's value is one of `in` (an empty list matches nothing). */
+  | { readonly field: Field<N>; readonly in: readonly string[] }
+  /** A text field compared with `text`, case-sensitively. */
+  | { readonly field: Field<N>; readonly match: 'exact' | 'contains' | 'startswith'; readonly text: string }
+  /** An array field holds `has`. */
+  | { readonly field: Field<N>; readonly has: string }
+  /** A number field (a timestamp) within [from, until], either end optional. */
+  | { readonly field: Field<N>; readonly from?: number; readonly until?: number }
+  /** Consumers and installations: has an enrollment whose `enrolled` field is one of `in`. */
+  | { readonly enrolled: EnrollmentLink; readonly in: readonly string[] }
+
+export interface ListQuery<N extends TableName> {
+  readonly table: N
+  /**
+   * The caller's customer: only records it owns (`organization_id`). Null or absent: no scope (the
+   * vendor; or a table reached through a parent record already found in scope, like keysets).
+   *
+   * Promise of the caller (services, see modules/shared/scope.ts): every identifier in a condition
+   * has already been reduced to this scope, so a condition never names another tenant's record.
+   * Implementations rely on it to answer from an index without testing the scope again, and it is
+   * what keeps another tenant's data out of both the answer and its cost.
+   */
+  readonly scope?: string | null
+  readonly where: readonly Condition<N>[]
+  /** Absent: every match (the short unpaged lists of SPEC.md). `number` is 1-based. */
+  readonly page?: { readonly number: number; readonly size: number }
+  /** By creation (`created`, then the primary key); `desc` reverses. */
+  readonly order: 'asc' | 'desc'
+}
+
+export interface Page<T> {
+  readonly items: readonly T[]
+  /** Every match, before paging. */
+  readonly total: number
+}
+
+export interface Reader {
+  find<N extends TableName>(table: N, id: string): Maybe<RecordOf<N> | undefined>
+  /** `ids` in order, undefined where there is none. */
+  findMany<N extends TableName>(table: N, ids: readonly string[]): Maybe<(RecordOf<N> | undefined)[]>
+  list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>>
+  exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
+}
+
+/** A new record: the storage sets `created` and `modified`. */
+export type Fresh<N extends TableName> = Omit<RecordOf<N>, 'created' | 'modified'>
+
+/** The fields a change may set (not the primary key, not the timestamps). */
+export type Changes<N extends TableName> = Partial<Omit<RecordOf<N>, 'created' | 'modified'>>
+
+/**
+ * The handle a transaction body reads and writes through. Everything it reads decides the change,
+ * and the decision holds at commit: the implementation keeps what was read from changing under it
+ * (embedded: one transaction at a time; PostgreSQL: row locks, see docs/storage.md).
+ */
+export interface Tx {
+  /**
+   * Sees this transaction's own writes. `update` says the transaction will change the record (it
+   * is locked for that at once instead of being upgraded later, which could deadlock).
+   */
+  find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update'): Maybe<RecordOf<N> | undefined>
+  /** Committed records only: a rule never asks about what its own transaction wrote. */
+  exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
+  /** Throws `UniqueViolation` if the primary key or another unique rule is taken. */
+  insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>>
+  /** The record as inserted, or the existing one with the same primary key (unchanged). */
+  insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }>
+  /** Applies `changes`; `modified` becomes later than both now and the record's previous `modified`. */
+  update<N extends TableName>(table: N, id: string, changes: Changes<N>): Promise<RecordOf<N>>
+}
+
+export interface Storage extends Reader {
+  /** True when every read answers without a promise (the embedded store). */
+  readonly synchronous: boolean
+  /**
+   * Runs `body` as one atomic, durable change and resolves with its result once committed (a 2xx
+   * may then be sent). A throw rolls everything back and rejects with it. The body may be run more
+   * than once (PostgreSQL retries a serialization failure): it must do nothing but read and write
+   * through `tx`.
+   */
+  transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R>
+  /**
+   * A read's answer, held back until everything it may have seen is durable (embedded: a write is
+   * visible in memory a moment before its log record is on disk). Free when nothing is in flight.
+   */
+  settle<T>(value: T): Maybe<T>
+  close(): Promise<void>
+}
+
+/** A unique rule of the data was about to be broken; nothing was written. */
+export class UniqueViolation extends Error {
+  constructor(
+    readonly table: TableName,
+    /** `primary_key`, or the rule: `enrollment_tuple`. */
+    readonly rule: 'primary_key' | 'enrollment_tuple',
+  ) {
+    super(`${table}: ${rule} already taken`)
+    this.name = 'UniqueViolation'
+  }
+}
