@@ -30,6 +30,11 @@ export const isInitialised = (storage: Storage) => storage.exists('organizations
 export async function initialiseStorage(storage: Storage, dir: string, vendorDescription: string): Promise<InitResult> {
   if (await isInitialised(storage)) throw new AlreadyInitialisedError(`data dir ${dir} is already initialised`)
   const secret = (await readSecret(dir)) ?? (await createSecret(dir))
+  return createVendor(storage, secret, vendorDescription)
+}
+
+/** The vendor organization and its first admin token, signed with `secret`. */
+export async function createVendor(storage: Storage, secret: Buffer, vendorDescription: string): Promise<InitResult> {
   const vendor = await storage.transaction((tx) =>
     tx.insert('organizations', {
       organization_id: crypto.randomUUID(),

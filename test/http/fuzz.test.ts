@@ -18,7 +18,6 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { createHmac, generateKeyPairSync } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
-import { readSecret } from '../../src/auth/secret'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 
@@ -99,7 +98,7 @@ async function tenant(name: string, environments?: { default: string; supported:
 beforeAll(async () => {
   // Snapshots every 32 KiB of log: compaction runs again and again under the fuzzing.
   h = await createHarness({ store: { compactAfterBytes: 32 * 1024 } })
-  secret = (await readSecret(h.dir))!
+  secret = h.secret
   const a = await tenant('A', { default: 'PROD', supported: 'DEV,PROD' })
   const b = await tenant('B')
   const suspended = await h.createCustomer('Suspended')

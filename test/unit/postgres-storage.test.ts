@@ -94,6 +94,16 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await storage.findMany('consumers', [missing, record.consumer_id])).toEqual([undefined, record])
     })
 
+    test('text that is not a lowercase UUID names nothing (as in the embedded store), never an error', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      for (const id of ['constructor', '', record.consumer_id.toUpperCase()]) {
+        expect(await storage.find('consumers', id)).toBeUndefined()
+        expect(await storage.transaction(async (tx) => tx.find('consumers', id, 'update'))).toBeUndefined()
+        expect(await storage.list({ table: 'consumers', where: [{ field: 'consumer_id', in: [id] }], order: 'asc' })).toEqual({ items: [], total: 0 })
+      }
+      expect(await storage.findMany('consumers', ['constructor', record.consumer_id])).toEqual([undefined, record])
+    })
+
     test('modified strictly increases, even past a clock that is behind it', async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
       const future = record.modified + 3_600_000_000 // as if another instance's change was an hour ahead

@@ -14,7 +14,7 @@ import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
 import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
 import { DatabaseUnavailableError, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY } from './schema'
-import { existsStatement, insertValues, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
@@ -89,13 +89,14 @@ export class PostgresStorage implements Storage {
   }
 
   async find<N extends TableName>(table: N, id: string): Promise<RecordOf<N> | undefined> {
+    if (!isKey(id)) return undefined
     const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
     return rows.length > 0 ? toRecord<N>(rows[0]) : undefined
   }
 
   async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
-    if (ids.length === 0) return []
-    const rows = await this.run({ text: STATEMENTS[table].findMany, params: [ids] })
+    const keys = ids.filter(isKey)
+    const rows = keys.length === 0 ? [] : await this.run({ text: STATEMENTS[table].findMany, params: [keys] })
     const byId = new Map(rows.map((row) => [row[PRIMARY_KEY[table]] as string, toRecord<N>(row)]))
     return ids.map((id) => byId.get(id))
   }
@@ -163,6 +164,7 @@ class PostgresTx implements Tx {
   constructor(private readonly connection: Connection) {}
 
   async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' = 'share'): Promise<RecordOf<N> | undefined> {
+    if (!isKey(id)) return undefined
     const text = lock === 'update' ? STATEMENTS[table].findForUpdate : STATEMENTS[table].findForShare
     const rows = await this.connection.unsafe(text, [id])
     return rows.length > 0 ? toRecord<N>(rows[0]) : undefined

@@ -43,6 +43,15 @@ const COLUMNS: { readonly [N in TableName]: Readonly<Record<string, ColumnType>>
  */
 const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
 
+const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
+ * (22P02) and would match an uppercase spelling. Anything else names nothing, as in the embedded
+ * store, where a key is compared as it is (identifiers arrive lowercased, CONTRACT section 4).
+ */
+export const isKey = (id: string) => KEY.test(id)
+
 /** A stored row as a record: bigint columns come back as strings. */
 export function toRecord<N extends TableName>(row: Record<string, unknown>): RecordOf<N> {
   return { ...row, created: Number(row.created), modified: Number(row.modified) } as RecordOf<N>
@@ -126,14 +135,15 @@ function whereClause<N extends TableName>(table: N, scope: string | null | undef
     if ('enrolled' in condition) {
       const side = ENROLLED_SIDE[table]
       if (!side) throw new Error(`${table} have no enrollments to filter by`)
-      if (condition.in.length === 0) parts.push('false')
+      if (!condition.in.some(isKey)) parts.push('false')
       else {
-        const values = parameter(condition.in, 'uuid[]')
+        const values = parameter(condition.in.filter(isKey), 'uuid[]')
         parts.push(`EXISTS (SELECT 1 FROM enrollments e WHERE e.${side} = t.${PRIMARY_KEY[table]} AND e.${condition.enrolled} = ANY(${values}))`)
       }
     } else if ('in' in condition) {
       const type = column(condition.field)
-      parts.push(condition.in.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(condition.in, `${type}[]`)})`)
+      const values = type === 'uuid' ? condition.in.filter(isKey) : condition.in
+      parts.push(values.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`)
     } else if ('match' in condition) {
       column(condition.field)
       const text = parameter(condition.text, 'text')

@@ -1,0 +1,57 @@
+/**
+ * Database mode for the commands (CONTRACT section 13, README "Database mode"): the
+ * `--database-url` option, and the start-up work every command does on a database: connect,
+ * migrate or check the schema, initialise once.
+ */
+import { PostgresStorage } from '../storage/postgres'
+import { AlreadyInitialisedError, createVendor, isInitialised, type InitResult } from './init'
+import { UsageError } from './usage'
+
+/** The option as `parseArgs` declares it, for every command that can run on a database. */
+export const DATABASE_URL_OPTION = {
+  type: 'string',
+  ...(process.env.KEYWARD_DATABASE_URL ? { default: process.env.KEYWARD_DATABASE_URL } : {}),
+} as const
+
+/** A postgres:// or postgresql:// URL (else bad usage, exit 2); undefined when not given (embedded mode). */
+export function databaseUrlOf(value: unknown): string | undefined {
+  if (value === undefined || value === '') return undefined
+  const text = String(value)
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
+  return text
+}
+
+/** Never the URL itself in a message: it may carry a password. */
+export const describeDatabase = (url: string) => {
+  const { hostname, port, pathname } = new URL(url)
+  return `database ${pathname.slice(1) || '(default)'} on ${hostname}:${port || 5432}`
+}
+
+/**
+ * Brings the schema up to date and, on a database without a vendor, creates the signing secret
+ * and the vendor: all under the migration lock, so of several instances starting together on an
+ * empty database exactly one initialises it (and gets the result; the others get null).
+ * `mustBeNew` (init): an initialised database is an error.
+ */
+export function prepareDatabase(storage: PostgresStorage, vendorDescription: string, mustBeNew: boolean, where: string): Promise<InitResult | null> {
+  return storage.underMigrationLock(async () => {
+    if (await isInitialised(storage)) {
+      if (mustBeNew) throw new AlreadyInitialisedError(`${where} is already initialised`)
+      return null
+    }
+    return createVendor(storage, await storage.createSigningSecret(), vendorDescription)
+  })
+}
+
+/** The signing secret of an initialised database (the commands that read it). */
+export async function databaseSecret(storage: PostgresStorage, where: string): Promise<Buffer> {
+  const secret = await storage.signingSecret()
+  if (!secret) throw new Error(`${where} is not initialised: run 'keyward init --database-url ...' or 'keyward serve --database-url ...' first`)
+  return secret
+}
