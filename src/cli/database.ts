@@ -4,6 +4,7 @@
  * migrate or check the schema, initialise once.
  */
 import { PostgresStorage } from '../storage/postgres'
+import { mintToken, type Role } from '../auth/tokens'
 import { AlreadyInitialisedError, createVendor, isInitialised, type InitResult } from './init'
 import { UsageError } from './usage'
 
@@ -54,4 +55,35 @@ export async function databaseSecret(storage: PostgresStorage, where: string): P
   const secret = await storage.signingSecret()
   if (!secret) throw new Error(`${where} is not initialised: run 'keyward init --database-url ...' or 'keyward serve --database-url ...' first`)
   return secret
+}
+
+/** Runs `work` on a pool to `url`, closed afterwards. */
+async function withDatabase<R>(url: string, work: (storage: PostgresStorage) => Promise<R>): Promise<R> {
+  const storage = PostgresStorage.connect(url, { maxConnections: 2 })
+  try {
+    return await work(storage)
+  } finally {
+    await storage.close()
+  }
+}
+
+/** `keyward init --database-url`: the schema, the secret and the vendor; exit 1 if already initialised. */
+export function initDatabaseCommand(url: string, vendorDescription: string): Promise<number> {
+  return withDatabase(url, async (storage) => {
+    const result = (await prepareDatabase(storage, vendorDescription, true, describeDatabase(url)))!
+    process.stdout.write(JSON.stringify(result) + '\n')
+    return 0
+  })
+}
+
+/** `keyward issue-token --database-url`: an unknown organization is bad usage (exit 2). */
+export function issueTokenOnDatabase(url: string, org: string, role: Role, ttlSeconds: number): Promise<number> {
+  return withDatabase(url, async (storage) => {
+    await storage.requireCurrentSchema()
+    const secret = await databaseSecret(storage, describeDatabase(url))
+    const organization = await storage.find('organizations', org.toLowerCase())
+    if (!organization) throw new UsageError(`unknown organization '${org}'`)
+    process.stdout.write(mintToken(secret, { org: organization.organization_id, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds }) + '\n')
+    return 0
+  })
 }

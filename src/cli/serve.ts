@@ -10,9 +10,12 @@ import { TokenVerifier } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
+import { serveDatabase } from './serve-database'
 
 export interface ServeOptions {
   readonly data: string
+  /** Database mode (src/cli/serve-database.ts) instead of the data dir. */
+  readonly databaseUrl?: string | undefined
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
@@ -36,6 +39,7 @@ function snapshotNow(store: Store): void {
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
+  if (options.databaseUrl) return serveDatabase(options, options.databaseUrl, port)
   await mkdir(options.data, { recursive: true, mode: 0o700 })
   const lock = acquireDataDirLock(options.data)
   let store: Store
