@@ -11,7 +11,24 @@ export const TEST_DATABASE_URL = process.env.KEYWARD_TEST_DATABASE_URL || 'postg
 /** The store the HTTP tests run on: `postgres` when KEYWARD_TEST_STORE says so. */
 export const TEST_STORE: 'embedded' | 'postgres' = process.env.KEYWARD_TEST_STORE === 'postgres' ? 'postgres' : 'embedded'
 
-/** Whether the server answers (checked once per file). */
+/**
+ * Whether the database tests can run: the server answers. Where they must run (CI sets
+ * KEYWARD_TEST_REQUIRE_DATABASE=1), an unreachable server fails the file instead of skipping it.
+ */
+export async function databaseTestsCanRun(): Promise<boolean> {
+  if (await databaseReachable()) return true
+  if (process.env.KEYWARD_TEST_REQUIRE_DATABASE === '1') throw new Error(`no PostgreSQL answers at ${redacted(TEST_DATABASE_URL)}, and KEYWARD_TEST_REQUIRE_DATABASE=1`)
+  return false
+}
+
+/** The URL without its password, for messages. */
+export function redacted(url: string): string {
+  const parsed = new URL(url)
+  if (parsed.password) parsed.password = '***'
+  return parsed.toString()
+}
+
+/** Whether the server answers. */
 export async function databaseReachable(url = TEST_DATABASE_URL): Promise<boolean> {
   const sql = new SQL({ url, max: 1, connectionTimeout: 3 })
   try {

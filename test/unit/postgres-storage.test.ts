@@ -9,9 +9,9 @@ import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
 import { UniqueViolation, type Fresh, type ListQuery } from '../../src/storage/storage'
-import { createTestDatabase, databaseReachable, type TestDatabase } from '../support/database'
+import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
 
-const reachable = await databaseReachable()
+const reachable = await databaseTestsCanRun()
 
 describe.skipIf(!reachable)('PostgreSQL storage', () => {
   let db: TestDatabase
