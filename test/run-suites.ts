@@ -1,6 +1,6 @@
 /**
  * `npm test`: the whole suite on the embedded store, then the HTTP tests (test/http) again on
- * PostgreSQL (README, "Tests"). Options are passed to both runs of `bun test`; a JUnit report
+ * PostgreSQL (README, "Database mode"). Options are passed to both runs of `bun test`; a JUnit report
  * file of the second run gets `-postgres` before its extension (.ci/run counts both).
  *
  * Without a PostgreSQL server at KEYWARD_TEST_DATABASE_URL (default: the local one) the second

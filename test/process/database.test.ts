@@ -3,7 +3,7 @@
  * one fresh database answer as one server would. A change on one is seen by the next request to
  * the other; uniqueness holds between them; a killed instance loses no acknowledged write; a
  * database restart is a run of 503s, then recovery without restarting keyward.
- * Skipped where no PostgreSQL answers (README, "Tests").
+ * Skipped where no PostgreSQL answers (README, "Database mode").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'

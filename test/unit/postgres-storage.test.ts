@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage on its own (docs/storage.md, "PostgreSQL"): migrations under the lock,
  * timestamps, uniqueness under concurrency, list conditions, paging and order, transaction
- * retries, lost connections. Skipped where no database server answers (see README, "Tests").
+ * retries, lost connections. Skipped where no database server answers (README, "Database mode").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
