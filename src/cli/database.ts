@@ -57,8 +57,8 @@ export async function databaseSecret(storage: PostgresStorage, where: string): P
   return secret
 }
 
-/** Runs `work` on a pool to `url`, closed afterwards. */
-async function withDatabase<R>(url: string, work: (storage: PostgresStorage) => Promise<R>): Promise<R> {
+/** Runs `work` on a small pool to `url`, closed afterwards (the one-shot commands). */
+export async function withDatabase<R>(url: string, work: (storage: PostgresStorage) => Promise<R>): Promise<R> {
   const storage = PostgresStorage.connect(url, { maxConnections: 2 })
   try {
     return await work(storage)

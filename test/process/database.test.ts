@@ -16,6 +16,30 @@ const canRun = await databaseTestsCanRun()
 const testHost = new URL(TEST_DATABASE_URL).hostname
 const canRestart = canRun && process.getuid?.() === 0 && Bun.which('pg_ctlcluster') !== null && ['127.0.0.1', 'localhost'].includes(testHost)
 
+describe('--database-url', () => {
+  test('anything but a postgres:// or postgresql:// URL is bad usage (exit 2), from the flag or the environment', async () => {
+    for (const [args, env] of [
+      [['serve', '--port', '0', '--database-url', 'mysql://db/keyward'], {}],
+      [['init', '--database-url', 'not a url'], {}],
+      [['issue-token', '--org', crypto.randomUUID(), '--role', 'admin'], { KEYWARD_DATABASE_URL: 'http://db/keyward' }],
+    ] as const) {
+      const result = await run(keywardCommand([...args]), env)
+      expect({ args, code: result.code }).toEqual({ args, code: 2 })
+      expect(result.stderr).toContain('--database-url must be a postgres:// or postgresql:// URL')
+      expect(result.stdout).toBe('')
+    }
+  })
+
+  test('a database that cannot be reached at start: exit 1 with a message, nothing printed on stdout', async () => {
+    const url = new URL(TEST_DATABASE_URL)
+    url.port = '1' // nothing listens there
+    const result = await run(keywardCommand(['serve', '--port', '0', '--database-url', url.toString()]))
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('the database cannot be reached')
+    expect(result.stdout).toBe('')
+  })
+})
+
 describe.skipIf(!canRun)('two instances on one database', () => {
   let db: TestDatabase
   let A: ServerProcess
@@ -44,6 +68,13 @@ describe.skipIf(!canRun)('two instances on one database', () => {
   afterAll(async () => {
     await killServers()
     await db?.drop()
+  })
+
+  test('issue-token for an unknown organization: exit 2', async () => {
+    const result = await run(keywardCommand(['issue-token', '--database-url', db.url, '--org', crypto.randomUUID(), '--role', 'viewer']))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('unknown organization')
+    expect(result.stdout).toBe('')
   })
 
   test('init on an initialised database exits 1 and prints nothing', async () => {
@@ -95,7 +126,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     expect(app.status).toBe(201)
     const enroll = (server: ServerProcess, tuple: Record<string, string>, enrollmentId: string) =>
       api(server.url, c1.token, 'POST', '/api/enrollments', { ...tuple, enrollment_id: enrollmentId, installation_description: 'Pixel 8' })
-    for (let round = 0; round < 5; round++) {
+    for (let round = 0; round < 10; round++) {
       const tuple = { consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: app.body.application.application_id, environment: 'PRODUCTION' }
       const enrollmentId = crypto.randomUUID()
       const same = await Promise.all([enroll(A, tuple, enrollmentId), enroll(B, tuple, enrollmentId)])

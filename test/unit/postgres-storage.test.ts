@@ -212,6 +212,26 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(runs).toBe(3) // the deadlock victim ran twice
     })
 
+    test('a serialization failure runs the body again, a bounded number of times', async () => {
+      const serializationFailure = () => Object.assign(new Error('could not serialize access'), { errno: '40001' })
+      let runs = 0
+      const id = crypto.randomUUID()
+      const record = await storage.transaction(async (tx) => {
+        const inserted = await tx.insert('consumers', consumer(id))
+        if (++runs < 3) throw serializationFailure() // rolled back each time: the key is free again
+        return inserted
+      })
+      expect({ runs, id: record.consumer_id }).toEqual({ runs: 3, id })
+
+      let hopeless = 0
+      const outcome = await storage.transaction(async () => {
+        hopeless++
+        throw serializationFailure()
+      }).catch((error) => error)
+      expect(outcome.errno).toBe('40001')
+      expect(hopeless).toBe(5)
+    })
+
     test('a find inside a transaction waits for a concurrent change of that row and sees it', async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
       let locked!: () => void
