@@ -21,6 +21,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase()
+    // Deadlocks are found after deadlock_timeout (1 s by default): sooner here, for the deadlock test.
+    const setup = new SQL({ url: db.url, max: 1 })
+    await setup.unsafe(`ALTER DATABASE ${new URL(db.url).pathname.slice(1)} SET deadlock_timeout = '100ms'`)
+    await setup.close()
     storage = PostgresStorage.connect(db.url)
     await storage.underMigrationLock(async () => {})
     admin = new SQL({ url: db.url, max: 2 })
@@ -209,7 +213,8 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         })
       const results = await Promise.all([crossing(a!.consumer_id, b!.consumer_id, 'suspended'), crossing(b!.consumer_id, a!.consumer_id, 'suspended')])
       expect(results.map((r) => r.state)).toEqual(['suspended', 'suspended'])
-      expect(runs).toBe(3) // the deadlock victim ran twice
+      // The victim ran again (more than once if its new try took the row before the winner woke).
+      expect(runs).toBeGreaterThanOrEqual(3)
     })
 
     test('a serialization failure runs the body again, a bounded number of times', async () => {

@@ -123,7 +123,11 @@ export class PostgresStorage implements Storage {
           return value
         })
       } catch (error) {
-        if (isRetryable(error) && attempt < MAX_ATTEMPTS) continue
+        if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
+          // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
+          await Bun.sleep(Math.random() * 5 * attempt)
+          continue
+        }
         if (!isConnectionLost(error)) throw error
         // Lost before the commit was sent: the server rolled it back, so again on another
         // connection (see `connectionTries`). Lost during the commit: the outcome is unknown, and
