@@ -41,9 +41,22 @@ const commands = {
       initCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']), vendorDescription: v['vendor-description'] as string }),
   },
   'issue-token': {
-    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, help: HELP },
+    options: {
+      data: DATA,
+      'database-url': DATABASE_URL_OPTION,
+      org: { type: 'string' },
+      role: { type: 'string' },
+      ttl: { type: 'string', default: '90d' },
+      help: HELP,
+    },
     run: (v: Record<string, unknown>) =>
-      issueTokenCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']), org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
+      issueTokenCommand({
+        data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
+        org: v.org as string | undefined,
+        role: v.role as string | undefined,
+        ttl: v.ttl as string,
+      }),
   },
 } as const
 

@@ -48,6 +48,21 @@ const LOST_CONNECTION_CODES = new Set([
   'ENETUNREACH',
 ])
 
+/** The server closed this connection (a restart, pg_terminate_backend): another one may work. */
+const CLOSED_CONNECTION_CODES = new Set(['ERR_POSTGRES_CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE'])
+
+/**
+ * A connection the server had closed, found out only when used (57P01 admin shutdown, 57P02 crash
+ * shutdown, or the socket already closed): worth another try on another connection. A refused or
+ * timed-out connect is not (a new connection was just tried).
+ */
+export function isClosedConnection(error: unknown): boolean {
+  const state = sqlState(error)
+  if (state) return state === '57P01' || state === '57P02'
+  const code = (error as ClientError | null)?.code
+  return typeof code === 'string' && CLOSED_CONNECTION_CODES.has(code)
+}
+
 /**
  * The connection was refused or lost: SQLSTATE class 08 (connection exception), 57P01-57P03 (the
  * server shutting down or starting), 53300 (too many connections), or the client's own codes.

@@ -7,12 +7,13 @@
  * Transactions run at READ COMMITTED with row locks: `tx.find` locks what it reads (FOR SHARE, or
  * FOR UPDATE when the transaction will change it), so what a rule decided on cannot change before
  * the commit. A deadlock or serialization failure runs the whole body again; a lost connection
- * is `DatabaseUnavailableError` (503), after trying again while nothing can have been committed.
+ * is `DatabaseUnavailableError` (503), after trying a closed connection again while nothing can
+ * have been committed.
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
 import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
-import { DatabaseUnavailableError, isConnectionLost, isRetryable, violatedConstraint } from './errors'
+import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY } from './schema'
 import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
@@ -33,10 +34,10 @@ export class PostgresStorage implements Storage {
   private constructor(
     private readonly sql: SQL,
     /**
-     * Tries of a statement whose connection was lost. The pool notices that the server closed an
-     * idle connection (a restart, pg_terminate_backend) only when it next uses it, so after a
-     * restart every pooled connection fails once: one more try than there are connections
-     * reaches a new one. Against a server that is down each try fails at once (refused).
+     * Tries of a statement whose connection the server had closed. The pool notices that the
+     * server closed an idle connection (a restart, pg_terminate_backend) only when it next uses
+     * it, so after a restart every pooled connection fails once: one more try than there are
+     * connections reaches a new one. A refused or timed-out new connection ends the tries.
      */
     private readonly connectionTries: number,
   ) {}
@@ -129,10 +130,10 @@ export class PostgresStorage implements Storage {
           continue
         }
         if (!isConnectionLost(error)) throw error
-        // Lost before the commit was sent: the server rolled it back, so again on another
+        // Closed before the commit was sent: the server rolled it back, so again on another
         // connection (see `connectionTries`). Lost during the commit: the outcome is unknown, and
         // only the client may decide to try again.
-        if (!committing && ++lost < this.connectionTries) continue
+        if (!committing && isClosedConnection(error) && ++lost < this.connectionTries) continue
         throw new DatabaseUnavailableError(error)
       }
     }
@@ -143,14 +144,14 @@ export class PostgresStorage implements Storage {
     return this.read(() => this.sql.unsafe(statement.text, statement.params))
   }
 
-  /** `query`, tried again while its connection is lost (see `connectionTries`). */
+  /** `query`, tried again while the server had closed its connection (see `connectionTries`). */
   private async read<T>(query: () => Promise<T>): Promise<T> {
     for (let tries = 1; ; tries++) {
       try {
         return await query()
       } catch (error) {
         if (!isConnectionLost(error)) throw error
-        if (tries >= this.connectionTries) throw new DatabaseUnavailableError(error)
+        if (!isClosedConnection(error) || tries >= this.connectionTries) throw new DatabaseUnavailableError(error)
       }
     }
   }
