@@ -11,9 +11,12 @@ import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 import { parseOrigin } from '../http/cors'
+import { serveDatabase } from './serve-database'
 
 export interface ServeOptions {
   readonly data: string
+  /** Database mode (src/cli/serve-database.ts) instead of the data dir. */
+  readonly databaseUrl?: string | undefined
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
@@ -44,6 +47,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
+  if (options.databaseUrl) return serveDatabase(options, options.databaseUrl, port)
   await mkdir(options.data, { recursive: true, mode: 0o700 })
   const lock = acquireDataDirLock(options.data)
   let store: Store
