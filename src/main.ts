@@ -7,6 +7,7 @@ import { issueTokenCommand } from './cli/issue-token'
 import { backupCommand } from './cli/backup'
 import { restoreCommand } from './cli/restore'
 import { verifyCommand } from './cli/verify'
+import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
 import { DATA_FORMAT } from './store/format'
@@ -21,6 +22,7 @@ const commands = {
   serve: {
     options: {
       data: DATA,
+      'database-url': DATABASE_URL_OPTION,
       host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
       'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
@@ -33,6 +35,7 @@ const commands = {
     run: (v: Record<string, unknown>) =>
       serveCommand({
         data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
         host: v.host as string,
         port: v.port as string,
         ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
@@ -45,13 +48,27 @@ const commands = {
       }),
   },
   init: {
-    options: { data: DATA, 'vendor-description': { type: 'string', default: 'Vendor' }, help: HELP },
-    run: (v: Record<string, unknown>) => initCommand({ data: v.data as string, vendorDescription: v['vendor-description'] as string }),
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, 'vendor-description': { type: 'string', default: 'Vendor' }, help: HELP },
+    run: (v: Record<string, unknown>) =>
+      initCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']), vendorDescription: v['vendor-description'] as string }),
   },
   'issue-token': {
-    options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, help: HELP },
+    options: {
+      data: DATA,
+      'database-url': DATABASE_URL_OPTION,
+      org: { type: 'string' },
+      role: { type: 'string' },
+      ttl: { type: 'string', default: '90d' },
+      help: HELP,
+    },
     run: (v: Record<string, unknown>) =>
-      issueTokenCommand({ data: v.data as string, org: v.org as string | undefined, role: v.role as string | undefined, ttl: v.ttl as string }),
+      issueTokenCommand({
+        data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
+        org: v.org as string | undefined,
+        role: v.role as string | undefined,
+        ttl: v.ttl as string,
+      }),
   },
   backup: {
     options: { data: DATA, out: { type: 'string' }, help: HELP },

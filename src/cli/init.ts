@@ -10,6 +10,7 @@ import { mintToken } from '../auth/tokens'
 import { acquireDataDirLock } from '../store/lock'
 import { prepareDataDir } from '../store/data-dir'
 import { UsageError } from './usage'
+import { initDatabaseCommand } from './database'
 
 export const DEFAULT_TOKEN_TTL_SECONDS = 90 * 86400
 
@@ -30,6 +31,11 @@ export const isInitialised = (storage: Storage) => storage.exists('organizations
 export async function initialiseStorage(storage: Storage, dir: string, vendorDescription: string): Promise<InitResult> {
   if (await isInitialised(storage)) throw new AlreadyInitialisedError(`data dir ${dir} is already initialised`)
   const secret = (await readSecret(dir)) ?? (await createSecret(dir))
+  return createVendor(storage, secret, vendorDescription)
+}
+
+/** The vendor organization and its first admin token, signed with `secret`. */
+export async function createVendor(storage: Storage, secret: Buffer, vendorDescription: string): Promise<InitResult> {
   const vendor = await storage.transaction((tx) =>
     tx.insert('organizations', {
       organization_id: crypto.randomUUID(),
@@ -44,9 +50,10 @@ export async function initialiseStorage(storage: Storage, dir: string, vendorDes
   return { organization_id: vendor.organization_id, token }
 }
 
-export async function initCommand(options: { data: string; vendorDescription: string }): Promise<number> {
+export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
   const description = options.vendorDescription.trim()
   if (description.length === 0 || description.length > 1024) throw new UsageError('--vendor-description must be 1 to 1024 characters')
+  if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
   await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   try {

@@ -3,14 +3,16 @@ import { readDataDir } from '../store/read-only'
 import { readSecret } from '../auth/secret'
 import { mintToken, parseDuration, parseRole } from '../auth/tokens'
 import { UsageError } from './usage'
+import { issueTokenOnDatabase } from './database'
 
-export async function issueTokenCommand(options: { data: string; org?: string; role?: string; ttl: string }): Promise<number> {
+export async function issueTokenCommand(options: { data: string; databaseUrl?: string | undefined; org?: string; role?: string; ttl: string }): Promise<number> {
   if (!options.org) throw new UsageError('--org is required')
   if (!options.role) throw new UsageError('--role is required')
   const role = parseRole(options.role)
   if (!role) throw new UsageError(`unknown role '${options.role}': use admin, application_admin or viewer`)
   const ttl = parseDuration(options.ttl)
   if (ttl === null) throw new UsageError(`invalid --ttl '${options.ttl}': use a number and s, m, h or d, like 90d`)
+  if (options.databaseUrl) return issueTokenOnDatabase(options.databaseUrl, options.org, role, ttl)
   const secret = await readSecret(options.data)
   if (!secret) throw new Error(`data dir ${options.data} is not initialised: run 'keyward init' first`)
   const orgId = options.org.toLowerCase()

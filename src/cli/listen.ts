@@ -6,6 +6,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { TCPSocketListener } from 'bun'
+import type { App } from '../app'
 import { isErrnoCode } from '../store/fs-util'
 import { UsageError } from './usage'
 
@@ -27,13 +28,19 @@ export function checkPublicUrl(text: string): void {
 }
 
 /** 0.0.0.0 or :: (in any spelling): host_url would then name an address no client can call. */
-export function isWildcardHost(host: string): boolean {
+function isWildcardHost(host: string): boolean {
   try {
     const { hostname } = new URL(`http://${host.includes(':') ? `[${host}]` : host}`)
     return hostname === '0.0.0.0' || hostname === '[::]'
   } catch {
     return false
   }
+}
+
+/** What to warn about when host_url would default to a wildcard `address`; null when nothing. */
+export function wildcardWarning(host: string, publicUrl: string | undefined, address: string): string | null {
+  if (publicUrl !== undefined || !isWildcardHost(host)) return null
+  return `${host} is a wildcard address; new applications get host_url ${address}, which no client can call: set --public-url`
 }
 
 export interface TlsFiles {
@@ -110,4 +117,27 @@ function listenFailure(error: unknown, hostname: string, port: number): string {
   if (isErrnoCode(error, 'EADDRNOTAVAIL')) return `${hostname} is not an address of this machine`
   if (isErrnoCode(error, 'EACCES')) return 'permission denied (a port below 1024 needs privileges)'
   return `${(error as Error).message} (is ${hostname} a name or address of this machine?)`
+}
+
+/**
+ * Lets `app` listen on the reserved port (released right before, in the same tick), HTTPS only when
+ * `tls` is given; returns the server and the address to announce.
+ */
+export function listenOnReservedPort(app: App, host: string, reserved: ReservedPort, tls: TlsFiles | undefined) {
+  reserved.release()
+  // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
+  // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
+  // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
+  // memory; bodies over 64 KiB get our 413 problem body.
+  app.listen({
+    hostname: host,
+    port: reserved.port,
+    ...(tls ? { tls } : {}),
+    maxRequestBodySize: 16 * 1024 * 1024,
+    development: false,
+    reusePort: false,
+  })
+  const server = app.server!
+  const bracketed = host.includes(':') ? `[${host}]` : host
+  return { server, address: `${tls ? 'https' : 'http'}://${bracketed}:${server.port}` }
 }

@@ -11,10 +11,13 @@ import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 import { parseOrigin } from '../http/cors'
-import { checkPublicUrl, isWildcardHost, parsePort, readTlsFiles, reservePort } from './listen'
+import { serveDatabase } from './serve-database'
+import { checkPublicUrl, listenOnReservedPort, parsePort, readTlsFiles, reservePort, wildcardWarning } from './listen'
 
 export interface ServeOptions {
   readonly data: string
+  /** Database mode (src/cli/serve-database.ts) instead of the data dir. */
+  readonly databaseUrl?: string | undefined
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
@@ -67,12 +70,19 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   const tls = readTlsFiles(options.tlsCert, options.tlsKey)
-  // Bound before the data dir is touched: a start that cannot listen leaves nothing behind and
-  // prints no token (README "Configuration").
+  // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
+  // nothing behind and prints no token (README "Configuration").
   const reserved = reservePort(options.host, port)
+  if (options.databaseUrl) {
+    try {
+      return await serveDatabase(options, options.databaseUrl, reserved, tls)
+    } finally {
+      reserved.release() // a start that failed: the port is free again
+    }
+  }
   let lock: DataDirLock | undefined
   let store: Store | undefined
-  let server: NonNullable<ReturnType<typeof createApp>['server']>
+  let listening: ReturnType<typeof listenOnReservedPort>
   // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
   // reads the config per request, so filling it in right after binding is early enough.
   const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
@@ -89,21 +99,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     const secret = await readSecret(options.data)
     // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
     if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
-    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
-    // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
-    // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
-    // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
-    // memory; bodies over 64 KiB get our 413 problem body.
-    reserved.release()
-    app.listen({
-      hostname: options.host,
-      port: reserved.port,
-      ...(tls ? { tls } : {}),
-      maxRequestBodySize: 16 * 1024 * 1024,
-      development: false,
-      reusePort: false,
-    })
-    server = app.server!
+    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(secret), config }, log), options.host, reserved, tls)
   } catch (error) {
     // Give the dir back in a clean state before reporting the failure.
     reserved.release()
@@ -112,12 +108,10 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     throw error
   }
 
-  const host = options.host.includes(':') ? `[${options.host}]` : options.host
-  const address = `${tls ? 'https' : 'http'}://${host}:${server.port}`
+  const { server, address } = listening
   config.publicUrl ||= address
-  if (options.publicUrl === undefined && isWildcardHost(options.host)) {
-    log(`keyward: warning: ${options.host} is a wildcard address; new applications get host_url ${address}, which no client can call: set --public-url`)
-  }
+  const warning = wildcardWarning(options.host, options.publicUrl, address)
+  if (warning) log(`keyward: warning: ${warning}`)
   // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
   const stopRequested = stopSignal(store)
   log(`keyward: listening on ${address} (data dir ${options.data})`)

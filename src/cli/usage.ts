@@ -5,10 +5,10 @@ export const USAGE = {
   main: `keyward: administration service for cryptographic device enrollment
 
 Usage:
-  keyward serve [--data DIR] [--host H] [--port P] [--public-url URL] [--tls-cert FILE --tls-key FILE]
-                [--auto-verify-installations]
-  keyward init [--data DIR] [--vendor-description TEXT]
-  keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR]
+  keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
+                [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
+  keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
+  keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR | --database-url URL]
   keyward backup --out FILE [--data DIR]
   keyward restore --from FILE --data DIR
   keyward verify [--data DIR]
@@ -17,15 +17,18 @@ Usage:
 Run 'keyward <command> --help' for a command's options.`,
   serve: `Usage: keyward serve [options]
 
-Serves the API. On an empty data dir it first initialises it (like 'init') and prints the
-vendor organization id and an admin token once, as one JSON line on stdout. The port is
-bound first: a start that fails leaves nothing behind. One process at a time uses a data
-dir (a lock held by the operating system); another one is refused (exit 1).
+Serves the API. On an empty data dir (or database) it first initialises it (like 'init') and
+prints the vendor organization id and an admin token once, as one JSON line on stdout. The
+port is bound first: a start that fails leaves nothing behind. One process at a time uses a
+data dir (a lock held by the operating system); another one is refused (exit 1).
 
 Options:
   --data DIR                     data directory (env KEYWARD_DATA, default ./data): missing,
                                  empty or holding only dotfiles, or keyward's; owned by the
                                  user running keyward, not a symbolic link
+  --database-url URL             store everything in this PostgreSQL database instead
+                                 (postgres://...; env KEYWARD_DATABASE_URL); any number of
+                                 servers may share it
   --host H                       address to bind (env KEYWARD_HOST, default 127.0.0.1)
   --port P                       port (env KEYWARD_PORT, default 3000; 0 picks a free one)
   --public-url URL               host_url handed to new applications, an absolute http or
@@ -44,24 +47,29 @@ Options:
 
 Creates the data dir, the vendor organization and the token-signing secret, and prints
 {"organization_id": "...", "token": "..."} (a vendor admin token) as one JSON line.
-Fails (exit 1) if the data dir is already initialised, in use, or not one keyward accepts.
+Fails (exit 1) if the data dir (or database) is already initialised, or the data dir is in
+use or not one keyward accepts.
 
 Options:
   --data DIR                    data directory (env KEYWARD_DATA, default ./data): missing,
                                 empty or holding only dotfiles; owned by the user running
                                 keyward, not a symbolic link
+  --database-url URL            a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
   --vendor-description TEXT     the vendor organization's description (default "Vendor")
   --help                        this text`,
   'issue-token': `Usage: keyward issue-token --org ID --role ROLE [options]
 
 Prints a bearer token for organization ID with role ROLE (admin, application_admin or
-viewer; 'administrator' means admin). Works while a server runs on the same data dir.
+viewer; 'administrator' means admin). Works while a server runs on the same data dir
+(or database).
 
 Options:
   --org ID          organization the token is issued to (required)
   --role ROLE       admin | application_admin | viewer (required)
   --ttl DURATION    lifetime like 45s, 30m, 12h, 90d (default 90d)
   --data DIR        data directory (env KEYWARD_DATA, default ./data)
+  --database-url URL
+                    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
   --help            this text`,
   backup: `Usage: keyward backup --out FILE [options]
 

@@ -6,6 +6,7 @@
 import { Elysia } from 'elysia'
 import { ApiError, problemResponse } from './errors'
 import { StorageUnavailableError } from '../store/wal'
+import { DatabaseUnavailableError } from '../storage/postgres/errors'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -31,6 +32,10 @@ export function problemFor(error: unknown, code: string | number | undefined, se
   if (error instanceof StorageUnavailableError) {
     log(`[${traceId}] ${error.message}`)
     return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId)
+  }
+  if (error instanceof DatabaseUnavailableError) {
+    log(`[${traceId}] ${error.message}`)
+    return problemResponse(503, 'database_unavailable', 'The database cannot be reached; try again shortly (a change in flight may or may not have been made).', traceId)
   }
   if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
   if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)

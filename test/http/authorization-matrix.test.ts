@@ -9,9 +9,9 @@
  * state is prepared so the change is not a no-op).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
+import { p256PublicKey } from '../support/fixtures'
 
 // ---------------------------------------------------------------------------------------------
 // The table, as CONTRACT section 2 writes it.
@@ -186,11 +186,7 @@ interface Tenant {
 }
 const TENANT = {} as Record<'A' | 'B', Tenant>
 
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
-const KEY = p256Key()
+const KEY = p256PublicKey()
 
 /** A request by the vendor's admin that must succeed (set-up and restoring state). */
 async function must(method: string, path: string, body?: unknown) {

@@ -1,16 +1,12 @@
 /**
  * No body is read before the token is checked (issue 9, finding 4): an anonymous request costs
- * no body reading or JSON parsing, and GET routes carry no parse hook at all, so Elysia compiles
- * them synchronously (README, Performance). The order of the answers themselves (401, 413, 415,
+ * no body reading or JSON parsing, and GET routes carry no parse hook at all (one would make Elysia
+ * compile them async; test/unit/read-routes.test.ts checks that they compile synchronously). The order of the answers themselves (401, 413, 415,
  * ...) is checked in errors.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
-import { randomBytes } from 'node:crypto'
-import { Elysia } from 'elysia'
 import { MAX_BODY_BYTES } from '../../src/http/body'
-import { authenticated, takesBody, type AppDeps } from '../../src/http/context'
-import { foundation } from '../../src/http/foundation'
-import { TokenVerifier } from '../../src/auth/tokens'
+import { takesBody } from '../../src/http/context'
 import { createHarness, type Harness } from '../support/harness'
 
 let h: Harness
@@ -73,20 +69,5 @@ describe('bodies are read after the token is checked', () => {
     const gets = routes().filter((r) => r.method === 'GET')
     expect(gets.length).toBeGreaterThan(10)
     for (const route of gets) expect({ path: route.path, parse: route.hooks.parse ?? [] }).toEqual({ path: route.path, parse: [] })
-  })
-
-  test('so a GET behind `authenticated` compiles to a synchronous handler, a body route to an async one', () => {
-    const deps = { storage: h.storage, verifier: new TokenVerifier(randomBytes(32)), config: { publicUrl: 'http://x', autoVerifyInstallations: false } } as AppDeps
-    const probe = new Elysia()
-      .use(foundation(() => {}))
-      .use(
-        new Elysia()
-          .use(authenticated(deps))
-          .get('/probe', ({ principal }) => principal.role)
-          .post('/probe', ({ principal }) => principal.role, { ...takesBody }),
-      )
-    const compiled = (method: string) => (probe.routes.find((r) => r.method === method) as unknown as { compile(): () => unknown }).compile()
-    expect(compiled('GET').constructor.name).toBe('Function')
-    expect(compiled('POST').constructor.name).toBe('AsyncFunction')
   })
 })

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 
 let h: Harness
 let customer: string
@@ -28,6 +29,7 @@ const REASONS: Record<number, string> = {
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
   500: 'Internal Server Error',
+  503: 'Service Unavailable',
 }
 
 /** An RFC 9457 body with exactly the contract's members, and nothing of the internals. */
@@ -121,7 +123,7 @@ describe('problem bodies', () => {
   test('an unexpected fault is a 500 problem, logged with its trace id, without internals', async () => {
     const broken = await createHarness()
     try {
-      await broken.store.close()
+      broken.storage.transaction = () => Promise.reject(new Error('the store broke'))
       const res = await broken.request('POST', '/api/organizations', { body: { description: 'x', parent_id: broken.vendorId } })
       expect(res.status).toBe(500)
       expect(res.headers.get('content-type')).toBe('application/problem+json')
@@ -133,6 +135,19 @@ describe('problem bodies', () => {
       await broken.close()
     }
   })
+})
+
+test('a database that cannot be reached is a 503 database_unavailable, logged with its trace id', async () => {
+  const cut = await createHarness()
+  try {
+    // Reads too (the process tests restart a real database); a change is the case both stores can stage here.
+    cut.storage.transaction = () => Promise.reject(new DatabaseUnavailableError(new Error('connection refused')))
+    const res = await cut.request('POST', '/api/organizations', { body: { description: 'x', parent_id: cut.vendorId } })
+    expectProblem(res, 503, 'database_unavailable')
+    expect(cut.logged.some((line) => line.includes(res.body.trace_id))).toBe(true)
+  } finally {
+    await cut.close()
+  }
 })
 
 describe('unknown routes: 404 before anything else', () => {

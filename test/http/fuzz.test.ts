@@ -16,11 +16,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { createHmac, generateKeyPairSync } from 'node:crypto'
+import { createHmac } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
-import { readSecret } from '../../src/auth/secret'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
+import { requestOk, p256PublicKey } from '../support/fixtures'
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_251_122
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 300
@@ -54,11 +54,6 @@ interface World {
 }
 let world: World
 
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
-
 /** A token signed with the real secret over any claims at all: only the claims are odd. */
 function signed(claims: unknown): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
@@ -66,24 +61,18 @@ function signed(claims: unknown): string {
   return `kw1.${body}.${signature}`
 }
 
-async function ok(method: string, path: string, body?: unknown, token?: string) {
-  const res = await h.request(method, path, { body, token })
-  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body
-}
-
 async function tenant(name: string, environments?: { default: string; supported: string }) {
   const customer = await h.createCustomer(name, environments)
   const partner = await h.createPartner(customer, `${name} partner`)
   const apps = [
-    (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string,
-    (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(environments ? { allowed_environments: 'dev,prod' } : {}) }))
+    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string,
+    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(environments ? { allowed_environments: 'dev,prod' } : {}) }))
       .application.application_id as string,
   ]
   const consumer = crypto.randomUUID()
   const installation = crypto.randomUUID()
   const enrollment = crypto.randomUUID()
-  await ok('POST', '/api/enrollments', {
+  await requestOk(h, 'POST', '/api/enrollments', {
     enrollment_id: enrollment,
     consumer_id: consumer,
     installation_id: installation,
@@ -91,7 +80,7 @@ async function tenant(name: string, environments?: { default: string; supported:
     environment: environments ? 'PROD' : 'PRODUCTION',
     installation_description: `${name} phone`,
   })
-  await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256Key() })
+  await requestOk(h, 'POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256PublicKey() })
   const tokens = [customer, partner].flatMap((org) => ROLES.map((role) => h.token(org, role)))
   return { orgs: [customer, partner], apps, consumer, installation, enrollment, tokens }
 }
@@ -99,11 +88,11 @@ async function tenant(name: string, environments?: { default: string; supported:
 beforeAll(async () => {
   // Snapshots every 32 KiB of log: compaction runs again and again under the fuzzing.
   h = await createHarness({ store: { compactAfterBytes: 32 * 1024 } })
-  secret = (await readSecret(h.dir))!
+  secret = h.secret
   const a = await tenant('A', { default: 'PROD', supported: 'DEV,PROD' })
   const b = await tenant('B')
   const suspended = await h.createCustomer('Suspended')
-  await ok('PATCH', `/api/organizations/${suspended}/suspend`)
+  await requestOk(h, 'PATCH', `/api/organizations/${suspended}/suspend`)
   const vendorTokens = ROLES.map((role) => h.token(h.vendorId, role))
   const [prefix, claims, signature] = h.vendorToken.split('.') as [string, string, string]
   world = {
@@ -133,7 +122,7 @@ beforeAll(async () => {
       signed([h.vendorId, 'admin']),
       'kw1.' + Buffer.from('{"org":').toString('base64url') + '.' + signature,
     ],
-    validKey: p256Key(),
+    validKey: p256PublicKey(),
   }
 })
 afterAll(() => h.close())

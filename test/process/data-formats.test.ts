@@ -9,7 +9,7 @@ import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { keywardCommand, killServers, run, startServer, stopServer } from '../support/server-process.ts'
-import { copyFixture, FIXTURES } from '../support/fixtures.ts'
+import { copyFixture, FIXTURES } from '../support/data-dir-fixtures.ts'
 import { dump } from '../support/sample-data.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
 import { SEGMENT_GROWTH_BYTES } from '../../src/store/wal.ts'

@@ -1,6 +1,8 @@
 /**
- * An app on a fresh data dir, called through `app.handle` (no network), with helpers to mint
- * tokens and to build the usual tenant layout.
+ * An app on a fresh store, called through `app.handle` (no network), with helpers to mint tokens
+ * and to build the usual tenant layout. The store is the embedded one on a new data dir, or with
+ * KEYWARD_TEST_STORE=postgres a new PostgreSQL database (test/support/database.ts), dropped by
+ * `close`: the same HTTP tests run on both.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,9 +10,13 @@ import { join } from 'node:path'
 import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
 import { initialiseStorage } from '../../src/cli/init'
+import { prepareDatabase } from '../../src/cli/database'
 import { EmbeddedStorage } from '../../src/storage/embedded'
+import { PostgresStorage } from '../../src/storage/postgres'
+import type { Storage } from '../../src/storage/storage'
 import { readSecret } from '../../src/auth/secret'
 import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { createTestDatabase, TEST_STORE } from './database'
 import { answerChecker, type AnswerCheck } from './openapi-check'
 
 export interface ApiResponse {
@@ -33,12 +39,44 @@ export function tempDir(prefix = 'keyward-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
+/** A new, initialised store of the kind the tests run on, with what the harness needs of it. */
+interface TestStore {
+  readonly storage: Storage
+  /** The embedded engine under `storage` (for tests of the embedded store only). */
+  readonly store?: Store
+  readonly secret: Buffer
+  readonly vendorId: string
+  readonly vendorToken: string
+  close(): Promise<void>
+}
+
+async function embeddedStore(options: StoreOptions | undefined): Promise<TestStore> {
   const dir = tempDir()
-  const store = await Store.open(dir, { log: () => {}, ...options.store })
+  const store = await Store.open(dir, { log: () => {}, ...options })
   const storage = new EmbeddedStorage(store)
   const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, dir, 'Vendor')
-  const secret = (await readSecret(dir))!
+  const close = async () => {
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  return { storage, store, secret: (await readSecret(dir))!, vendorId, vendorToken, close }
+}
+
+async function postgresStore(): Promise<TestStore> {
+  const database = await createTestDatabase()
+  // A small pool: test files run one after another, each on its own database.
+  const storage = PostgresStorage.connect(database.url, { maxConnections: 4 })
+  const { organization_id: vendorId, token: vendorToken } = (await prepareDatabase(storage, 'Vendor', true, 'the test database'))!
+  const close = async () => {
+    await storage.close()
+    await database.drop()
+  }
+  return { storage, secret: (await storage.signingSecret())!, vendorId, vendorToken, close }
+}
+
+export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
+  const testStore = TEST_STORE === 'postgres' ? await postgresStore() : await embeddedStore(options.store)
+  const { storage, secret, vendorId, vendorToken, close } = testStore
   const logged: string[] = []
   const app = createApp(
     {
@@ -97,10 +135,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     return res.body.organization.organization_id as string
   }
 
-  async function close() {
-    await store.close()
-    rmSync(dir, { recursive: true, force: true })
-  }
-
-  return { dir, store, storage, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
+  /** The embedded engine, for tests of the embedded store only (test/unit). */
+  const store = testStore.store!
+  return { storage, store, secret, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
 }

@@ -113,9 +113,14 @@ export async function killServers(): Promise<void> {
   spawned.clear()
 }
 
-/** Spawns `serve --data <data> --port 0` without waiting for it; `url` stays empty. */
-export function spawnServer(data: string, options: ServeOptions = {}): ServerProcess {
-  const command = keywardCommand(['serve', '--data', data, '--port', '0'])
+/** Where a server keeps its data: a data dir, or a database (database mode). */
+export type ServerStore = string | { readonly databaseUrl: string }
+
+const storeArgs = (store: ServerStore) => (typeof store === 'string' ? ['--data', store] : ['--database-url', store.databaseUrl])
+
+/** Spawns `serve --data <data> --port 0` (or `--database-url`) without waiting for it; `url` stays empty. */
+export function spawnServer(store: ServerStore, options: ServeOptions = {}): ServerProcess {
+  const command = keywardCommand(['serve', ...storeArgs(store), '--port', '0'])
   const proc = Bun.spawn(options.wrap ? options.wrap(command) : command, {
     cwd: ROOT,
     env: { ...baseEnv, ...options.env },
@@ -130,9 +135,9 @@ export function spawnServer(data: string, options: ServeOptions = {}): ServerPro
   return { proc, stdout, stderr, drained, url: '' }
 }
 
-/** Starts `serve --data <data> --port 0` and resolves once it listens; a start that fails rejects with its stderr. */
-export async function startServer(data: string, options: ServeOptions = {}): Promise<ServerProcess> {
-  const server = spawnServer(data, options)
+/** Starts `serve --data <data> --port 0` (or `--database-url`) and resolves once it listens; a start that fails rejects with its stderr. */
+export async function startServer(store: ServerStore, options: ServeOptions = {}): Promise<ServerProcess> {
+  const server = spawnServer(store, options)
   try {
     await waitFor('the listening line', () => LISTENING.test(server.stderr.text), server.proc)
   } catch (error) {

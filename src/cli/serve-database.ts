@@ -1,0 +1,57 @@
+/**
+ * `keyward serve --database-url`: database mode (CONTRACT section 13, README "Database mode").
+ * No data dir and no lock: any number of instances serve one database. Start-up migrates the
+ * schema and, on an empty database, initialises it, under the database's advisory lock, so of
+ * instances starting together exactly one does it and prints the vendor token.
+ */
+import { createApp } from '../app'
+import { TokenVerifier } from '../auth/tokens'
+import { PostgresStorage } from '../storage/postgres'
+import { databaseSecret, describeDatabase, prepareDatabase } from './database'
+import type { ServeOptions } from './serve'
+import { listenOnReservedPort, wildcardWarning, type ReservedPort, type TlsFiles } from './listen'
+
+const log = (line: string) => console.error(line)
+
+export async function serveDatabase(options: ServeOptions, url: string, reserved: ReservedPort, tls: TlsFiles | undefined): Promise<number> {
+  const where = describeDatabase(url)
+  const storage = PostgresStorage.connect(url)
+  let listening: ReturnType<typeof listenOnReservedPort>
+  // As in serve.ts: host_url needs the bound port, and the app reads the config per request.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
+  try {
+    const first = await prepareDatabase(storage, 'Vendor', false, where)
+    if (first) {
+      log(`keyward: initialised ${where}; the vendor admin token is shown once, keep it:`)
+      process.stdout.write(JSON.stringify(first) + '\n')
+    }
+    const secret = await databaseSecret(storage, where)
+    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(secret), config }, log), options.host, reserved, tls)
+  } catch (error) {
+    await storage.close().catch(() => {})
+    throw error
+  }
+  const { server, address } = listening
+  config.publicUrl ||= address
+  const warning = wildcardWarning(options.host, options.publicUrl, address)
+  if (warning) log(`keyward: warning: ${warning}`)
+
+  // Listening for signals before saying so (as in serve.ts).
+  const stopRequested = new Promise<void>((resolve) => {
+    let stopping = false
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) return log(`keyward: ${signal}: already stopping`)
+      stopping = true
+      log(`keyward: ${signal}: finishing requests in flight`)
+      resolve()
+    }
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
+  })
+  log(`keyward: listening on ${address} (${where})`)
+  await stopRequested
+  await server.stop(false)
+  await storage.close()
+  log('keyward: stopped')
+  return 0
+}
