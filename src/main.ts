@@ -15,6 +15,8 @@ import { DATA_FORMAT } from './store/format'
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
 const HELP = { type: 'boolean', default: false } as const
+/** A string option whose default is the environment variable `name` when that is set. */
+const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const
 
 const commands = {
   serve: {
@@ -23,7 +25,9 @@ const commands = {
       'database-url': DATABASE_URL_OPTION,
       host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
-      'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
+      'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
+      'tls-cert': fromEnv('KEYWARD_TLS_CERT'),
+      'tls-key': fromEnv('KEYWARD_TLS_KEY'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
       'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       help: HELP,
@@ -34,7 +38,9 @@ const commands = {
         databaseUrl: databaseUrlOf(v['database-url']),
         host: v.host as string,
         port: v.port as string,
-        ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['tls-cert'] !== undefined ? { tlsCert: v['tls-cert'] as string } : {}),
+        ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
         corsOrigins: v['cors-origin'] as string[],
         // Environment only, a tuning knob (the crash loop uses it to compact under load).

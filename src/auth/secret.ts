@@ -7,11 +7,13 @@
  * of just the 64 hex digits (a secret an operator wrote by hand) is accepted too.
  */
 import { randomBytes } from 'node:crypto'
-import { link, open, readFile, rm } from 'node:fs/promises'
+import { constants, link, open, readFile, rm } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
 import { join } from 'node:path'
 import { SECRET_FILE } from '../store/paths'
 import { fsyncDir, isErrnoCode } from '../store/fs-util'
 import { RecoveryDamageError } from '../store/recovery'
+import { DataDirError } from '../store/data-dir'
 
 const SECRET_LINE = /^([0-9a-f]{64})(?: ([0-9a-f]{8}))?\n?$/
 
@@ -41,21 +43,54 @@ export async function createSecret(dir: string): Promise<Buffer> {
   return secret
 }
 
-/** Null when the dir has not been initialised; a RecoveryDamageError naming the offset when damaged. */
+/**
+ * Null when the dir has not been initialised; a RecoveryDamageError naming the offset when damaged;
+ * a DataDirError when the file is not one only its owner controls (see `checkSecretFile`).
+ */
 export async function readSecret(dir: string): Promise<Buffer | null> {
   const path = join(dir, SECRET_FILE)
-  let text: string
+  let file
   try {
-    text = await readFile(path, 'latin1') // one character per byte, so offsets are byte offsets
+    file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW)
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT')) return null
+    if (isErrnoCode(error, 'ELOOP')) throw new DataDirError(`${path} is a symbolic link: keyward reads its secret only from a regular file there (mode 0600)`)
     throw error
+  }
+  let text: string
+  try {
+    checkSecretFile(path, await file.stat()) // of the file opened, so it cannot be swapped in between
+    text = await file.readFile('latin1') // one character per byte, so offsets are byte offsets
+  } finally {
+    await file.close()
   }
   const match = SECRET_LINE.exec(text)
   if (!match) throw new RecoveryDamageError(path, firstBadByte(text), 'not a keyward secret (64 hex digits, a space, their CRC-32 in 8 hex digits)')
   const [, hex, sum] = match
   if (sum !== undefined && sum !== checksum(hex!)) throw new RecoveryDamageError(path, 0, 'the secret does not match its checksum')
   return Buffer.from(hex!, 'hex')
+}
+
+/**
+ * Whoever can write the secret can mint any token, and whoever can read it too: it must be a regular
+ * file of the user running keyward, with no permission for anyone else (the contract, section 12).
+ */
+function checkSecretFile(path: string, info: Stats): void {
+  if (!info.isFile()) throw new DataDirError(`${path} is not a regular file`)
+  const uid = process.getuid!()
+  if (info.uid !== uid) {
+    throw new DataDirError(
+      `${path} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: whoever owns it can mint tokens; ` +
+        `if it is the secret you created, chown it to uid ${uid}, otherwise replace it (every token is then void)`,
+    )
+  }
+  const mode = info.mode & 0o777
+  if ((mode & 0o077) !== 0) {
+    throw new DataDirError(
+      `${path} has mode ${mode.toString(8).padStart(4, '0')}, open to other users: chmod 600 it; ` +
+        `if others may have read it, replace it (every token is then void)`,
+    )
+  }
 }
 
 /** Where `text` stops looking like `<64 hex digits> <8 hex digits>\n` (it does not match it). */

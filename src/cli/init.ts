@@ -2,13 +2,13 @@
  * `keyward init`, and the first-run initialisation of `serve`: the vendor organization, the
  * signing secret, and a vendor admin token printed once.
  */
-import { mkdir } from 'node:fs/promises'
 import { Store } from '../store/store'
 import { EmbeddedStorage } from '../storage/embedded'
 import type { Storage } from '../storage/storage'
 import { createSecret, readSecret } from '../auth/secret'
 import { mintToken } from '../auth/tokens'
 import { acquireDataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { UsageError } from './usage'
 import { initDatabaseCommand } from './database'
 
@@ -54,7 +54,7 @@ export async function initCommand(options: { data: string; databaseUrl?: string 
   const description = options.vendorDescription.trim()
   if (description.length === 0 || description.length > 1024) throw new UsageError('--vendor-description must be 1 to 1024 characters')
   if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
+  await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   try {
     const storage = new EmbeddedStorage(await Store.open(options.data))

@@ -9,13 +9,16 @@ import { TokenVerifier } from '../auth/tokens'
 import { PostgresStorage } from '../storage/postgres'
 import { databaseSecret, describeDatabase, prepareDatabase } from './database'
 import type { ServeOptions } from './serve'
+import { listenOnReservedPort, wildcardWarning, type ReservedPort, type TlsFiles } from './listen'
 
 const log = (line: string) => console.error(line)
 
-export async function serveDatabase(options: ServeOptions, url: string, port: number): Promise<number> {
+export async function serveDatabase(options: ServeOptions, url: string, reserved: ReservedPort, tls: TlsFiles | undefined): Promise<number> {
   const where = describeDatabase(url)
   const storage = PostgresStorage.connect(url)
-  let server: NonNullable<ReturnType<typeof createApp>['server']>
+  let listening: ReturnType<typeof listenOnReservedPort>
+  // As in serve.ts: host_url needs the bound port, and the app reads the config per request.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
   try {
     const first = await prepareDatabase(storage, 'Vendor', false, where)
     if (first) {
@@ -23,20 +26,18 @@ export async function serveDatabase(options: ServeOptions, url: string, port: nu
       process.stdout.write(JSON.stringify(first) + '\n')
     }
     const secret = await databaseSecret(storage, where)
-    // As in serve.ts: host_url needs the bound port, and the app reads the config per request.
-    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
-    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
-    app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
-    server = app.server!
-    const host = options.host.includes(':') ? `[${options.host}]` : options.host
-    config.publicUrl ||= `http://${host}:${server.port}`
-    log(`keyward: listening on http://${host}:${server.port} (${where})`)
+    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(secret), config }, log), options.host, reserved, tls)
   } catch (error) {
     await storage.close().catch(() => {})
     throw error
   }
+  const { server, address } = listening
+  config.publicUrl ||= address
+  const warning = wildcardWarning(options.host, options.publicUrl, address)
+  if (warning) log(`keyward: warning: ${warning}`)
 
-  await new Promise<void>((resolve) => {
+  // Listening for signals before saying so (as in serve.ts).
+  const stopRequested = new Promise<void>((resolve) => {
     let stopping = false
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) return log(`keyward: ${signal}: already stopping`)
@@ -47,6 +48,8 @@ export async function serveDatabase(options: ServeOptions, url: string, port: nu
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
   })
+  log(`keyward: listening on ${address} (${where})`)
+  await stopRequested
   await server.stop(false)
   await storage.close()
   log('keyward: stopped')

@@ -1,9 +1,9 @@
-/** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
-import { mkdir } from 'node:fs/promises'
+/** `keyward serve`: bind the port, lock and recover the data dir, initialise it on first run, listen, shut down gracefully. */
 import { join } from 'node:path'
 import { createApp } from '../app'
 import { Store } from '../store/store'
-import { acquireDataDirLock } from '../store/lock'
+import { acquireDataDirLock, type DataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { SECRET_FILE } from '../store/paths'
 import { readSecret } from '../auth/secret'
 import { TokenVerifier } from '../auth/tokens'
@@ -12,6 +12,7 @@ import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
+import { checkPublicUrl, listenOnReservedPort, parsePort, readTlsFiles, reservePort, wildcardWarning } from './listen'
 
 export interface ServeOptions {
   readonly data: string
@@ -20,6 +21,9 @@ export interface ServeOptions {
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
+  /** PEM files: both (HTTPS only) or neither. */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
   readonly autoVerifyInstallations: boolean
   /** Origins allowed to call the API from a browser (`--cors-origin`). */
   readonly corsOrigins?: readonly string[]
@@ -43,53 +47,9 @@ function badOrigin(value: string): never {
   throw new UsageError(`invalid --cors-origin '${value}': give a scheme, host and optional port, like https://console.example.com`)
 }
 
-export async function serveCommand(options: ServeOptions): Promise<number> {
-  const port = Number(options.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
-  const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
-  if (options.databaseUrl) return serveDatabase(options, options.databaseUrl, port)
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
-  const lock = acquireDataDirLock(options.data)
-  let store: Store
-  let storage: EmbeddedStorage
-  try {
-    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
-    storage = new EmbeddedStorage(store)
-    if (!isInitialised(storage)) {
-      const first = await initialiseStorage(storage, options.data, 'Vendor')
-      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
-      process.stdout.write(JSON.stringify(first) + '\n')
-    }
-  } catch (error) {
-    lock.release()
-    throw error
-  }
-  let server: NonNullable<ReturnType<typeof createApp>['server']>
-  try {
-    const secret = await readSecret(options.data)
-    // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
-    if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
-    // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-    // reads the config per request, so filling it in right after binding is early enough.
-    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
-    const app = createApp({ storage, verifier: new TokenVerifier(secret), config }, log)
-    // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
-    // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
-    // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
-    // memory; bodies over 64 KiB get our 413 problem body.
-    app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
-    server = app.server!
-    const host = options.host.includes(':') ? `[${options.host}]` : options.host
-    config.publicUrl ||= `http://${host}:${server.port}`
-    log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
-  } catch (error) {
-    // Port taken, say: give the dir back in a clean state before reporting it.
-    await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
-    lock.release()
-    throw error
-  }
-
-  await new Promise<void>((resolve) => {
+/** Resolves on the first SIGINT or SIGTERM; SIGUSR1 writes a snapshot meanwhile. */
+function stopSignal(store: Store): Promise<void> {
+  return new Promise<void>((resolve) => {
     let stopping = false
     const stop = (signal: NodeJS.Signals) => {
       // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
@@ -103,6 +63,59 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     process.on('SIGTERM', stop)
     process.on('SIGUSR1', () => snapshotNow(store))
   })
+}
+
+export async function serveCommand(options: ServeOptions): Promise<number> {
+  const port = parsePort(options.port)
+  if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
+  const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
+  const tls = readTlsFiles(options.tlsCert, options.tlsKey)
+  // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
+  // nothing behind and prints no token (README "Configuration").
+  const reserved = reservePort(options.host, port)
+  if (options.databaseUrl) {
+    try {
+      return await serveDatabase(options, options.databaseUrl, reserved, tls)
+    } finally {
+      reserved.release() // a start that failed: the port is free again
+    }
+  }
+  let lock: DataDirLock | undefined
+  let store: Store | undefined
+  let listening: ReturnType<typeof listenOnReservedPort>
+  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+  // reads the config per request, so filling it in right after binding is early enough.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
+  try {
+    await prepareDataDir(options.data)
+    lock = acquireDataDirLock(options.data)
+    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
+    const storage = new EmbeddedStorage(store)
+    if (!isInitialised(storage)) {
+      const first = await initialiseStorage(storage, options.data, 'Vendor')
+      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
+      process.stdout.write(JSON.stringify(first) + '\n')
+    }
+    const secret = await readSecret(options.data)
+    // Initialised without a secret (deleted by hand): no token could ever be checked; refuse.
+    if (!secret) throw new Error(`${join(options.data, SECRET_FILE)} is missing: restore it, or write 64 new hex digits there (every token is then void)`)
+    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(secret), config }, log), options.host, reserved, tls)
+  } catch (error) {
+    // Give the dir back in a clean state before reporting the failure.
+    reserved.release()
+    await store?.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
+    lock?.release()
+    throw error
+  }
+
+  const { server, address } = listening
+  config.publicUrl ||= address
+  const warning = wildcardWarning(options.host, options.publicUrl, address)
+  if (warning) log(`keyward: warning: ${warning}`)
+  // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
+  const stopRequested = stopSignal(store)
+  log(`keyward: listening on ${address} (data dir ${options.data})`)
+  await stopRequested
   try {
     await server.stop(false)
     await store.close()

@@ -5,7 +5,8 @@ export const USAGE = {
   main: `keyward: administration service for cryptographic device enrollment
 
 Usage:
-  keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL] [--auto-verify-installations]
+  keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
+                [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR | --database-url URL]
   keyward backup --out FILE [--data DIR]
@@ -17,17 +18,25 @@ Run 'keyward <command> --help' for a command's options.`,
   serve: `Usage: keyward serve [options]
 
 Serves the API. On an empty data dir (or database) it first initialises it (like 'init') and
-prints the vendor organization id and an admin token once, as one JSON line on stdout.
+prints the vendor organization id and an admin token once, as one JSON line on stdout. The
+port is bound first: a start that fails leaves nothing behind. One process at a time uses a
+data dir (a lock held by the operating system); another one is refused (exit 1).
 
 Options:
-  --data DIR                     data directory (env KEYWARD_DATA, default ./data)
+  --data DIR                     data directory (env KEYWARD_DATA, default ./data): missing,
+                                 empty or holding only dotfiles, or keyward's; owned by the
+                                 user running keyward, not a symbolic link
   --database-url URL             store everything in this PostgreSQL database instead
                                  (postgres://...; env KEYWARD_DATABASE_URL); any number of
                                  servers may share it
   --host H                       address to bind (env KEYWARD_HOST, default 127.0.0.1)
-  --port P                       port (env KEYWARD_PORT, default 3000)
-  --public-url URL               host_url handed to new applications
-                                 (env KEYWARD_PUBLIC_URL, default http://<host>:<port>)
+  --port P                       port (env KEYWARD_PORT, default 3000; 0 picks a free one)
+  --public-url URL               host_url handed to new applications, an absolute http or
+                                 https URL (env KEYWARD_PUBLIC_URL, default
+                                 http(s)://<host>:<port>)
+  --tls-cert FILE                serve HTTPS only, with this PEM certificate (chain)
+                                 (env KEYWARD_TLS_CERT); needs --tls-key
+  --tls-key FILE                 the certificate's PEM private key (env KEYWARD_TLS_KEY)
   --auto-verify-installations    new installations start verified
                                  (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1)
   --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
@@ -38,10 +47,13 @@ Options:
 
 Creates the data dir, the vendor organization and the token-signing secret, and prints
 {"organization_id": "...", "token": "..."} (a vendor admin token) as one JSON line.
-Fails (exit 1) if the data dir (or database) is already initialised.
+Fails (exit 1) if the data dir (or database) is already initialised, or the data dir is in
+use or not one keyward accepts.
 
 Options:
-  --data DIR                    data directory (env KEYWARD_DATA, default ./data)
+  --data DIR                    data directory (env KEYWARD_DATA, default ./data): missing,
+                                empty or holding only dotfiles; owned by the user running
+                                keyward, not a symbolic link
   --database-url URL            a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
   --vendor-description TEXT     the vendor organization's description (default "Vendor")
   --help                        this text`,

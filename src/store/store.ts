@@ -8,7 +8,7 @@
  * answered 503. Readers that looked at state not yet durable wait for it (see `readBarrier`), so no
  * response ever shows a write that could still be lost.
  */
-import { mkdir, stat, chmod } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Low } from 'lowdb'
 import { createTables, TABLE_NAMES, type RecordOf, type TableName, type Tables } from './database'
@@ -19,6 +19,7 @@ import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'
 import { hasPaddedLog, readDataFormat, upgradeDataDir } from './format'
+import { prepareDataDir } from './data-dir'
 
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 
@@ -83,7 +84,7 @@ export class Store {
 
   static async open(dir: string, options: StoreOptions = {}): Promise<Store> {
     const store = new Store(dir, options)
-    if (!options.readOnly) await ensurePrivateDir(dir)
+    if (!options.readOnly) await prepareDataDir(dir)
     const format = await readDataFormat(dir)
     let recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log, paddedLog: hasPaddedLog(format) })
     if (!options.readOnly) recovered = await upgradeDataDir(dir, format, store.tables, recovered)
@@ -264,13 +265,6 @@ export class Store {
     }
     return { data: { format: 1, lsn, meta: {}, tables } }
   }
-}
-
-/** The data dir is the vendor's secret and every tenant's data: owner-only, always. */
-async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  const info = await stat(dir)
-  if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700)
 }
 
 async function fileSize(path: string): Promise<number> {

@@ -86,7 +86,7 @@ function flipped(file: string, at: number): string {
 
 describe('the pristine dir', () => {
   test('has a snapshot, two log segments after it, and the secret; starts with everything', async () => {
-    expect(readdirSync(pristine).sort()).toEqual(['format', 'secret', 'snapshot.json', ...wals()])
+    expect(readdirSync(pristine).sort()).toEqual(['format', 'secret', 'serve.lock', 'snapshot.json', ...wals()])
     expect(wals()).toHaveLength(2)
     for (const wal of wals()) expect(records(join(pristine, wal)).offsets.length).toBeGreaterThan(10)
     expect(await expectRefusedOrIntact(copy(), 'secret')).toBe('intact')

@@ -86,7 +86,7 @@ describe('secret file', () => {
   test('64 hex digits alone (written by hand, e.g. openssl rand -hex 32) are accepted', async () => {
     const dir = newDir()
     const hex = 'ab'.repeat(32)
-    writeFileSync(join(dir, 'secret'), `${hex}\n`)
+    writeFileSync(join(dir, 'secret'), `${hex}\n`, { mode: 0o600 }) // as (umask 077; openssl rand -hex 32 > secret) does
     expect((await readSecret(dir))!.toString('hex')).toBe(hex)
     writeFileSync(join(dir, 'secret'), hex)
     expect((await readSecret(dir))!.toString('hex')).toBe(hex)
