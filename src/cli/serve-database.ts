@@ -13,12 +13,17 @@ import { listenOnReservedPort, wildcardWarning, type ReservedPort, type TlsFiles
 
 const log = (line: string) => console.error(line)
 
-export async function serveDatabase(options: ServeOptions, url: string, reserved: ReservedPort, tls: TlsFiles | undefined): Promise<number> {
+export async function serveDatabase(
+  options: ServeOptions,
+  url: string,
+  reserved: ReservedPort,
+  tls: TlsFiles | undefined,
+  /** As in serve.ts; `publicUrl` is filled in once the port is bound. */
+  config: { publicUrl: string; autoVerifyInstallations: boolean; corsOrigins: readonly string[] },
+): Promise<number> {
   const where = describeDatabase(url)
   const storage = PostgresStorage.connect(url)
   let listening: ReturnType<typeof listenOnReservedPort>
-  // As in serve.ts: host_url needs the bound port, and the app reads the config per request.
-  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
   try {
     const first = await prepareDatabase(storage, 'Vendor', false, where)
     if (first) {

@@ -73,9 +73,12 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
   // nothing behind and prints no token (README "Configuration").
   const reserved = reservePort(options.host, port)
+  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+  // reads the config per request, so filling it in right after binding is early enough.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
   if (options.databaseUrl) {
     try {
-      return await serveDatabase(options, options.databaseUrl, reserved, tls)
+      return await serveDatabase(options, options.databaseUrl, reserved, tls, config)
     } finally {
       reserved.release() // a start that failed: the port is free again
     }
@@ -83,9 +86,6 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   let lock: DataDirLock | undefined
   let store: Store | undefined
   let listening: ReturnType<typeof listenOnReservedPort>
-  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-  // reads the config per request, so filling it in right after binding is early enough.
-  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
   try {
     await prepareDataDir(options.data)
     lock = acquireDataDirLock(options.data)
