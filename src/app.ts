@@ -2,8 +2,11 @@
  * The Elysia app, without listening: `serve` binds it, tests call `app.handle(request)` directly.
  */
 import { Elysia } from 'elysia'
+import * as v from 'valibot'
 import { foundation, withTraceId } from './http/foundation'
-import { doc, openApiDocument } from './http/openapi'
+import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
+import { DOCS_SCRIPT_PATH, docsPage, docsScript } from './http/docs-page'
+import { cors } from './http/cors'
 import type { AppDeps } from './http/context'
 import { organizationsController } from './modules/organizations'
 import { applicationsController } from './modules/applications'
@@ -19,14 +22,40 @@ import { InstallationService } from './modules/installations/service'
 import { EnrollmentService } from './modules/enrollments/service'
 import { VERSION } from './version'
 
-export function createApp(deps: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
+/** GET /healthz's answer while the server is serving. */
+const HealthAnswer = v.strictObject({ status: v.literal('ok') })
+
+export function createApp(given: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
+  const deps: AppDeps = { ...given, log }
   const consumers = new ConsumerService(deps.storage)
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
   const tokens = new TokenService(deps.storage)
   const app = new Elysia()
     .use(foundation(log))
-    .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' }), { detail: doc({ summary: 'Liveness', tag: 'service', public: true }) })
+    // Only when configured: a global hook costs every request (see `withTraceId`).
+    .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
+    .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {
+      detail: doc({ operationId: 'getHealth', summary: 'Liveness', tag: 'service', public: true, responses: { 200: HealthAnswer } }),
+    })
+    .get('/docs', ({ set }) => (withTraceId(set), new Response(docsPage, { headers: { 'content-type': 'text/html; charset=utf-8' } })), {
+      detail: doc({
+        operationId: 'getDocsPage',
+        summary: 'This document as a page',
+        tag: 'service',
+        public: true,
+        responses: { 200: { description: 'An HTML page rendering /openapi.json (served from the binary, works offline)', contentType: 'text/html' } },
+      }),
+    })
+    .get(DOCS_SCRIPT_PATH, ({ set }) => (withTraceId(set), new Response(docsScript(), { headers: { 'content-type': 'text/javascript; charset=utf-8' } })), {
+      detail: doc({
+        operationId: 'getDocsScript',
+        summary: "The docs page's renderer",
+        tag: 'service',
+        public: true,
+        responses: { 200: { description: "Scalar's API reference, embedded in the binary", contentType: 'text/javascript' } },
+      }),
+    })
     .use(organizationsController(deps))
     .use(applicationsController(deps))
     .use(environmentsController(deps))
@@ -36,8 +65,9 @@ export function createApp(deps: AppDeps, log: (line: string) => void = (line) =>
     .use(tokensController(deps, tokens))
     .use(auditController(deps))
   let document: unknown
-  return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION))), {
-    detail: doc({ summary: 'This document', tag: 'service', public: true }),
+  // Built on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.
+  return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION, deps.config.publicUrl))), {
+    detail: doc({ operationId: 'getOpenApiDocument', summary: 'This document', tag: 'service', public: true, responses: { 200: OpenApiDocumentAnswer } }),
   })
 }
 

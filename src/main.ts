@@ -5,45 +5,70 @@ import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
 import { tokensCommand } from './cli/tokens'
+import { backupCommand } from './cli/backup'
+import { restoreCommand } from './cli/restore'
+import { verifyCommand } from './cli/verify'
+import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
+import { DATA_FORMAT } from './store/format'
 
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
 const HELP = { type: 'boolean', default: false } as const
+/** A string option whose default is the environment variable `name` when that is set. */
+const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const
 
 const commands = {
   serve: {
     options: {
       data: DATA,
+      'database-url': DATABASE_URL_OPTION,
       host: { type: 'string', default: env.KEYWARD_HOST || '127.0.0.1' },
       port: { type: 'string', default: env.KEYWARD_PORT || '3000' },
-      'public-url': { type: 'string', ...(env.KEYWARD_PUBLIC_URL ? { default: env.KEYWARD_PUBLIC_URL } : {}) },
+      'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
+      'tls-cert': fromEnv('KEYWARD_TLS_CERT'),
+      'tls-key': fromEnv('KEYWARD_TLS_KEY'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
       serveCommand({
         data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
         host: v.host as string,
         port: v.port as string,
-        ...(v['public-url'] ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
+        ...(v['tls-cert'] !== undefined ? { tlsCert: v['tls-cert'] as string } : {}),
+        ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        corsOrigins: v['cors-origin'] as string[],
         auditRetention: v['audit-retention'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
   },
   init: {
-    options: { data: DATA, 'vendor-description': { type: 'string', default: 'Vendor' }, help: HELP },
-    run: (v: Record<string, unknown>) => initCommand({ data: v.data as string, vendorDescription: v['vendor-description'] as string }),
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, 'vendor-description': { type: 'string', default: 'Vendor' }, help: HELP },
+    run: (v: Record<string, unknown>) =>
+      initCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']), vendorDescription: v['vendor-description'] as string }),
   },
   'issue-token': {
-    options: { data: DATA, org: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string', default: '90d' }, description: { type: 'string' }, help: HELP },
+    options: {
+      data: DATA,
+      'database-url': DATABASE_URL_OPTION,
+      org: { type: 'string' },
+      role: { type: 'string' },
+      ttl: { type: 'string', default: '90d' },
+      description: { type: 'string' },
+      help: HELP,
+    },
     run: (v: Record<string, unknown>) =>
       issueTokenCommand({
         data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
         org: v.org as string | undefined,
         role: v.role as string | undefined,
         ttl: v.ttl as string,
@@ -51,17 +76,35 @@ const commands = {
       }),
   },
   tokens: {
-    options: { data: DATA, org: { type: 'string' }, help: HELP },
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, org: { type: 'string' }, help: HELP },
     positionals: true,
     run: (v: Record<string, unknown>, positionals: string[]) =>
-      tokensCommand({ data: v.data as string, ...(v.org !== undefined ? { org: v.org as string } : {}), positionals }),
+      tokensCommand({
+        data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
+        ...(v.org !== undefined ? { org: v.org as string } : {}),
+        positionals,
+      }),
+  },
+  backup: {
+    options: { data: DATA, out: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => backupCommand({ data: v.data as string, out: v.out as string | undefined }),
+  },
+  // No default data dir: restore names where it writes.
+  restore: {
+    options: { from: { type: 'string' }, data: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) => restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined }),
+  },
+  verify: {
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, help: HELP },
+    run: (v: Record<string, unknown>) => verifyCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']) }),
   },
 } as const
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   if (first === '--help' || first === '-h' || first === 'help') return print(USAGE.main)
-  if (first === '--version' || first === '-v') return print(VERSION)
+  if (first === '--version' || first === '-v') return print(`keyward ${VERSION} (data format ${DATA_FORMAT})`)
   if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
   const name = first as keyof typeof commands
   const command = commands[name]

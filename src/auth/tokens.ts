@@ -37,7 +37,7 @@ export function parseDuration(text: string): number | null {
 }
 
 /** The one spelling a token has; nothing else is ever hashed or looked up. */
-const TOKEN = /^kw2_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/
+export const TOKEN_SHAPE = /^kw2_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/
 export const TOKEN_LENGTH = 80
 
 export interface NewToken {
@@ -56,7 +56,7 @@ export function newToken(): NewToken {
 /** The token_id a well-formed token string carries; null for any other string. */
 export function tokenIdOf(token: string): string | null {
   if (token.length !== TOKEN_LENGTH) return null
-  const hex = TOKEN.exec(token)?.[1]
+  const hex = TOKEN_SHAPE.exec(token)?.[1]
   return hex ? `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}` : null
 }
 
@@ -64,31 +64,46 @@ export function hashToken(token: string): string {
   return createHash('sha256').update(token).digest('hex')
 }
 
+/** What one cached token is counted at: its characters and its hash's at 2 bytes each, and the entry around them. */
+const cacheEntryBytes = (token: string) => 2 * (token.length + 64) + 64
+
 /**
  * Checks a token string against its record's hash. Strings that verified are remembered with their
  * hash, so a busy token costs a map lookup instead of a SHA-256; the cache never answers for the
  * record (state and expiry are the caller's, read every time), only for what the string hashes to.
- * Bounded in bytes; a string that did not verify is never kept.
+ * Only strings that verified are kept (junk costs at most one SHA-256 and leaves nothing behind),
+ * and the cache is bounded in bytes: past the budget the oldest entries go, one at a time (they are
+ * hashed again on their next use).
  */
 export class TokenVerifier {
-  private readonly verified = new Map<string, string>()
+  /** Verified token strings and their hashes, oldest first. */
+  private readonly cache = new Map<string, string>()
   private bytes = 0
 
-  constructor(private readonly maxBytes = 4 * 1024 * 1024) {}
+  constructor(private readonly maxCacheBytes = 4 * 1024 * 1024) {}
 
   verify(token: string, record: Token): boolean {
-    const cached = this.verified.get(token)
+    const cached = this.cache.get(token)
     if (cached !== undefined) return sameHash(cached, record.token_hash)
     const hash = hashToken(token)
     if (!sameHash(hash, record.token_hash)) return false
-    const size = 2 * (token.length + hash.length) + 64 // UTF-16 characters, plus the entry itself
-    if (this.bytes + size > this.maxBytes) {
-      this.verified.clear()
-      this.bytes = 0
-    }
-    this.verified.set(token, hash)
-    this.bytes += size
+    this.remember(token, hash)
     return true
+  }
+
+  /** How many tokens, and how many counted bytes, the cache holds (docs/security.md). */
+  get cached(): { readonly tokens: number; readonly bytes: number } {
+    return { tokens: this.cache.size, bytes: this.bytes }
+  }
+
+  private remember(token: string, hash: string): void {
+    this.cache.set(token, hash)
+    this.bytes += cacheEntryBytes(token)
+    for (const oldest of this.cache.keys()) {
+      if (this.bytes <= this.maxCacheBytes) break
+      this.cache.delete(oldest)
+      this.bytes -= cacheEntryBytes(oldest)
+    }
   }
 }
 

@@ -9,6 +9,7 @@
  */
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { inspectDataDir } from '../store/data-dir'
 import { Store } from '../store/store'
 import { listSegments } from '../store/wal'
 import { SNAPSHOT_FILE } from '../store/paths'
@@ -23,7 +24,8 @@ const DEADLINE_MS = 30_000
 const RETRY_MS = 50
 
 export async function runOnDataDir(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
-  if (!existsSync(dir)) throw notInitialised(dir)
+  // A dir keyward must not use is refused before anything is created in it (even the lock file).
+  if ((await inspectDataDir(dir)) !== 'keyward') throw notInitialised(dir)
   const deadline = Date.now() + DEADLINE_MS
   for (;;) {
     const lock = lockIfFree(dir)

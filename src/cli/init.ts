@@ -2,15 +2,16 @@
  * `keyward init`, and the first-run initialisation of `serve`: the vendor organization and a vendor
  * admin token, recorded with their audit events in one transaction, the token printed once.
  */
-import { mkdir } from 'node:fs/promises'
 import { Store } from '../store/store'
 import { EmbeddedStorage } from '../storage/embedded'
 import type { Storage } from '../storage/storage'
 import { acquireDataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { DEFAULT_TOKEN_TTL, parseDuration } from '../auth/tokens'
 import { recordEvent } from '../modules/shared/audit'
 import { createToken } from '../modules/tokens/service'
 import { UsageError } from './usage'
+import { initDatabaseCommand } from './database'
 
 export class AlreadyInitialisedError extends Error {}
 
@@ -22,7 +23,10 @@ export interface InitResult {
 /** Whether `init` has run: the vendor organization exists. */
 export const isInitialised = (storage: Storage) => storage.exists('organizations', [{ field: 'organization_type', in: ['vendor'] }])
 
-/** Initialises storage that has no vendor yet; `command` (`init` or `serve`) is the events' actor. */
+/**
+ * Initialises storage that has no vendor yet (a data dir, or a database under its migration lock:
+ * src/cli/database.ts); `command` (`init` or `serve`) is the events' actor.
+ */
 export async function initialiseStorage(storage: Storage, vendorDescription: string, command: 'init' | 'serve'): Promise<InitResult> {
   if (await isInitialised(storage)) throw new AlreadyInitialisedError('the data is already initialised')
   const actor = { cli: command }
@@ -41,10 +45,11 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
   })
 }
 
-export async function initCommand(options: { data: string; vendorDescription: string }): Promise<number> {
+export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
   const description = options.vendorDescription.trim()
   if (description.length === 0 || description.length > 1024) throw new UsageError('--vendor-description must be 1 to 1024 characters')
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
+  if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
+  await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)
   try {
     const storage = new EmbeddedStorage(await Store.open(options.data))

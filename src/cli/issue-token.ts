@@ -1,12 +1,13 @@
-/** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/data-dir.ts). */
+/** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
 import * as v from 'valibot'
 import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole } from '../auth/tokens'
 import { Description } from '../modules/shared/model'
-import { runOnDataDir } from './data-dir'
+import { runTokenCommand } from './tokens'
 import { UsageError } from './usage'
 
 export interface IssueTokenOptions {
   readonly data: string
+  readonly databaseUrl?: string | undefined
   readonly org?: string
   readonly role?: string
   readonly ttl: string
@@ -23,7 +24,7 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   if (ttl > MAX_TOKEN_TTL_SECONDS) throw new UsageError(`--ttl '${options.ttl}' is too long: a token lives at most 366d`)
   const description = options.description ?? null
   if (description !== null && !v.is(Description, description)) throw new UsageError('--description must be 1 to 1024 characters, not only blanks')
-  const answer = await runOnDataDir(options.data, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
+  const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
   process.stdout.write(`${(answer as { token: string }).token}\n`)
   return 0
 }

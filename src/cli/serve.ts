@@ -1,24 +1,34 @@
-/** `keyward serve`: lock the data dir, recover, initialise on first run, listen, shut down gracefully. */
-import { mkdir } from 'node:fs/promises'
+/** `keyward serve`: bind the port, lock and recover the data dir, initialise it on first run, listen, shut down gracefully. */
 import { createApp } from '../app'
 import { Store } from '../store/store'
-import { acquireDataDirLock } from '../store/lock'
+import { acquireDataDirLock, type DataDirLock } from '../store/lock'
+import { prepareDataDir } from '../store/data-dir'
 import { parseDuration, TokenVerifier } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
+import { parseOrigin } from '../http/cors'
+import { serveDatabase } from './serve-database'
+import { checkPublicUrl, listenOnReservedPort, parsePort, readTlsFiles, reservePort, wildcardWarning } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
 import { startAuditRetention } from '../modules/audit/retention'
 
 export interface ServeOptions {
   readonly data: string
+  /** Database mode (src/cli/serve-database.ts) instead of the data dir. */
+  readonly databaseUrl?: string | undefined
   readonly host: string
   readonly port: string
   readonly publicUrl?: string
+  /** PEM files: both (HTTPS only) or neither. */
+  readonly tlsCert?: string
+  readonly tlsKey?: string
   readonly autoVerifyInstallations: boolean
   /** Audit events older than this DURATION are dropped in the background (default 400d). */
   readonly auditRetention: string
+  /** Origins allowed to call the API from a browser (`--cors-origin`). */
+  readonly corsOrigins?: readonly string[]
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -35,55 +45,20 @@ function snapshotNow(store: Store): void {
   )
 }
 
-export async function serveCommand(options: ServeOptions): Promise<number> {
-  const port = Number(options.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${options.port}'`)
-  const retentionSeconds = parseDuration(options.auditRetention)
-  if (retentionSeconds === null) throw new UsageError(`invalid --audit-retention '${options.auditRetention}': use a number and s, m, h or d, like 400d`)
-  await mkdir(options.data, { recursive: true, mode: 0o700 })
-  const lock = acquireDataDirLock(options.data)
-  let store: Store
-  let storage: EmbeddedStorage
-  try {
-    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
-    storage = new EmbeddedStorage(store)
-    if (!isInitialised(storage)) {
-      const first = await initialiseStorage(storage, 'Vendor', 'serve')
-      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
-      process.stdout.write(JSON.stringify(first) + '\n')
-    }
-  } catch (error) {
-    lock.release()
-    throw error
-  }
-  let server: NonNullable<ReturnType<typeof createApp>['server']>
-  let control: ReturnType<typeof serveControlSocket> = null
-  try {
-    // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-    // reads the config per request, so filling it in right after binding is early enough.
-    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations }
-    const app = createApp({ storage, verifier: new TokenVerifier(), config }, log)
-    // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
-    // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
-    // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
-    // memory; bodies over 64 KiB get our 413 problem body.
-    app.listen({ hostname: options.host, port, maxRequestBodySize: 16 * 1024 * 1024, development: false, reusePort: false })
-    server = app.server!
-    const host = options.host.includes(':') ? `[${options.host}]` : options.host
-    config.publicUrl ||= `http://${host}:${server.port}`
-    // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
-    control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), log)
-    log(`keyward: listening on http://${host}:${server.port} (data dir ${options.data})`)
-  } catch (error) {
-    // Port taken, say: give the dir back in a clean state before reporting it.
-    control?.stop(true)
-    await store.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
-    lock.release()
-    throw error
-  }
+function badOrigin(value: string): never {
+  throw new UsageError(`invalid --cors-origin '${value}': give a scheme, host and optional port, like https://console.example.com`)
+}
 
-  const retention = startAuditRetention(storage, retentionSeconds, log)
-  await new Promise<void>((resolve) => {
+/** `--audit-retention` in seconds (else bad usage). */
+function parseRetention(text: string): number {
+  const seconds = parseDuration(text)
+  if (seconds === null) throw new UsageError(`invalid --audit-retention '${text}': use a number and s, m, h or d, like 400d`)
+  return seconds
+}
+
+/** Resolves on the first SIGINT or SIGTERM; SIGUSR1 writes a snapshot meanwhile. */
+function stopSignal(store: Store): Promise<void> {
+  return new Promise<void>((resolve) => {
     let stopping = false
     const stop = (signal: NodeJS.Signals) => {
       // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
@@ -97,6 +72,63 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     process.on('SIGTERM', stop)
     process.on('SIGUSR1', () => snapshotNow(store))
   })
+}
+
+export async function serveCommand(options: ServeOptions): Promise<number> {
+  const port = parsePort(options.port)
+  if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
+  const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
+  const tls = readTlsFiles(options.tlsCert, options.tlsKey)
+  const retentionSeconds = parseRetention(options.auditRetention)
+  // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
+  // nothing behind and prints no token (README "Configuration").
+  const reserved = reservePort(options.host, port)
+  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+  // reads the config per request, so filling it in right after binding is early enough.
+  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
+  if (options.databaseUrl) {
+    try {
+      return await serveDatabase(options, options.databaseUrl, reserved, tls, config, retentionSeconds)
+    } finally {
+      reserved.release() // a start that failed: the port is free again
+    }
+  }
+  let lock: DataDirLock | undefined
+  let store: Store | undefined
+  let storage: EmbeddedStorage
+  let listening: ReturnType<typeof listenOnReservedPort> | undefined
+  let control: ReturnType<typeof serveControlSocket>
+  try {
+    await prepareDataDir(options.data)
+    lock = acquireDataDirLock(options.data)
+    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
+    storage = new EmbeddedStorage(store)
+    if (!isInitialised(storage)) {
+      const first = await initialiseStorage(storage, 'Vendor', 'serve')
+      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
+      process.stdout.write(JSON.stringify(first) + '\n')
+    }
+    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(), config }, log), options.host, reserved, tls)
+    // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
+    control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), log)
+  } catch (error) {
+    // Give the dir back in a clean state before reporting the failure.
+    reserved.release()
+    listening?.server.stop(true)
+    await store?.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
+    lock?.release()
+    throw error
+  }
+
+  const { server, address } = listening
+  config.publicUrl ||= address
+  const warning = wildcardWarning(options.host, options.publicUrl, address)
+  if (warning) log(`keyward: warning: ${warning}`)
+  const retention = startAuditRetention(storage, retentionSeconds, log)
+  // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
+  const stopRequested = stopSignal(store)
+  log(`keyward: listening on ${address} (data dir ${options.data})`)
+  await stopRequested
   try {
     await server.stop(false)
     await control?.stop(false)

@@ -1,13 +1,23 @@
-/** `keyward tokens list` and `keyward tokens revoke`: beside a running server too (src/cli/data-dir.ts). */
+/**
+ * `keyward tokens list` and `keyward tokens revoke`, and where every token command of the CLI runs:
+ * on a database, written there directly (src/cli/database.ts); on a data dir, here or by the server
+ * that holds it (src/cli/data-dir.ts).
+ */
 import { runOnDataDir } from './data-dir'
-import type { TokenCommandAnswer } from './token-commands'
+import { runOnDatabase } from './database'
+import type { TokenCommand, TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
 
 export interface TokensOptions {
   readonly data: string
+  readonly databaseUrl?: string | undefined
   readonly org?: string
   /** The subcommand and its argument: `list`, or `revoke TOKEN_ID`. */
   readonly positionals: readonly string[]
+}
+
+export function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
+  return where.databaseUrl ? runOnDatabase(where.databaseUrl, command) : runOnDataDir(where.data, command)
 }
 
 export async function tokensCommand(options: TokensOptions): Promise<number> {
@@ -15,7 +25,7 @@ export async function tokensCommand(options: TokensOptions): Promise<number> {
   if (subcommand === 'list') {
     if (rest.length > 0) throw new UsageError(`unexpected argument '${rest[0]}'`)
     const organizationId = options.org === undefined ? null : options.org.toLowerCase()
-    const answer = (await runOnDataDir(options.data, { command: 'tokens list', organization_id: organizationId })) as Extract<TokenCommandAnswer, { tokens: unknown }>
+    const answer = (await runTokenCommand(options, { command: 'tokens list', organization_id: organizationId })) as Extract<TokenCommandAnswer, { tokens: unknown }>
     // One JSON record per line, never a secret (the records hold none).
     process.stdout.write(answer.tokens.map((token) => `${JSON.stringify(token)}\n`).join(''))
     return 0
@@ -24,7 +34,7 @@ export async function tokensCommand(options: TokensOptions): Promise<number> {
     if (options.org !== undefined) throw new UsageError('--org is for tokens list')
     if (rest.length !== 1) throw new UsageError('tokens revoke takes one TOKEN_ID')
     const tokenId = rest[0]!.toLowerCase()
-    const answer = (await runOnDataDir(options.data, { command: 'tokens revoke', token_id: tokenId })) as Extract<TokenCommandAnswer, { revoked: boolean }>
+    const answer = (await runTokenCommand(options, { command: 'tokens revoke', token_id: tokenId })) as Extract<TokenCommandAnswer, { revoked: boolean }>
     if (!answer.revoked) console.error(`keyward: token ${tokenId} was already revoked`)
     return 0
   }

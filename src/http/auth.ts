@@ -18,7 +18,7 @@ export interface Principal {
   readonly tokenId: string
 }
 
-/** The scheme, blanks and a token: anything longer is no token of ours, and is not looked at further. */
+/** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
 // Scheme is case-insensitive (CONTRACT section 2); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i

@@ -1,15 +1,14 @@
 /**
- * What every controller needs: the storage, token verification, settings; and the `authenticated`
- * plugin that every /api route goes through (401, then 413 and 415, in the contract's order).
+ * What every controller needs: the storage, token verification, settings; the `authenticated`
+ * plugin that every /api route goes through (401), and `takesBody` for the routes that read a body
+ * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import type { Storage } from '../storage/storage'
-import { then, type Maybe } from '../storage/storage'
+import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
-import { ApiError } from './errors'
-import { MAX_BODY_BYTES, type RequestBody } from './body'
-import { withTraceId } from './foundation'
+import { readBody, type RequestBody } from './body'
+import { problemFor, withTraceId } from './foundation'
 import type { Actor } from '../modules/shared/audit'
 
 export interface AppConfig {
@@ -17,48 +16,62 @@ export interface AppConfig {
   readonly publicUrl: string
   /** New installations start `verified` instead of `unregistered`. */
   readonly autoVerifyInstallations: boolean
+  /** Origins whose pages may call the API from a browser (src/http/cors.ts); none by default. */
+  readonly corsOrigins?: readonly string[]
 }
 
 export interface AppDeps {
   readonly storage: Storage
   readonly verifier: TokenVerifier
   readonly config: AppConfig
+  /** Where faults are reported (the app's log); stderr when not given. */
+  readonly log?: (line: string) => void
 }
 
 interface Authenticated {
   readonly principal: Principal
+  /** Declared here for the handlers' types; `takesBody` reads it after this hook. */
   readonly body: RequestBody | undefined
 }
 
-function authenticateRequest(deps: AppDeps, request: Request, body: unknown, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
+function authenticateRequest(deps: AppDeps, request: Request, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
   withTraceId(set)
   // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
   // request header into a plain object on every request.
-  return then(authenticate(deps.storage, deps.verifier, request.headers.get('authorization') ?? undefined), (principal) => {
-    const envelope = body as RequestBody | undefined
-    if (envelope?.kind === 'too-large') throw new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
-    if (envelope?.kind === 'unsupported') {
-      throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be sent as Content-Type: application/json.')
-    }
-    return { principal, body: envelope }
-  })
+  return then(authenticate(deps.storage, deps.verifier, request.headers.get('authorization') ?? undefined), (principal) => ({
+    principal,
+    body: undefined,
+  }))
 }
 
 /**
  * Elysia decides from a hook's source text whether to await it. The embedded storage answers
  * synchronously, and an awaited hook would make every request async: so it gets a hook written
- * without a call in its return (see docs/storage.md, "Reads without a promise").
+ * without a call in its return (docs/storage.md, "What each implementation promises").
  */
 export const authenticated = (deps: AppDeps) =>
   deps.storage.synchronous
-    ? new Elysia().derive({ as: 'scoped' }, ({ request, body, set }) => {
-        const resolved = authenticateRequest(deps, request, body, set) as Authenticated
+    ? new Elysia().derive({ as: 'scoped' }, ({ request, set }) => {
+        const resolved = authenticateRequest(deps, request, set) as Authenticated
         return { principal: resolved.principal, body: resolved.body }
       })
-    : new Elysia().derive({ as: 'scoped' }, async ({ request, body, set }) => {
-        const resolved = await authenticateRequest(deps, request, body, set)
+    : new Elysia().derive({ as: 'scoped' }, async ({ request, set }) => {
+        const resolved = await authenticateRequest(deps, request, set)
         return { principal: resolved.principal, body: resolved.body }
       })
+
+/**
+ * Route options of every route that takes a body (`{ ...takesBody, detail: ... }`). Elysia must not
+ * parse the body itself ('none'): it would do so before any hook, before the token is checked. The
+ * transform runs after `authenticated` (a route's own hooks come after its plugins'). Only these
+ * routes get it: any parse hook would make Elysia compile GET routes async too (README, Performance).
+ */
+export const takesBody = {
+  parse: 'none' as const,
+  transform: async (context: { request: Request; body: unknown }) => {
+    context.body = await readBody(context.request)
+  },
+}
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
@@ -66,10 +79,39 @@ export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.head
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })
 
+/** What a read route's handler is given. */
+export interface ReadContext {
+  readonly principal: Principal
+  readonly params: Record<string, string>
+  readonly request: Request
+  readonly set: { headers: Record<string, unknown> }
+}
+
 /**
- * A read's answer, held back until everything it may have seen is durable: no response shows a
- * write that could still fail. Free when nothing is in flight.
+ * Handlers of read routes: `read`'s answer, held back until everything it may have seen is durable
+ * (no response shows a write that could still fail; free when nothing is in flight).
+ *
+ * Elysia decides from a handler's source text whether to await it (a call right after `return` or
+ * `=>`, or the words async and await, make it async), and an awaited handler costs every read about
+ * a microsecond on the wire. With the embedded storage a read answers synchronously, so the handler
+ * below is written without those patterns. An answer that is a promise after all (a read waiting for
+ * a write's fsync, a long list walk) has its failure turned into the problem response here, because
+ * Elysia's error hook never sees the rejection of a handler it compiled as synchronous.
  */
-export function settled<T>(storage: Storage, value: Maybe<T>): Maybe<T> {
-  return then(value, (answer) => storage.settle(answer))
+export function readRoutes(deps: AppDeps) {
+  const { storage } = deps
+  const log = deps.log ?? ((line: string) => console.error(line))
+  const settle = <T>(answer: T) => storage.settle(answer)
+  const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, log)
+  return <R>(read: (context: ReadContext) => Maybe<R>) => {
+    if (!storage.synchronous) {
+      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)
+    }
+    return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
+      let answer: Maybe<R>
+      answer = then(read({ principal, params, request, set }), settle)
+      if (answer instanceof Promise) answer = answer.catch(failed(set)) as Promise<R>
+      return answer
+    }
+  }
 }

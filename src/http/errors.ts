@@ -1,8 +1,9 @@
 /**
- * Every failure is an RFC 9457 problem body with a stable `code` (CONTRACT section 3).
+ * Every failure is an RFC 9457 problem body with a stable `code` (docs/api.md, "Status codes and errors").
  * Throw an ApiError anywhere below a handler; the app's error hook renders it.
  */
 import { STATUS_CODES } from 'node:http'
+import * as v from 'valibot'
 
 export interface FieldError {
   readonly path: string
@@ -26,6 +27,23 @@ export const unauthorized = (detail = 'A valid bearer token is required.') => ne
 export const forbidden = (detail: string) => new ApiError(403, 'forbidden', detail)
 export const notFound = (what: string) => new ApiError(404, 'not_found', `${what} was not found.`)
 export const conflict = (code: string, detail: string) => new ApiError(409, code, detail)
+
+/** The body of every error answer (GET /openapi.json shows it as `Problem`). */
+export const ProblemBody = v.strictObject({
+  type: v.literal('about:blank'),
+  title: v.pipe(v.string(), v.description('The HTTP reason phrase.')),
+  status: v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599)),
+  code: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]*$/), v.description('Stable: clients may switch on it.'), v.examples(['not_found'])),
+  detail: v.string(),
+  trace_id: v.pipe(v.string(), v.uuid(), v.description('Equal to the x-trace-id header.')),
+  errors: v.optional(
+    v.pipe(
+      v.array(v.strictObject({ path: v.pipe(v.string(), v.examples(['body.description'])), message: v.string() })),
+      v.minLength(1),
+      v.description('On validation errors: each field and what is wrong with it.'),
+    ),
+  ),
+})
 
 export function problemResponse(
   status: number,

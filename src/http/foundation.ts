@@ -1,11 +1,12 @@
 /**
- * App-wide plumbing: a trace id on every error response, our own body reader, and RFC 9457 problem
- * bodies for every failure, including the framework's own (unknown route, parse, validation).
+ * App-wide plumbing: a trace id on every error response, and RFC 9457 problem bodies for every
+ * failure, including the framework's own (unknown route, parse, validation). Bodies are read per
+ * route, after the token is checked (`takesBody` in context.ts).
  */
 import { Elysia } from 'elysia'
 import { ApiError, problemResponse } from './errors'
-import { readBody } from './body'
 import { StorageUnavailableError } from '../store/wal'
+import { DatabaseUnavailableError } from '../storage/postgres/errors'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -20,20 +21,28 @@ export function withTraceId(set: { headers: Record<string, unknown> }): string {
   return traceId
 }
 
+/**
+ * The problem response for anything thrown while answering a request: an ApiError as it says, a
+ * storage failure as 503, the framework's own failures, and anything else as a logged 500.
+ */
+export function problemFor(error: unknown, code: string | number | undefined, set: { headers: Record<string, unknown> }, log: (line: string) => void): Response {
+  // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
+  const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()
+  if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors)
+  if (error instanceof StorageUnavailableError) {
+    log(`[${traceId}] ${error.message}`)
+    return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId)
+  }
+  if (error instanceof DatabaseUnavailableError) {
+    log(`[${traceId}] ${error.message}`)
+    return problemResponse(503, 'database_unavailable', 'The database cannot be reached; try again shortly (a change in flight may or may not have been made).', traceId)
+  }
+  if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
+  if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
+  if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId)
+  log(`[${traceId}] unexpected ${code}: ${(error as Error)?.stack ?? String(error)}`)
+  return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId)
+}
+
 export const foundation = (log: (line: string) => void) =>
-  new Elysia({ name: 'foundation' })
-    .onParse({ as: 'global' }, ({ request }) => readBody(request))
-    .onError({ as: 'global' }, ({ code, error, set }) => {
-      // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
-      const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()
-      if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors)
-      if (error instanceof StorageUnavailableError) {
-        log(`[${traceId}] ${error.message}`)
-        return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId)
-      }
-      if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
-      if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
-      if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId)
-      log(`[${traceId}] unexpected ${code}: ${(error as Error)?.stack ?? String(error)}`)
-      return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId)
-    })
+  new Elysia({ name: 'foundation' }).onError({ as: 'global' }, ({ code, error, set }) => problemFor(error, code, set, log))

@@ -11,7 +11,7 @@ import { actorOf, traceIdOf } from './context'
 import type { Actor } from '../modules/shared/audit'
 import type { Maybe } from '../storage/storage'
 
-export interface StateChange<R> {
+export interface StateChange<R, A extends Record<string, unknown>> {
   /** The path parameter naming the record. */
   readonly param: string
   readonly find: (principal: Principal, id: string) => Maybe<R>
@@ -20,7 +20,7 @@ export interface StateChange<R> {
   readonly action: string
   readonly change: (record: R, actor: Actor) => Promise<R>
   /** The answer's body without the trace id, e.g. `{ consumer: consumerView(record) }`. */
-  readonly answer: (record: R) => Maybe<Record<string, unknown>>
+  readonly answer: (record: R) => Maybe<A>
 }
 
 interface StateChangeContext {
@@ -30,9 +30,9 @@ interface StateChangeContext {
   readonly set: { headers: Record<string, unknown> }
 }
 
-export function stateChange<R>(spec: StateChange<R>) {
+export function stateChange<R, A extends Record<string, unknown>>(spec: StateChange<R, A>) {
   // Destructured parameters: Elysia reads them from the source to know what the context needs.
-  return async ({ principal, params, body, set }: StateChangeContext) => {
+  return async ({ principal, params, body, set }: StateChangeContext): Promise<A & { trace_id: string }> => {
     const record = await spec.find(principal, params[spec.param]!)
     authorize(spec.allowed(principal, record), spec.action)
     ignoreBody(body)

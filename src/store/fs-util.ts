@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises'
+import { open, type FileHandle } from 'node:fs/promises'
 
 /** Makes a directory's entries (a created, renamed or removed file) durable. */
 export async function fsyncDir(dir: string): Promise<void> {
@@ -13,4 +13,14 @@ export async function fsyncDir(dir: string): Promise<void> {
 /** A failed file operation's error code (ENOENT, EEXIST, ...). */
 export function isErrnoCode(error: unknown, code: string): boolean {
   return error instanceof Error && (error as NodeJS.ErrnoException).code === code
+}
+
+/** Fills `into` from `position` of the file; a file that ends first is an error. */
+export async function readExactly(handle: FileHandle, into: Uint8Array, position: number): Promise<void> {
+  let done = 0
+  while (done < into.length) {
+    const { bytesRead } = await handle.read(into, done, into.length - done, position + done)
+    if (bytesRead === 0) throw new Error(`unexpected end of file at ${position + done}`)
+    done += bytesRead
+  }
 }

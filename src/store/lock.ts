@@ -1,118 +1,95 @@
 /**
- * Exclusive ownership of a data dir by one running server, via a `serve.lock` file holding the
- * owner's PID. A lock left behind by a killed server (kill -9, power loss) is detected as stale
- * because its PID is no longer running, and taken over.
+ * Exclusive use of a data dir by one process (`serve`, `init`): an flock(2) on the data dir's
+ * `serve.lock`, held by the kernel on the open file rather than judged by a process id. So it holds
+ * across PID namespaces and across containers that mount the same dir (they share the file), and it
+ * is free the moment its holder dies, however it dies. (The contract, section 12.)
+ *
+ * The file stays after release: deleting it while another process waits to open it would let two
+ * processes lock two different files of the same name. Its content means nothing.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import { isErrnoCode } from './fs-util'
+import { dlopen, FFIType, read } from 'bun:ffi'
+import { closeSync, constants, openSync } from 'node:fs'
+import { constants as os } from 'node:os'
+import { join } from 'node:path'
+
+export const LOCK_FILE = 'serve.lock'
 
 export type DataDirLock = { release(): void }
 
 export class DataDirLockedError extends Error {
-  readonly dir: string
-  /** PID of the owner, or null if it could not be read (lost a race with another starter). */
-  readonly pid: number | null
-
-  constructor(dir: string, pid: number | null, lockPath: string) {
-    const owner = pid === null ? 'another running keyward' : `a running keyward (pid ${pid})`
-    super(
-      `data dir ${dir} is already in use by ${owner}; ` +
-        `if no keyward is using it, delete ${lockPath}`,
-    )
+  constructor(readonly dir: string) {
+    super(`data dir ${dir} is already in use by another running keyward (it holds the lock on ${join(dir, LOCK_FILE)}); stop that one first`)
     this.name = 'DataDirLockedError'
-    this.dir = dir
-    this.pid = pid
   }
 }
 
-const LOCK_FILE = 'serve.lock'
-
-/**
- * Lock files this process holds. A lock holding our own PID that is not in here was left by an
- * earlier process with the same PID (common in containers, where the server is often PID 1).
- */
-const heldByThisProcess = new Set<string>()
-
+/** Throws DataDirLockedError when another open file of the dir's lock (in any process) holds it. */
 export function acquireDataDirLock(dir: string): DataDirLock {
-  const lockPath = resolve(join(dir, LOCK_FILE))
-  if (!tryCreateLock(lockPath)) {
-    const owner = readOwner(lockPath)
-    if (owner !== null && isHeld(lockPath, owner)) throw new DataDirLockedError(dir, owner, lockPath)
-    // Stale: remove it and retry once; losing that race to another starter means it is taken.
-    removeIfPresent(lockPath)
-    if (!tryCreateLock(lockPath)) throw new DataDirLockedError(dir, readOwner(lockPath), lockPath)
+  const path = join(dir, LOCK_FILE)
+  // O_NOFOLLOW: the lock is the dir's own file, never one a link points to. The fd is close-on-exec
+  // (Bun opens every file so), so no child process can inherit the lock and keep it alive.
+  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
+  const error = tryLockExclusive(fd)
+  if (error !== null) {
+    closeSync(fd)
+    if (error === os.errno.EWOULDBLOCK) throw new DataDirLockedError(dir)
+    throw new Error(`cannot lock ${path}: flock failed with errno ${error} (does this file system support flock?)`)
   }
-  heldByThisProcess.add(lockPath)
   let released = false
   return {
     release: () => {
-      if (released) return // a second release must not delete a later acquisition's lock
+      // Once only: the fd number may belong to another file by a second call.
+      if (released) return
       released = true
-      releaseLock(lockPath)
+      closeSync(fd) // closing the only descriptor of the open file releases its lock
     },
   }
 }
 
-/** Creates the lock file with our PID; false if it already exists. */
-function tryCreateLock(lockPath: string): boolean {
-  let fd: number
-  try {
-    fd = openSync(lockPath, 'wx', 0o600)
-  } catch (error) {
-    if (isErrnoCode(error, 'EEXIST')) return false
-    throw error
-  }
-  try {
-    writeSync(fd, `${process.pid}\n`)
-  } finally {
-    closeSync(fd)
-  }
-  return true
-}
+const LOCK_EX = 2
+const LOCK_NB = 4
 
-/** The PID in the lock file; null if it is missing, empty or garbage. */
-function readOwner(lockPath: string): number | null {
-  let text: string
-  try {
-    text = readFileSync(lockPath, 'utf8').trim()
-  } catch (error) {
-    if (isErrnoCode(error, 'ENOENT')) return null
-    throw error
-  }
-  if (!/^[0-9]{1,10}$/.test(text)) return null
-  const pid = Number(text)
-  // PID 0 and negative values would make process.kill signal a whole process group.
-  return pid > 0 && pid <= 0x7fff_ffff ? pid : null
-}
-
-// Limitation: a dead owner's PID reused by an unrelated process makes a stale lock look held.
-function isHeld(lockPath: string, pid: number): boolean {
-  if (pid === process.pid) return heldByThisProcess.has(lockPath)
-  return isProcessAlive(pid)
-}
-
-function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0) // signal 0: existence check only
-    return true
-  } catch (error) {
-    if (isErrnoCode(error, 'EPERM')) return true // exists, owned by another user
-    if (isErrnoCode(error, 'ESRCH')) return false
-    throw error
+/** null when the lock is now ours, otherwise flock's errno. */
+function tryLockExclusive(fd: number): number | null {
+  const libc = loadLibc()
+  for (;;) {
+    if (libc.flock(fd, LOCK_EX | LOCK_NB) === 0) return null
+    const errno = libc.errno()
+    if (errno !== os.errno.EINTR) return errno
   }
 }
 
-/** Removes the lock file only if it is still ours, so we never delete a successor's lock. */
-function releaseLock(lockPath: string): void {
-  heldByThisProcess.delete(lockPath)
-  if (readOwner(lockPath) === process.pid) removeIfPresent(lockPath)
+interface Libc {
+  flock(fd: number, operation: number): number
+  /** The calling thread's errno, read right after a failed call. */
+  errno(): number
 }
 
-function removeIfPresent(path: string): void {
-  try {
-    unlinkSync(path)
-  } catch (error) {
-    if (!isErrnoCode(error, 'ENOENT')) throw error
+/** The C library, loaded on first use (only `serve` and `init` lock). */
+let libc: Libc | undefined
+
+function loadLibc(): Libc {
+  return (libc ??= openLibc())
+}
+
+function openLibc(): Libc {
+  const flock = { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } as const
+  const errnoAddress = { args: [], returns: FFIType.ptr } as const
+  if (process.platform === 'darwin') {
+    const { symbols } = dlopen('libc.dylib', { flock, __error: errnoAddress })
+    return { flock: symbols.flock, errno: () => read.i32(symbols.__error()!, 0) }
   }
+  // glibc, then musl (Alpine).
+  const names = ['libc.so.6', `libc.musl-${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}.so.1`]
+  for (const name of names) {
+    let library
+    try {
+      library = dlopen(name, { flock, __errno_location: errnoAddress })
+    } catch {
+      continue
+    }
+    const { symbols } = library
+    return { flock: symbols.flock, errno: () => read.i32(symbols.__errno_location()!, 0) }
+  }
+  throw new Error(`cannot load the C library for flock (tried ${names.join(', ')})`)
 }

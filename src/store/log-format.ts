@@ -11,6 +11,11 @@
  * one zero byte follows the last record (see LogWriter). A crash mid-append leaves the start of a
  * record followed by those zeros: a torn tail. A file whose records run up to its very end, or past
  * it, was cut short after the fact, and acknowledged records may be gone with the cut: damage.
+ *
+ * Data format 1 (keyward 0.1.0 as first released, see src/store/format.ts) wrote segments without
+ * that padding: each ended at its last record, and an empty one was an empty file. Read with
+ * `padded: false`, a record cut off by the end of the file is a torn tail and no padding is asked
+ * for; a cut at a record boundary cannot be seen there, which is why format 2 pads.
  */
 import { readFile } from 'node:fs/promises'
 import { isErrnoCode } from './fs-util'
@@ -57,7 +62,7 @@ export function encodeRecord(payload: Uint8Array): Uint8Array {
 }
 
 /** Splits a log file's bytes into record payloads; throws LogDamageError on damage. */
-export function scanLog(bytes: Uint8Array, file: string): LogScan {
+export function scanLog(bytes: Uint8Array, file: string, { padded } = { padded: true }): LogScan {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const payloads: Uint8Array[] = []
   // Everything from `dataEnd` on is zero: the padding after the last record, or never written.
@@ -66,7 +71,10 @@ export function scanLog(bytes: Uint8Array, file: string): LogScan {
   let offset = 0
 
   while (offset < dataEnd) {
-    if (bytes.length - offset < LOG_HEADER_BYTES) throw new LogDamageError(file, offset, 'record cut off by the end of the file')
+    if (bytes.length - offset < LOG_HEADER_BYTES) {
+      if (!padded) return tornAt(offset, dataEnd, payloads)
+      throw new LogDamageError(file, offset, 'record cut off by the end of the file')
+    }
 
     const length = view.getUint32(offset, true)
     const payloadCrc = view.getUint32(offset + 4, true)
@@ -83,7 +91,11 @@ export function scanLog(bytes: Uint8Array, file: string): LogScan {
     const payloadStart = offset + LOG_HEADER_BYTES
     const payloadEnd = payloadStart + length
     // The header is intact and the writer always had room for the whole record: the file was cut.
-    if (payloadEnd > bytes.length) throw new LogDamageError(file, offset, 'record cut off by the end of the file')
+    // (Without padding, the file simply ended where a crash stopped the append.)
+    if (payloadEnd > bytes.length) {
+      if (!padded) return tornAt(offset, dataEnd, payloads)
+      throw new LogDamageError(file, offset, 'record cut off by the end of the file')
+    }
 
     const payload = bytes.subarray(payloadStart, payloadEnd)
     if (Bun.hash.crc32(payload) !== payloadCrc) {
@@ -98,12 +110,12 @@ export function scanLog(bytes: Uint8Array, file: string): LogScan {
   }
   // The writer keeps at least one zero byte after the last record: none means the file was cut
   // short, maybe right after a record, and whatever followed is lost. (Covers an empty file too.)
-  if (offset >= bytes.length) throw new LogDamageError(file, offset, 'no padding after the last record: the file was cut short')
+  if (padded && offset >= bytes.length) throw new LogDamageError(file, offset, 'no padding after the last record: the file was cut short')
   return { payloads, validEnd: offset, tornTail: null }
 }
 
 /** Reads and scans a whole log file; a missing file is an empty log. */
-export async function readLogFile(path: string): Promise<LogScan> {
+export async function readLogFile(path: string, options = { padded: true }): Promise<LogScan> {
   let buffer: Buffer
   try {
     buffer = await readFile(path)
@@ -111,7 +123,7 @@ export async function readLogFile(path: string): Promise<LogScan> {
     if (isErrnoCode(error, 'ENOENT')) return { payloads: [], validEnd: 0, tornTail: null }
     throw error
   }
-  return scanLog(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength), path)
+  return scanLog(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength), path, options)
 }
 
 /** Result for a scan that stopped at an incomplete record: its written bytes are [offset, dataEnd). */

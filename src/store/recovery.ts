@@ -37,6 +37,8 @@ export interface Recovered {
   readonly newestTimestamp: number
   /** Where appends continue, when repairing. */
   readonly lastSegment?: { segment: Segment; end: number }
+  /** An incomplete last record in the newest segment (zeroed when repairing): a write never acknowledged. */
+  readonly tornTail?: { path: string; offset: number; bytes: number }
 }
 
 interface LogEntry {
@@ -49,7 +51,8 @@ interface LogEntry {
 export async function recover(
   dir: string,
   tables: Tables,
-  options: { repair: boolean; warn: (message: string) => void },
+  /** `paddedLog`: the dir's data format pads its log segments (format.ts, log-format.ts). */
+  options: { repair: boolean; warn: (message: string) => void; paddedLog: boolean },
 ): Promise<Recovered> {
   let newest = 0
   const tableNamed = (name: string) => {
@@ -74,6 +77,7 @@ export async function recover(
 
   const segments = await listSegments(dir)
   let lastSegment: Recovered['lastSegment']
+  let tornTail: Recovered['tornTail']
   for (const [i, segment] of segments.entries()) {
     const isLast = i === segments.length - 1
     // A segment is named after its first LSN. Checked before its records, because it may be empty
@@ -81,7 +85,7 @@ export async function recover(
     if (segment.firstLsn > lsn + 1) {
       throw new RecoveryDamageError(segment.path, 0, `log records ${lsn + 1}..${segment.firstLsn - 1} are missing`)
     }
-    const scan = await readLogFile(segment.path)
+    const scan = await readLogFile(segment.path, { padded: options.paddedLog })
     let offset = 0
     for (const payload of scan.payloads) {
       const entry = parseEntry(payload, segment.path, offset)
@@ -108,6 +112,7 @@ export async function recover(
       if (!isLast) {
         throw new RecoveryDamageError(segment.path, scan.tornTail.offset, 'incomplete record in a log segment that is not the newest')
       }
+      tornTail = { path: segment.path, ...scan.tornTail }
       if (options.repair) {
         options.warn(
           `warning: ${segment.path}: dropped an incomplete last record at offset ${scan.tornTail.offset} ` +
@@ -118,7 +123,13 @@ export async function recover(
     }
     if (isLast) lastSegment = { segment, end: scan.validEnd }
   }
-  return { lastLsn: lsn, snapshotLsn: snapshot?.lsn ?? 0, newestTimestamp: newest, ...(lastSegment ? { lastSegment } : {}) }
+  return {
+    lastLsn: lsn,
+    snapshotLsn: snapshot?.lsn ?? 0,
+    newestTimestamp: newest,
+    ...(lastSegment ? { lastSegment } : {}),
+    ...(tornTail ? { tornTail } : {}),
+  }
 }
 
 function parseEntry(payload: Uint8Array, file: string, offset: number): LogEntry {

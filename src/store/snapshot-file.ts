@@ -20,7 +20,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { Adapter } from 'lowdb'
-import { fsyncDir, isErrnoCode } from './fs-util'
+import { fsyncDir, isErrnoCode, readExactly } from './fs-util'
 
 export type SnapshotData = {
   format: 1
@@ -153,15 +153,6 @@ async function readTrailer(handle: FileHandle, size: number, path: string): Prom
     if (tailBytes === size) break
   }
   throw new SnapshotDamageError(path, size, 'integrity trailer missing')
-}
-
-async function readExactly(handle: FileHandle, into: Uint8Array, position: number): Promise<void> {
-  let done = 0
-  while (done < into.length) {
-    const { bytesRead } = await handle.read(into, done, into.length - done, position + done)
-    if (bytesRead === 0) throw new Error(`unexpected end of file at ${position + done}`)
-    done += bytesRead
-  }
 }
 
 function parseTrailer(trailer: Uint8Array, path: string, offset: number): Block[] {

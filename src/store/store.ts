@@ -8,7 +8,7 @@
  * answered 503. Readers that looked at state not yet durable wait for it (see `readBarrier`), so no
  * response ever shows a write that could still be lost.
  */
-import { mkdir, stat, chmod } from 'node:fs/promises'
+import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Low } from 'lowdb'
 import { createTables, TABLE_NAMES, type RecordOf, type TableName, type Tables } from './database'
@@ -19,6 +19,8 @@ import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'
+import { hasPaddedLog, readDataFormat, upgradeDataDir } from './format'
+import { prepareDataDir } from './data-dir'
 
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 
@@ -99,8 +101,10 @@ export class Store {
 
   static async open(dir: string, options: StoreOptions = {}): Promise<Store> {
     const store = new Store(dir, options)
-    if (!options.readOnly) await ensurePrivateDir(dir)
-    const recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log })
+    if (!options.readOnly) await prepareDataDir(dir)
+    const format = await readDataFormat(dir)
+    let recovered = await recover(dir, store.tables, { repair: !options.readOnly, warn: store.log, paddedLog: hasPaddedLog(format) })
+    if (!options.readOnly) recovered = await upgradeDataDir(dir, format, store.tables, recovered)
     store.lastLsn = recovered.lastLsn
     store.snapshotLsn = recovered.snapshotLsn
     store.snapshotBytes = await fileSize(join(dir, SNAPSHOT_FILE))
@@ -286,13 +290,6 @@ export class Store {
     }
     return { data: { format: 1, lsn, meta: {}, tables } }
   }
-}
-
-/** The data dir is the vendor's secret and every tenant's data: owner-only, always. */
-async function ensurePrivateDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  const info = await stat(dir)
-  if ((info.mode & 0o777) !== 0o700) await chmod(dir, 0o700)
 }
 
 async function fileSize(path: string): Promise<number> {

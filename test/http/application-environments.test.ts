@@ -4,9 +4,9 @@
  * (never fewer than one; not once keysets exist) and CONTRACT section 5.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createApplicationId, enrollmentBody, expectedStatus, readAsVendor, tenants, tokenOf, p256PublicKey } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -15,53 +15,14 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-
-
 /** A and B enabled for DEV, PROD, TEST (default PROD), with partners; N not enabled. */
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  N: string
-}
-
-async function world(): Promise<World> {
+async function world() {
   const envs = { default: 'PROD', supported: 'dev,prod,test' }
-  const A = await h.createCustomer('A', envs)
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B', envs)
-  await h.createPartner(B, 'BP')
-  const N = await h.createCustomer('N')
-  return { V: h.vendorId, A, AP, B, N }
+  return { ...(await tenants(h, { A: envs, B: envs })), N: await h.createCustomer('N') }
 }
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'read') return success
-  if (actor.role === 'viewer' || actor.org === 'AP') return 403
-  return success
-}
-
+type World = Awaited<ReturnType<typeof world>>
 
 const path = (id: string) => `/api/environments/${id}`
-
-async function createApp(organizationId: string, allowed?: string): Promise<string> {
-  const res = await h.request('POST', '/api/applications', {
-    body: { organization_id: organizationId, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) },
-  })
-  expect(res.status).toBe(201)
-  return res.body.application.application_id
-}
-
-/** The application record as the vendor sees it. */
-async function readApp(id: string) {
-  const res = await h.request('GET', `/api/applications/${id}`)
-  expect(res.status).toBe(200)
-  return res.body.application as Record<string, string>
-}
 
 async function environmentsOf(id: string): Promise<string> {
   const res = await h.request('GET', path(id))
@@ -71,22 +32,8 @@ async function environmentsOf(id: string): Promise<string> {
 
 async function enroll(applicationId: string, environment: string): Promise<{ status: number; enrollmentId: string }> {
   const enrollmentId = crypto.randomUUID()
-  const res = await h.request('POST', '/api/enrollments', {
-    body: {
-      enrollment_id: enrollmentId,
-      consumer_id: crypto.randomUUID(),
-      installation_id: crypto.randomUUID(),
-      application_id: applicationId,
-      environment,
-      installation_description: 'device',
-    },
-  })
+  const res = await h.request('POST', '/api/enrollments', { body: enrollmentBody(applicationId, environment, { enrollment_id: enrollmentId }) })
   return { status: res.status, enrollmentId }
-}
-
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -96,31 +43,31 @@ describe('GET /api/environments/{application_id}', () => {
   beforeAll(async () => (w = await world()))
 
   test('exact shape; the same list as allowed_environments; id answered lowercase', async () => {
-    const id = await createApp(w.A, 'test,dev')
+    const id = await createApplicationId(h, w.A, 'test,dev')
     const res = await h.request('GET', path(id.toUpperCase()))
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'trace_id'])
     expect(res.body).toMatchObject({ application_id: id, environments: 'DEV,TEST' })
     expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-    expect((await readApp(id)).allowed_environments).toBe(res.body.environments)
+    expect((await readAsVendor(h, 'applications', id)).allowed_environments).toBe(res.body.environments)
   })
 
   test('a new application without allowed_environments has the customer default', async () => {
-    expect(await environmentsOf(await createApp(w.A))).toBe('PROD')
+    expect(await environmentsOf(await createApplicationId(h, w.A))).toBe('PROD')
   })
 
   test('unknown 404, malformed id 400, no token 401', async () => {
     expectProblem(await h.request('GET', path(crypto.randomUUID())), 404)
     expectProblem(await h.request('GET', path('app-1')), 400)
-    expectProblem(await h.request('GET', path(await createApp(w.A)), { token: null }), 401)
+    expectProblem(await h.request('GET', path(await createApplicationId(h, w.A)), { token: null }), 401)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const id = await createApp(w[owner], 'dev,prod')
-        const res = await h.request('GET', path(id), { token: tokenOf(w, actor) })
-        const want = expected(actor, owner, 'read', 200)
+        const id = await createApplicationId(h, w[owner], 'dev,prod')
+        const res = await h.request('GET', path(id), { token: tokenOf(h, w, actor) })
+        const want = expectedStatus('applications', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 200) expect(res.body.environments).toBe('DEV,PROD')
         else expectProblem(res, want)
@@ -132,15 +79,15 @@ describe('GET /api/environments/{application_id}', () => {
 describe('a customer not enabled for virtual environments', () => {
   test('its applications have no environment endpoints: 404 for every method and every role', async () => {
     const w = await world()
-    const id = await createApp(w.N)
-    const before = await readApp(id)
+    const id = await createApplicationId(h, w.N)
+    const before = await readAsVendor(h, 'applications', id)
     for (const token of [h.vendorToken, h.token(w.N), h.token(w.N, 'application_admin'), h.token(w.N, 'viewer')]) {
       expectProblem(await h.request('GET', path(id), { token }), 404)
       expectProblem(await h.request('POST', path(id), { token, body: { environment: 'PRODUCTION' } }), 404)
       expectProblem(await h.request('POST', path(id), { token, body: { environment: 'DEV' } }), 404)
       expectProblem(await h.request('DELETE', path(id), { token, body: { environment: 'PRODUCTION' } }), 404)
     }
-    expect(await readApp(id)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', id)).toEqual(before)
   })
 })
 
@@ -149,8 +96,8 @@ describe('POST /api/environments/{application_id}', () => {
   beforeAll(async () => (w = await world()))
 
   test('adds (any case): 200 with the sorted list and a message; allowed_environments and modified follow', async () => {
-    const id = await createApp(w.A, 'prod')
-    const before = await readApp(id)
+    const id = await createApplicationId(h, w.A, 'prod')
+    const before = await readAsVendor(h, 'applications', id)
     const res = await h.request('POST', path(id), { body: { environment: 'dev' } })
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'message', 'trace_id'])
@@ -158,7 +105,7 @@ describe('POST /api/environments/{application_id}', () => {
     expect(typeof res.body.message).toBe('string')
     expect(res.body.message.length).toBeGreaterThan(0)
     expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
-    const after = await readApp(id)
+    const after = await readAsVendor(h, 'applications', id)
     expect(after.allowed_environments).toBe('DEV,PROD')
     expect(after.modified! > before.modified!).toBe(true)
     expect(await environmentsOf(id)).toBe('DEV,PROD')
@@ -167,8 +114,8 @@ describe('POST /api/environments/{application_id}', () => {
   })
 
   test('already there: 409; not in the customer list or not a name: 400; 415; 413; nothing changes', async () => {
-    const id = await createApp(w.A, 'dev,prod')
-    const before = await readApp(id)
+    const id = await createApplicationId(h, w.A, 'dev,prod')
+    const before = await readAsVendor(h, 'applications', id)
     expectProblem(await h.request('POST', path(id), { body: { environment: 'DEV' } }), 409)
     expectProblem(await h.request('POST', path(id), { body: { environment: 'prod' } }), 409)
     expectProblem(await h.request('POST', path(id), { body: { environment: 'QA' } }), 400)
@@ -178,21 +125,21 @@ describe('POST /api/environments/{application_id}', () => {
     }
     expectProblem(await h.request('POST', path(id), { body: JSON.stringify({ environment: 'TEST' }), headers: { 'content-type': 'text/plain' } }), 415)
     expectProblem(await h.request('POST', path(id), { body: { environment: 'TEST', pad: 'x'.repeat(65 * 1024) } }), 413)
-    expect(await readApp(id)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', id)).toEqual(before)
   })
 
   test('unknown 404, malformed id 400, no token 401', async () => {
     expectProblem(await h.request('POST', path(crypto.randomUUID()), { body: { environment: 'DEV' } }), 404)
     expectProblem(await h.request('POST', path('nope'), { body: { environment: 'DEV' } }), 400)
-    expectProblem(await h.request('POST', path(await createApp(w.A)), { token: null, body: { environment: 'DEV' } }), 401)
+    expectProblem(await h.request('POST', path(await createApplicationId(h, w.A)), { token: null, body: { environment: 'DEV' } }), 401)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const id = await createApp(w[owner], 'prod')
-        const res = await h.request('POST', path(id), { token: tokenOf(w, actor), body: { environment: 'test' } })
-        const want = expected(actor, owner, 'change', 200)
+        const id = await createApplicationId(h, w[owner], 'prod')
+        const res = await h.request('POST', path(id), { token: tokenOf(h, w, actor), body: { environment: 'test' } })
+        const want = expectedStatus('applications', actor, owner, 'change', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want !== 200) expectProblem(res, want)
         expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD,TEST' : 'PROD')
@@ -206,13 +153,13 @@ describe('DELETE /api/environments/{application_id}', () => {
   beforeAll(async () => (w = await world()))
 
   test('removes (any case): 200 without a message; allowed_environments and modified follow', async () => {
-    const id = await createApp(w.A, 'dev,prod,test')
-    const before = await readApp(id)
+    const id = await createApplicationId(h, w.A, 'dev,prod,test')
+    const before = await readAsVendor(h, 'applications', id)
     const res = await h.request('DELETE', path(id), { body: { environment: 'test' } })
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['application_id', 'environments', 'trace_id'])
     expect(res.body).toMatchObject({ application_id: id, environments: 'DEV,PROD' })
-    const after = await readApp(id)
+    const after = await readAsVendor(h, 'applications', id)
     expect(after.allowed_environments).toBe('DEV,PROD')
     expect(after.modified! > before.modified!).toBe(true)
     // Enrolling in it is now an unknown environment for the application.
@@ -220,17 +167,17 @@ describe('DELETE /api/environments/{application_id}', () => {
   })
 
   test('never fewer than one: removing the last is 409', async () => {
-    const id = await createApp(w.A, 'dev,prod')
+    const id = await createApplicationId(h, w.A, 'dev,prod')
     expect((await h.request('DELETE', path(id), { body: { environment: 'DEV' } })).status).toBe(200)
-    const before = await readApp(id)
+    const before = await readAsVendor(h, 'applications', id)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'PROD' } }), 409)
-    expect(await readApp(id)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', id)).toEqual(before)
     expect(await environmentsOf(id)).toBe('PROD')
   })
 
   test('not in the list: 404 (whether supported by the customer or not); a bad name or body 400; 415; 413', async () => {
-    const id = await createApp(w.A, 'dev,prod')
-    const before = await readApp(id)
+    const id = await createApplicationId(h, w.A, 'dev,prod')
+    const before = await readAsVendor(h, 'applications', id)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'TEST' } }), 404)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'QA' } }), 404)
     for (const body of [undefined, {}, { environment: 'no way' }, { environment: null }]) {
@@ -238,28 +185,28 @@ describe('DELETE /api/environments/{application_id}', () => {
     }
     expectProblem(await h.request('DELETE', path(id), { body: '{"environment":"DEV"}', headers: { 'content-type': 'text/plain' } }), 415)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'DEV', pad: 'x'.repeat(65 * 1024) } }), 413)
-    expect(await readApp(id)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', id)).toEqual(before)
   })
 
   test('an environment with keysets cannot be removed (409), even once the enrollment is suspended', async () => {
-    const id = await createApp(w.A, 'dev,prod,test')
+    const id = await createApplicationId(h, w.A, 'dev,prod,test')
     const { status, enrollmentId } = await enroll(id, 'DEV')
     expect(status).toBe(201)
-    const keyset = await h.request('POST', `/api/enrollments/${enrollmentId}/keysets`, { body: { client_enclave_key: p256Key() } })
+    const keyset = await h.request('POST', `/api/enrollments/${enrollmentId}/keysets`, { body: { client_enclave_key: p256PublicKey() } })
     expect(keyset.status).toBe(201)
-    const before = await readApp(id)
+    const before = await readAsVendor(h, 'applications', id)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'dev' } }), 409)
     expect((await h.request('PATCH', `/api/enrollments/${enrollmentId}/suspend`)).status).toBe(200)
     expectProblem(await h.request('DELETE', path(id), { body: { environment: 'DEV' } }), 409)
-    expect(await readApp(id)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', id)).toEqual(before)
     // Other environments of it, and DEV of another application, are not held.
     expect((await h.request('DELETE', path(id), { body: { environment: 'TEST' } })).status).toBe(200)
-    const other = await createApp(w.A, 'dev,prod')
+    const other = await createApplicationId(h, w.A, 'dev,prod')
     expect((await h.request('DELETE', path(other), { body: { environment: 'DEV' } })).status).toBe(200)
   })
 
   test('an enrollment without keysets does not hold its environment', async () => {
-    const id = await createApp(w.A, 'dev,prod')
+    const id = await createApplicationId(h, w.A, 'dev,prod')
     expect((await enroll(id, 'DEV')).status).toBe(201)
     expect((await h.request('DELETE', path(id), { body: { environment: 'DEV' } })).status).toBe(200)
   })
@@ -267,15 +214,15 @@ describe('DELETE /api/environments/{application_id}', () => {
   test('unknown 404, malformed id 400, no token 401', async () => {
     expectProblem(await h.request('DELETE', path(crypto.randomUUID()), { body: { environment: 'DEV' } }), 404)
     expectProblem(await h.request('DELETE', path('zzz'), { body: { environment: 'DEV' } }), 400)
-    expectProblem(await h.request('DELETE', path(await createApp(w.A, 'dev,prod')), { token: null, body: { environment: 'DEV' } }), 401)
+    expectProblem(await h.request('DELETE', path(await createApplicationId(h, w.A, 'dev,prod')), { token: null, body: { environment: 'DEV' } }), 401)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const id = await createApp(w[owner], 'dev,prod')
-        const res = await h.request('DELETE', path(id), { token: tokenOf(w, actor), body: { environment: 'DEV' } })
-        const want = expected(actor, owner, 'change', 200)
+        const id = await createApplicationId(h, w[owner], 'dev,prod')
+        const res = await h.request('DELETE', path(id), { token: tokenOf(h, w, actor), body: { environment: 'DEV' } })
+        const want = expectedStatus('applications', actor, owner, 'change', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want !== 200) expectProblem(res, want)
         expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD' : 'DEV,PROD')

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createApplication, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, type Tenants } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -14,53 +15,11 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const KEYS_ENABLED = ['allowed_environments', 'application_id', 'created', 'description', 'modified', 'organization_id', 'state']
 const KEYS_PLAIN = KEYS_ENABLED.filter((k) => k !== 'allowed_environments')
 
-
-
 /** A: enabled for DEV, PROD, TEST (default PROD), partner AP. B: not enabled, partner BP. */
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  BP: string
-}
-
-async function world(): Promise<World> {
-  const A = await h.createCustomer('A', { default: 'prod', supported: 'test,prod,dev' })
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B')
-  const BP = await h.createPartner(B, 'BP')
-  return { V: h.vendorId, A, AP, B, BP }
-}
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-/** What CONTRACT section 2 answers `actor` acting on a record of customer `owner` (A or B). */
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'read') return success
-  if (actor.role === 'viewer' || actor.org === 'AP') return 403
-  return success
-}
-
-
-async function createApp(organizationId: string, extra: Record<string, unknown> = {}, token?: string) {
-  const res = await h.request('POST', '/api/applications', { token, body: { organization_id: organizationId, description: 'App', ...extra } })
-  expect(res.status).toBe(201)
-  return res.body.application as Record<string, string>
-}
-
-/** The application as the vendor sees it. */
-async function read(id: string) {
-  const res = await h.request('GET', `/api/applications/${id}`)
-  expect(res.status).toBe(200)
-  return res.body.application as Record<string, string>
-}
+const world = () => tenants(h, { A: { default: 'prod', supported: 'test,prod,dev' } })
 
 async function listIds(token?: string): Promise<string[]> {
   const res = await h.request('GET', '/api/applications', { token })
@@ -70,24 +29,14 @@ async function listIds(token?: string): Promise<string[]> {
 
 /** An enrollment in `environment` proves the application has it (it is 400 otherwise). */
 async function enrollStatus(applicationId: string, environment: string) {
-  const res = await h.request('POST', '/api/enrollments', {
-    body: {
-      enrollment_id: crypto.randomUUID(),
-      consumer_id: crypto.randomUUID(),
-      installation_id: crypto.randomUUID(),
-      application_id: applicationId,
-      environment,
-      installation_description: 'device',
-    },
-  })
-  return res.status
+  return (await h.request('POST', '/api/enrollments', { body: enrollmentBody(applicationId, environment) })).status
 }
 
 // ---------------------------------------------------------------------------------------------
 // POST /api/applications
 
 describe('POST /api/applications', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('201 with the record, host_url and api_key; allowed_environments defaults to the customer default', async () => {
@@ -103,11 +52,13 @@ describe('POST /api/applications', () => {
     expect(app.modified).toBe(app.created)
     expect(typeof app.api_key).toBe('string')
     expect(app.api_key.length).toBeGreaterThanOrEqual(20)
+    // It carries a secret: no cache may keep it (issue 9, finding 11).
+    expect(res.headers.get('cache-control')).toBe('no-store')
   })
 
   test('api_key is new for every application and never shown again', async () => {
-    const one = await createApp(w.A)
-    const two = await createApp(w.A)
+    const one = await createApplication(h, w.A)
+    const two = await createApplication(h, w.A)
     expect(one.api_key).not.toBe(two.api_key)
     const view = await h.request('GET', `/api/applications/${one.application_id}`)
     expect(Object.keys(view.body.application).sort()).toEqual(KEYS_ENABLED)
@@ -118,23 +69,23 @@ describe('POST /api/applications', () => {
   })
 
   test('a customer not enabled for virtual environments: allowed_environments omitted, PRODUCTION implicit', async () => {
-    const app = await createApp(w.B)
+    const app = await createApplication(h, w.B)
     expect(Object.keys(app).sort()).toEqual([...KEYS_PLAIN, 'api_key', 'host_url'].sort())
-    expect(Object.keys(await read(app.application_id!)).sort()).toEqual(KEYS_PLAIN)
+    expect(Object.keys(await readAsVendor(h, 'applications', app.application_id!)).sort()).toEqual(KEYS_PLAIN)
     expect(await enrollStatus(app.application_id!, 'production')).toBe(201)
     expect(await enrollStatus(app.application_id!, 'DEV')).toBe(400)
     // PRODUCTION may also be named explicitly; nothing else can.
-    const explicit = await createApp(w.B, { allowed_environments: 'production' })
+    const explicit = await createApplication(h, w.B, { allowed_environments: 'production' })
     expect(explicit.allowed_environments).toBeUndefined()
     expect(await enrollStatus(explicit.application_id!, 'PRODUCTION')).toBe(201)
     expectProblem(await h.request('POST', '/api/applications', { body: { organization_id: w.B, description: 'x', allowed_environments: 'DEV' } }), 400)
   })
 
   test('allowed_environments as a comma-separated string and as an array, any case, sorted without duplicates', async () => {
-    expect((await createApp(w.A, { allowed_environments: 'test, dev' })).allowed_environments).toBe('DEV,TEST')
-    expect((await createApp(w.A, { allowed_environments: ['Test', 'dev', 'DEV'] })).allowed_environments).toBe('DEV,TEST')
-    expect((await createApp(w.A, { allowed_environments: 'prod' })).allowed_environments).toBe('PROD')
-    const all = await createApp(w.A, { allowed_environments: ['prod', 'dev', 'test'] })
+    expect((await createApplication(h, w.A, { allowed_environments: 'test, dev' })).allowed_environments).toBe('DEV,TEST')
+    expect((await createApplication(h, w.A, { allowed_environments: ['Test', 'dev', 'DEV'] })).allowed_environments).toBe('DEV,TEST')
+    expect((await createApplication(h, w.A, { allowed_environments: 'prod' })).allowed_environments).toBe('PROD')
+    const all = await createApplication(h, w.A, { allowed_environments: ['prod', 'dev', 'test'] })
     expect(all.allowed_environments).toBe('DEV,PROD,TEST')
     expect(await enrollStatus(all.application_id!, 'test')).toBe(201)
   })
@@ -148,26 +99,26 @@ describe('POST /api/applications', () => {
 
   test('SPEC rule 3: a supplied unregistered application_id is used (answered lowercase)', async () => {
     const id = crypto.randomUUID()
-    const app = await createApp(w.A, { application_id: id.toUpperCase() })
+    const app = await createApplication(h, w.A, { application_id: id.toUpperCase() })
     expect(app.application_id).toBe(id)
-    expect((await read(id)).organization_id).toBe(w.A)
+    expect((await readAsVendor(h, 'applications', id)).organization_id).toBe(w.A)
   })
 
   test('SPEC rule 3: a supplied application_id already registered is replaced by a random one', async () => {
-    const first = await createApp(w.A, { description: 'first' })
-    const again = await createApp(w.A, { application_id: first.application_id, description: 'second' })
+    const first = await createApplication(h, w.A, { description: 'first' })
+    const again = await createApplication(h, w.A, { application_id: first.application_id, description: 'second' })
     expect(again.application_id).toMatch(UUID_LOWER)
     expect(again.application_id).not.toBe(first.application_id)
     // Registered by another customer: same rule, and the existing one is untouched.
-    const other = await createApp(w.B, { application_id: first.application_id, description: 'third' })
+    const other = await createApplication(h, w.B, { application_id: first.application_id, description: 'third' })
     expect(other.application_id).not.toBe(first.application_id)
     expect(other.application_id).not.toBe(again.application_id)
-    const kept = await read(first.application_id!)
+    const kept = await readAsVendor(h, 'applications', first.application_id!)
     expect(kept).toMatchObject({ organization_id: w.A, description: 'first', created: first.created, modified: first.modified })
   })
 
   test('organization_id sent in uppercase: the customer, answered lowercase', async () => {
-    const app = await createApp(w.A.toUpperCase())
+    const app = await createApplication(h, w.A.toUpperCase())
     expect(app.organization_id).toBe(w.A)
     const customer = await h.request('POST', '/api/applications', { token: h.token(w.A), body: { organization_id: w.A.toUpperCase(), description: 'x' } })
     expect(customer.status).toBe(201)
@@ -189,7 +140,7 @@ describe('POST /api/applications', () => {
     for (const description of [undefined, '', '   ', 12, null, 'x'.repeat(1025)]) {
       expectProblem(await h.request('POST', '/api/applications', { body: { organization_id: w.A, description } }), 400)
     }
-    expect((await createApp(w.A, { description: 'é'.repeat(1024) })).description).toBe('é'.repeat(1024))
+    expect((await createApplication(h, w.A, { description: 'é'.repeat(1024) })).description).toBe('é'.repeat(1024))
   })
 
   test('application_id that is not a UUID: 400', async () => {
@@ -213,15 +164,15 @@ describe('POST /api/applications', () => {
 
   for (const actor of ACTORS) {
     test(`${actor.label}: registers for its own customer, not for another`, async () => {
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       for (const owner of ['A', 'B'] as const) {
         const before = await listIds()
         const res = await h.request('POST', '/api/applications', { token, body: { organization_id: w[owner], description: `by ${actor.label}` } })
-        const want = expected(actor, owner, 'change', 201)
+        const want = expectedStatus('applications', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 201) {
           expect(res.body.application.organization_id).toBe(w[owner])
-          expect((await read(res.body.application.application_id)).description).toBe(`by ${actor.label}`)
+          expect((await readAsVendor(h, 'applications', res.body.application.application_id)).description).toBe(`by ${actor.label}`)
           expect(await listIds()).toEqual([...before, res.body.application.application_id])
         } else {
           expectProblem(res, want)
@@ -236,14 +187,14 @@ describe('POST /api/applications', () => {
 // reads
 
 describe('GET /api/applications and /api/applications/{id}', () => {
-  let w: World
+  let w: Tenants
   let appsA: string[]
   let appsB: string[]
   beforeAll(async () => {
     w = await world()
-    appsA = [(await createApp(w.A)).application_id!, (await createApp(w.A)).application_id!]
-    appsB = [(await createApp(w.B)).application_id!]
-    appsA.push((await createApp(w.A)).application_id!)
+    appsA = [(await createApplication(h, w.A)).application_id!, (await createApplication(h, w.A)).application_id!]
+    appsB = [(await createApplication(h, w.B)).application_id!]
+    appsA.push((await createApplication(h, w.A)).application_id!)
   })
 
   test('view: exact shape, trace_id, identifiers answered lowercase', async () => {
@@ -268,7 +219,7 @@ describe('GET /api/applications and /api/applications/{id}', () => {
     expect(Object.keys(res.body).sort()).toEqual(['applications', 'trace_id'])
     expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
     expect(res.body.applications.map((a: { application_id: string }) => a.application_id)).toEqual(appsA)
-    for (const app of res.body.applications) expect(app).toEqual(await read(app.application_id))
+    for (const app of res.body.applications) expect(app).toEqual(await readAsVendor(h, 'applications', app.application_id))
   })
 
   test('list: a customer without applications gets an empty array', async () => {
@@ -297,13 +248,13 @@ describe('GET /api/applications and /api/applications/{id}', () => {
 
   for (const actor of ACTORS) {
     test(`${actor.label}: view and list reach ${actor.org === 'V' ? 'every customer' : 'customer A only'}`, async () => {
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       for (const [owner, ids] of [['A', appsA], ['B', appsB]] as const) {
         for (const id of ids) {
           const res = await h.request('GET', `/api/applications/${id}`, { token })
-          const want = expected(actor, owner, 'read', 200)
+          const want = expectedStatus('applications', actor, owner, 'read', 200)
           expect({ id, status: res.status }).toEqual({ id, status: want })
-          if (want === 200) expect(res.body.application).toEqual(await read(id))
+          if (want === 200) expect(res.body.application).toEqual(await readAsVendor(h, 'applications', id))
           else expectProblem(res, 404)
         }
       }
@@ -318,11 +269,11 @@ describe('GET /api/applications and /api/applications/{id}', () => {
 // changes
 
 describe('PATCH /api/applications/{id}', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('updates the description and modified; the rest unchanged', async () => {
-    const app = await createApp(w.A, { allowed_environments: 'dev,prod' })
+    const app = await createApplication(h, w.A, { allowed_environments: 'dev,prod' })
     const res = await h.request('PATCH', `/api/applications/${app.application_id}`, { body: { description: 'Renamed' } })
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['application', 'trace_id'])
@@ -330,22 +281,22 @@ describe('PATCH /api/applications/{id}', () => {
     const { api_key: _k, host_url: _h, ...before } = app
     expect({ ...res.body.application, modified: null }).toEqual({ ...before, description: 'Renamed', modified: null })
     expect(res.body.application.modified > app.modified!).toBe(true)
-    expect(await read(app.application_id!)).toEqual(res.body.application)
+    expect(await readAsVendor(h, 'applications', app.application_id!)).toEqual(res.body.application)
   })
 
   test('only the description changes, whatever else the body says', async () => {
-    const app = await createApp(w.A, { allowed_environments: 'dev' })
-    const other = await createApp(w.A)
+    const app = await createApplication(h, w.A, { allowed_environments: 'dev' })
+    const other = await createApplication(h, w.A)
     const body = { description: 'New', application_id: other.application_id, organization_id: w.B, allowed_environments: 'PROD', state: 'suspended', created: other.created }
     const res = await h.request('PATCH', `/api/applications/${app.application_id}`, { body })
     expect(res.status).toBe(200)
     const { api_key: _k, host_url: _h, ...before } = app
     expect({ ...res.body.application, modified: null }).toEqual({ ...before, description: 'New', modified: null })
-    expect((await read(other.application_id!)).description).toBe('App')
+    expect((await readAsVendor(h, 'applications', other.application_id!)).description).toBe('App')
   })
 
   test('bad bodies: 400 and nothing changes; unknown 404; malformed id 400; no token 401; 415; 413', async () => {
-    const app = await createApp(w.B)
+    const app = await createApplication(h, w.B)
     const { api_key: _k, host_url: _h, ...before } = app
     const path = `/api/applications/${app.application_id}`
     expectProblem(await h.request('PATCH', path, { body: '{"description":"x"}', headers: { 'content-type': 'text/plain' } }), 415)
@@ -353,7 +304,7 @@ describe('PATCH /api/applications/{id}', () => {
     for (const body of [undefined, {}, { description: '' }, { description: 5 }, { description: 'x'.repeat(1025) }, '{bad']) {
       expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}`, { body }), 400)
     }
-    expect(await read(app.application_id!)).toEqual(before)
+    expect(await readAsVendor(h, 'applications', app.application_id!)).toEqual(before)
     expectProblem(await h.request('PATCH', `/api/applications/${crypto.randomUUID()}`, { body: { description: 'x' } }), 404)
     expectProblem(await h.request('PATCH', '/api/applications/123', { body: { description: 'x' } }), 400)
     expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}`, { token: null, body: { description: 'x' } }), 401)
@@ -362,11 +313,11 @@ describe('PATCH /api/applications/{id}', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const app = await createApp(w[owner])
-        const res = await h.request('PATCH', `/api/applications/${app.application_id}`, { token: tokenOf(w, actor), body: { description: 'changed' } })
-        const want = expected(actor, owner, 'change', 200)
+        const app = await createApplication(h, w[owner])
+        const res = await h.request('PATCH', `/api/applications/${app.application_id}`, { token: tokenOf(h, w, actor), body: { description: 'changed' } })
+        const want = expectedStatus('applications', actor, owner, 'change', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        expect((await read(app.application_id!)).description).toBe(want === 200 ? 'changed' : 'App')
+        expect((await readAsVendor(h, 'applications', app.application_id!)).description).toBe(want === 200 ? 'changed' : 'App')
         if (want !== 200) expectProblem(res, want)
       }
     })
@@ -374,11 +325,11 @@ describe('PATCH /api/applications/{id}', () => {
 })
 
 describe('PATCH /api/applications/{id}/suspend and /activate', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('active → suspended → active, modified increasing; a no-op is 409', async () => {
-    const app = await createApp(w.A)
+    const app = await createApplication(h, w.A)
     expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/activate`), 409)
     const suspended = await h.request('PATCH', `/api/applications/${app.application_id}/suspend`)
     expect(suspended.status).toBe(200)
@@ -387,37 +338,37 @@ describe('PATCH /api/applications/{id}/suspend and /activate', () => {
     expect(suspended.body.application.state).toBe('suspended')
     expect(suspended.body.application.modified > app.modified!).toBe(true)
     expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/suspend`), 409)
-    expect((await read(app.application_id!)).modified).toBe(suspended.body.application.modified)
+    expect((await readAsVendor(h, 'applications', app.application_id!)).modified).toBe(suspended.body.application.modified)
     const activated = await h.request('PATCH', `/api/applications/${app.application_id}/activate`)
     expect(activated.status).toBe(200)
     expect(activated.body.application.state).toBe('active')
     expect(activated.body.application.modified > suspended.body.application.modified).toBe(true)
-    expect(await read(app.application_id!)).toEqual(activated.body.application)
+    expect(await readAsVendor(h, 'applications', app.application_id!)).toEqual(activated.body.application)
   })
 
   test('unknown 404, malformed 400, no token 401, a body-less action with an unknown action segment 404', async () => {
     expectProblem(await h.request('PATCH', `/api/applications/${crypto.randomUUID()}/suspend`), 404)
     expectProblem(await h.request('PATCH', '/api/applications/xyz/activate'), 400)
-    const app = await createApp(w.A)
+    const app = await createApplication(h, w.A)
     expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/suspend`, { token: null }), 401)
     expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/retire`), 404)
-    expect((await read(app.application_id!)).state).toBe('active')
+    expect((await readAsVendor(h, 'applications', app.application_id!)).state).toBe('active')
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const app = await createApp(w[owner])
-        const token = tokenOf(w, actor)
-        const want = expected(actor, owner, 'change', 200)
+        const app = await createApplication(h, w[owner])
+        const token = tokenOf(h, w, actor)
+        const want = expectedStatus('applications', actor, owner, 'change', 200)
         const suspend = await h.request('PATCH', `/api/applications/${app.application_id}/suspend`, { token })
         expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
-        expect((await read(app.application_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
+        expect((await readAsVendor(h, 'applications', app.application_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
         // Activation, from a suspended application.
         if (want !== 200) expect((await h.request('PATCH', `/api/applications/${app.application_id}/suspend`)).status).toBe(200)
         const activate = await h.request('PATCH', `/api/applications/${app.application_id}/activate`, { token })
         expect({ owner, action: 'activate', status: activate.status }).toEqual({ owner, action: 'activate', status: want })
-        expect((await read(app.application_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
+        expect((await readAsVendor(h, 'applications', app.application_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
       }
     })
   }
@@ -430,7 +381,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('are 401 on every application endpoint until the customer is activated again', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const app = await createApp(C)
+    const app = await createApplication(h, C)
     const tokens = [h.token(C), h.token(C, 'application_admin'), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]
     expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
     const id = app.application_id
@@ -441,7 +392,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
       expectProblem(await h.request('PATCH', `/api/applications/${id}`, { token, body: { description: 'x' } }), 401)
       expectProblem(await h.request('PATCH', `/api/applications/${id}/suspend`, { token }), 401)
     }
-    expect(await read(id!)).toMatchObject({ description: 'App', state: 'active' })
+    expect(await readAsVendor(h, 'applications', id!)).toMatchObject({ description: 'App', state: 'active' })
     expect((await h.request('PATCH', `/api/organizations/${C}/activate`)).status).toBe(200)
     for (const token of tokens) expect((await h.request('GET', `/api/applications/${id}`, { token })).status).toBe(200)
   })
@@ -449,7 +400,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('a suspended partner: its tokens are 401, its customer unaffected', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const app = await createApp(C)
+    const app = await createApplication(h, C)
     expect((await h.request('PATCH', `/api/organizations/${CP}/suspend`)).status).toBe(200)
     expectProblem(await h.request('GET', `/api/applications/${app.application_id}`, { token: h.token(CP) }), 401)
     expect((await h.request('GET', `/api/applications/${app.application_id}`, { token: h.token(C) })).status).toBe(200)

@@ -81,7 +81,19 @@ describe('the Authorization header', () => {
     expect401(await h.request('GET', '/api/organizations', { token: `kw1.${claims}.${signature}` }))
   })
 
-  test('an expired token: 401; one with time left: 200', async () => {
+  test('a valid token spelled any other way is 401 (CONTRACT section 9), however long', async () => {
+    const t = h.vendorToken
+    const last = t.at(-1)!
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+    const otherTrailingBits = t.slice(0, -1) + alphabet[alphabet.indexOf(last) | 3]
+    for (const token of [`${t}=`, `${t}!`, t.replaceAll('-', '+').replaceAll('_', '/'), otherTrailingBits, `${t}${'!'.repeat(15_000)}`]) {
+      if (token === t) continue
+      expect401(await h.request('GET', '/api/organizations', { token }), t)
+    }
+    expect((await h.request('GET', '/api/organizations', { token: t })).status).toBe(200)
+  })
+
+  test('an expired token: 401; one issued with time left: 200', async () => {
     expect401(await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'admin', -1) }))
     expect401(await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'viewer', -3600) }))
     expect((await h.request('GET', '/api/organizations', { token: h.token(h.vendorId, 'viewer', 60) })).status).toBe(200)

@@ -13,9 +13,9 @@
  * but simply not listed, so its calls are judged by what the answer lists.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
+import { p256PublicKey } from '../support/fixtures'
 
 // ---------------------------------------------------------------------------------------------
 // The table, as CONTRACT section 2 writes it.
@@ -215,11 +215,7 @@ const TOKEN = {} as Record<OrgName, string>
 /** The fresh token a revocation is tried on (a revocation cannot be undone). */
 let revocable = ''
 
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
-const KEY = p256Key()
+const KEY = p256PublicKey()
 
 /** A request by the vendor's admin that must succeed (set-up and restoring state). */
 async function must(method: string, path: string, body?: unknown) {

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createConsumer, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type Tenants } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -14,50 +15,9 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 const KEYS = ['consumer_id', 'created', 'modified', 'state']
 
-
-
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  BP: string
-}
-
-async function world(): Promise<World> {
-  const A = await h.createCustomer('A', { default: 'PROD', supported: 'PROD' })
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B')
-  const BP = await h.createPartner(B, 'BP')
-  return { V: h.vendorId, A, AP, B, BP }
-}
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-/** Consumers, installations, enrollments, keysets: partners may change their customer's. */
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'change' && actor.role === 'viewer') return 403
-  return success
-}
-
-
-/** A consumer of `customer`, created with the vendor token. */
-async function createConsumer(customer: string, id: string = crypto.randomUUID()) {
-  const res = await h.request('POST', '/api/consumers', { body: { consumer_id: id, organization_id: customer } })
-  expect(res.status).toBe(201)
-  return res.body.consumer as Record<string, string>
-}
-
-/** The consumer as the vendor sees it. */
-async function read(id: string) {
-  const res = await h.request('GET', `/api/consumers/${id}`)
-  expect(res.status).toBe(200)
-  return res.body.consumer as Record<string, string>
-}
+const world = () => tenants(h, { A: { default: 'PROD', supported: 'PROD' } })
 
 async function readAs(token: string, id: string) {
   return (await h.request('GET', `/api/consumers/${id}`, { token })).status
@@ -66,7 +26,7 @@ async function readAs(token: string, id: string) {
 // ---------------------------------------------------------------------------------------------
 
 describe('POST /api/consumers', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('201 with exactly the consumer fields; id answered lowercase; state active', async () => {
@@ -79,11 +39,11 @@ describe('POST /api/consumers', () => {
     expect(res.body.consumer).toMatchObject({ consumer_id: id, state: 'active' })
     expect(res.body.consumer.created).toMatch(TIMESTAMP)
     expect(res.body.consumer.modified).toBe(res.body.consumer.created)
-    expect(await read(id)).toEqual(res.body.consumer)
+    expect(await readAsVendor(h, 'consumers', id)).toEqual(res.body.consumer)
   })
 
   test('an existing consumer of the same customer: 200, the record unchanged', async () => {
-    const created = await createConsumer(w.A)
+    const created = await createConsumer(h, w.A)
     const suspended = await h.request('PATCH', `/api/consumers/${created.consumer_id}/suspend`)
     expect(suspended.status).toBe(200)
     for (const token of [h.token(w.A), h.token(w.AP, 'application_admin')]) {
@@ -94,15 +54,15 @@ describe('POST /api/consumers', () => {
     const vendor = await h.request('POST', '/api/consumers', { body: { consumer_id: created.consumer_id, organization_id: w.A } })
     expect(vendor.status).toBe(200)
     expect(vendor.body.consumer).toEqual(suspended.body.consumer)
-    expect(await read(created.consumer_id!)).toEqual(suspended.body.consumer)
+    expect(await readAsVendor(h, 'consumers', created.consumer_id!)).toEqual(suspended.body.consumer)
   })
 
   test('an id owned by another customer: 409, and it stays the other customer\'s', async () => {
-    const created = await createConsumer(w.A)
+    const created = await createConsumer(h, w.A)
     expectProblem(await h.request('POST', '/api/consumers', { token: h.token(w.B), body: { consumer_id: created.consumer_id } }), 409)
     expectProblem(await h.request('POST', '/api/consumers', { token: h.token(w.BP), body: { consumer_id: created.consumer_id } }), 409)
     expectProblem(await h.request('POST', '/api/consumers', { body: { consumer_id: created.consumer_id, organization_id: w.B } }), 409)
-    expect(await read(created.consumer_id!)).toEqual(created)
+    expect(await readAsVendor(h, 'consumers', created.consumer_id!)).toEqual(created)
     expect(await readAs(h.token(w.A), created.consumer_id!)).toBe(200)
     expect(await readAs(h.token(w.B), created.consumer_id!)).toBe(404)
   })
@@ -157,8 +117,8 @@ describe('POST /api/consumers', () => {
       for (const owner of ['A', 'B'] as const) {
         const id = crypto.randomUUID()
         // The vendor names the customer; the others name it too (their own customer is implied).
-        const res = await h.request('POST', '/api/consumers', { token: tokenOf(w, actor), body: { consumer_id: id, organization_id: w[owner] } })
-        const want = expected(actor, owner, 'change', 201)
+        const res = await h.request('POST', '/api/consumers', { token: tokenOf(h, w, actor), body: { consumer_id: id, organization_id: w[owner] } })
+        const want = expectedStatus('owned', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 201) expect(await readAs(h.token(w[owner]), id)).toBe(200)
         else {
@@ -171,11 +131,11 @@ describe('POST /api/consumers', () => {
 })
 
 describe('GET /api/consumers/{id}', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('exact shape; malformed 400; unknown 404; no token 401', async () => {
-    const c = await createConsumer(w.A)
+    const c = await createConsumer(h, w.A)
     const res = await h.request('GET', `/api/consumers/${c.consumer_id!.toUpperCase()}`)
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['consumer', 'trace_id'])
@@ -189,9 +149,9 @@ describe('GET /api/consumers/{id}', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const c = await createConsumer(w[owner])
-        const res = await h.request('GET', `/api/consumers/${c.consumer_id}`, { token: tokenOf(w, actor) })
-        const want = expected(actor, owner, 'read', 200)
+        const c = await createConsumer(h, w[owner])
+        const res = await h.request('GET', `/api/consumers/${c.consumer_id}`, { token: tokenOf(h, w, actor) })
+        const want = expectedStatus('owned', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 200) expect(res.body.consumer).toEqual(c)
         else expectProblem(res, 404)
@@ -201,11 +161,11 @@ describe('GET /api/consumers/{id}', () => {
 })
 
 describe('PATCH /api/consumers/{id}/suspend and /activate', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('active → suspended → active with modified increasing; no-ops 409', async () => {
-    const c = await createConsumer(w.A)
+    const c = await createConsumer(h, w.A)
     expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`), 409)
     const suspended = await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`)
     expect(suspended.status).toBe(200)
@@ -214,7 +174,7 @@ describe('PATCH /api/consumers/{id}/suspend and /activate', () => {
     expect(suspended.body.consumer).toMatchObject({ consumer_id: c.consumer_id, state: 'suspended', created: c.created })
     expect(suspended.body.consumer.modified > c.modified!).toBe(true)
     expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`), 409)
-    expect(await read(c.consumer_id!)).toEqual(suspended.body.consumer)
+    expect(await readAsVendor(h, 'consumers', c.consumer_id!)).toEqual(suspended.body.consumer)
     const active = await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`)
     expect(active.status).toBe(200)
     expect(active.body.consumer.state).toBe('active')
@@ -224,37 +184,37 @@ describe('PATCH /api/consumers/{id}/suspend and /activate', () => {
   test('malformed 400; unknown 404; no token 401', async () => {
     expectProblem(await h.request('PATCH', '/api/consumers/abc/suspend'), 400)
     expectProblem(await h.request('PATCH', `/api/consumers/${crypto.randomUUID()}/activate`), 404)
-    const c = await createConsumer(w.A)
+    const c = await createConsumer(h, w.A)
     expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token: null }), 401)
-    expect((await read(c.consumer_id!)).state).toBe('active')
+    expect((await readAsVendor(h, 'consumers', c.consumer_id!)).state).toBe('active')
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const c = await createConsumer(w[owner])
-        const token = tokenOf(w, actor)
-        const want = expected(actor, owner, 'change', 200)
+        const c = await createConsumer(h, w[owner])
+        const token = tokenOf(h, w, actor)
+        const want = expectedStatus('owned', actor, owner, 'change', 200)
         const suspend = await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token })
         expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
-        expect((await read(c.consumer_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
+        expect((await readAsVendor(h, 'consumers', c.consumer_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
         if (want !== 200) expect((await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`)).status).toBe(200)
         const activate = await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`, { token })
         expect({ owner, action: 'activate', status: activate.status }).toEqual({ owner, action: 'activate', status: want })
-        expect((await read(c.consumer_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
+        expect((await readAsVendor(h, 'consumers', c.consumer_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
       }
     })
   }
 })
 
 describe('GET /api/consumers', () => {
-  let w: World
+  let w: Tenants
   let ofA: Record<string, string>[]
   let ofB: Record<string, string>[]
   beforeAll(async () => {
     w = await world()
-    ofA = [await createConsumer(w.A), await createConsumer(w.A)]
-    ofB = [await createConsumer(w.B)]
+    ofA = [await createConsumer(h, w.A), await createConsumer(h, w.A)]
+    ofB = [await createConsumer(h, w.B)]
   })
 
   test('shape: consumers, total, page_size; no page unless sent; no trace_id', async () => {
@@ -281,7 +241,7 @@ describe('GET /api/consumers', () => {
 
   for (const actor of ACTORS) {
     test(`${actor.label}: sees ${actor.org === 'V' ? 'every customer\'s' : 'customer A\'s'} consumers`, async () => {
-      const res = await h.request('GET', '/api/consumers?page_size=1000', { token: tokenOf(w, actor) })
+      const res = await h.request('GET', '/api/consumers?page_size=1000', { token: tokenOf(h, w, actor) })
       expect(res.status).toBe(200)
       const ids = res.body.consumers.map((c: { consumer_id: string }) => c.consumer_id)
       const mine = [...ofA, ...ofB].map((c) => c.consumer_id)
@@ -295,7 +255,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('are 401 on every consumer endpoint', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const c = await createConsumer(C)
+    const c = await createConsumer(h, C)
     expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
     for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'application_admin')]) {
       expectProblem(await h.request('GET', '/api/consumers', { token }), 401)
@@ -303,6 +263,6 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
       expectProblem(await h.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } }), 401)
       expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`, { token }), 401)
     }
-    expect(await read(c.consumer_id!)).toEqual(c)
+    expect(await readAsVendor(h, 'consumers', c.consumer_id!)).toEqual(c)
   })
 })

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createApplicationId, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type EnrollmentBody, ENROLLMENT_KEYS } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -14,94 +15,18 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-const KEYS = [
-  'active_keyset_id',
-  'application_id',
-  'client_enclave_key',
-  'client_storage_key_shares',
-  'consumer_id',
-  'created',
-  'enrollment_id',
-  'environment',
-  'installation_id',
-  'modified',
-  'nickname',
-  'state',
-]
-
-
-
 /** A enabled for DEV, PROD, TEST with applications appA (DEV, PROD) and appA2; B not enabled, with appB. */
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  BP: string
-  appA: string
-  appA2: string
-  appB: string
+async function world() {
+  const w = await tenants(h, { A: { default: 'PROD', supported: 'DEV,PROD,TEST' } })
+  return { ...w, appA: await createApplicationId(h, w.A, 'dev,prod'), appA2: await createApplicationId(h, w.A, 'prod'), appB: await createApplicationId(h, w.B) }
 }
-
-async function world(): Promise<World> {
-  const A = await h.createCustomer('A', { default: 'PROD', supported: 'DEV,PROD,TEST' })
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B')
-  const BP = await h.createPartner(B, 'BP')
-  return { V: h.vendorId, A, AP, B, BP, appA: await createApp(A, 'dev,prod'), appA2: await createApp(A, 'prod'), appB: await createApp(B) }
-}
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'change' && actor.role === 'viewer') return 403
-  return success
-}
-
-
-async function createApp(organizationId: string, allowed?: string): Promise<string> {
-  const res = await h.request('POST', '/api/applications', {
-    body: { organization_id: organizationId, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) },
-  })
-  expect(res.status).toBe(201)
-  return res.body.application.application_id
-}
-
-interface EnrollmentBody {
-  enrollment_id: string
-  consumer_id: string
-  installation_id: string
-  application_id: string
-  environment: string
-  installation_description: string
-}
-
-function body(applicationId: string, environment: string, extra: Partial<EnrollmentBody> = {}): EnrollmentBody {
-  return {
-    enrollment_id: crypto.randomUUID(),
-    consumer_id: crypto.randomUUID(),
-    installation_id: crypto.randomUUID(),
-    application_id: applicationId,
-    environment,
-    installation_description: 'iPhone 15',
-    ...extra,
-  }
-}
+type World = Awaited<ReturnType<typeof world>>
 
 const post = (b: unknown, token?: string) => h.request('POST', '/api/enrollments', { token, body: b })
 
 async function enroll(b: EnrollmentBody, token?: string) {
   const res = await post(b, token)
   expect(res.status).toBe(201)
-  return res.body.enrollment as Record<string, string | null>
-}
-
-/** The enrollment as the vendor sees it. */
-async function read(id: string) {
-  const res = await h.request('GET', `/api/enrollments/${id}`)
-  expect(res.status).toBe(200)
   return res.body.enrollment as Record<string, string | null>
 }
 
@@ -120,13 +45,13 @@ describe('POST /api/enrollments', () => {
   beforeAll(async () => (w = await world()))
 
   test('201: exact fields, nulls, generated nickname, uppercased environment, lowercase ids', async () => {
-    const b = body(w.appA, 'dev')
+    const b = enrollmentBody(w.appA, 'dev')
     const res = await post({ ...b, enrollment_id: b.enrollment_id.toUpperCase(), consumer_id: b.consumer_id.toUpperCase() }, h.token(w.A))
     expect(res.status).toBe(201)
     expect(Object.keys(res.body).sort()).toEqual(['enrollment', 'trace_id'])
     expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
     const e = res.body.enrollment
-    expect(Object.keys(e).sort()).toEqual(KEYS)
+    expect(Object.keys(e).sort()).toEqual(ENROLLMENT_KEYS)
     expect(e).toEqual({
       enrollment_id: b.enrollment_id,
       installation_id: b.installation_id,
@@ -142,18 +67,18 @@ describe('POST /api/enrollments', () => {
       modified: e.created,
     })
     expect(e.created).toMatch(TIMESTAMP)
-    expect(await read(b.enrollment_id)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', b.enrollment_id)).toEqual(e)
   })
 
   test('a sent nickname is ignored', async () => {
-    const b = body(w.appA, 'PROD')
+    const b = enrollmentBody(w.appA, 'PROD')
     const e = await enroll({ ...b, nickname: 'my phone' } as EnrollmentBody)
     expect(e.nickname).toBe(`${b.installation_id}:${b.consumer_id}:${w.appA}:PROD`)
   })
 
   test("a missing consumer and installation are created in the application's customer", async () => {
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP, 'application_admin')]) {
-      const b = body(w.appA, 'PROD', { installation_description: 'Galaxy S24' })
+      const b = enrollmentBody(w.appA, 'PROD', { installation_description: 'Galaxy S24' })
       const e = await enroll(b, token)
       const consumer = await h.request('GET', `/api/consumers/${b.consumer_id}`, { token: h.token(w.A, 'viewer') })
       expect(consumer.status).toBe(200)
@@ -168,7 +93,7 @@ describe('POST /api/enrollments', () => {
       expect(await status(`/api/installations/${b.installation_id}`, h.token(w.B))).toBe(404)
     }
     // The vendor enrolling in B's application: B's consumer and installation.
-    const b = body(w.appB, 'production')
+    const b = enrollmentBody(w.appB, 'production')
     expect((await enroll(b)).environment).toBe('PRODUCTION')
     expect(await status(`/api/consumers/${b.consumer_id}`, h.token(w.B))).toBe(200)
     expect(await status(`/api/installations/${b.installation_id}`, h.token(w.BP))).toBe(200)
@@ -179,7 +104,7 @@ describe('POST /api/enrollments', () => {
     const consumer = await h.request('POST', '/api/consumers', { token: h.token(w.A), body: { consumer_id: crypto.randomUUID() } })
     const installation = await h.request('POST', '/api/installations', { token: h.token(w.A), body: { installation_id: crypto.randomUUID(), description: 'original' } })
     const verified = await h.request('PATCH', `/api/installations/${installation.body.installation.installation_id}/verify`)
-    const b = body(w.appA, 'DEV', { consumer_id: consumer.body.consumer.consumer_id, installation_id: installation.body.installation.installation_id, installation_description: 'other' })
+    const b = enrollmentBody(w.appA, 'DEV', { consumer_id: consumer.body.consumer.consumer_id, installation_id: installation.body.installation.installation_id, installation_description: 'other' })
     await enroll(b, h.token(w.A))
     expect((await h.request('GET', `/api/consumers/${b.consumer_id}`)).body.consumer).toEqual(consumer.body.consumer)
     expect((await h.request('GET', `/api/installations/${b.installation_id}`)).body.installation).toEqual(verified.body.installation)
@@ -189,7 +114,7 @@ describe('POST /api/enrollments', () => {
   })
 
   test('the same enrollment_id with the same four identifiers: 200 and the existing record unchanged', async () => {
-    const b = body(w.appA, 'DEV')
+    const b = enrollmentBody(w.appA, 'DEV')
     const first = await enroll(b)
     const suspended = await h.request('PATCH', `/api/enrollments/${b.enrollment_id}/suspend`)
     expect(suspended.status).toBe(200)
@@ -198,13 +123,13 @@ describe('POST /api/enrollments', () => {
       expect(res.status).toBe(200)
       expect(res.body.enrollment).toEqual(suspended.body.enrollment)
     }
-    expect(await read(b.enrollment_id)).toEqual({ ...first, state: 'suspended', modified: suspended.body.enrollment.modified })
+    expect(await readAsVendor(h, 'enrollments', b.enrollment_id)).toEqual({ ...first, state: 'suspended', modified: suspended.body.enrollment.modified })
   })
 
   test('the same enrollment_id with any identifier different: 400, nothing created', async () => {
-    const b = body(w.appA, 'DEV')
+    const b = enrollmentBody(w.appA, 'DEV')
     const first = await enroll(b)
-    const twin = await createApp(w.A, 'dev,prod')
+    const twin = await createApplicationId(h, w.A, 'dev,prod')
     const variants: Partial<EnrollmentBody>[] = [
       { consumer_id: crypto.randomUUID() },
       { installation_id: crypto.randomUUID() },
@@ -218,11 +143,11 @@ describe('POST /api/enrollments', () => {
       if (variant.consumer_id) expect(await status(`/api/consumers/${variant.consumer_id}`)).toBe(404)
       if (variant.installation_id) expect(await status(`/api/installations/${variant.installation_id}`)).toBe(404)
     }
-    expect(await read(b.enrollment_id)).toEqual(first)
+    expect(await readAsVendor(h, 'enrollments', b.enrollment_id)).toEqual(first)
   })
 
   test('the same four identifiers under another enrollment_id: 409', async () => {
-    const b = body(w.appA, 'PROD')
+    const b = enrollmentBody(w.appA, 'PROD')
     await enroll(b)
     const other = { ...b, enrollment_id: crypto.randomUUID() }
     expectProblem(await post(other), 409)
@@ -240,12 +165,12 @@ describe('POST /api/enrollments', () => {
     expect((await h.request('PATCH', `/api/consumers/${consumerId}/suspend`)).status).toBe(200)
     expect((await h.request('PATCH', `/api/installations/${installationId}/suspend`)).status).toBe(200)
 
-    const withConsumer = body(w.appA, 'DEV', { consumer_id: consumerId })
+    const withConsumer = enrollmentBody(w.appA, 'DEV', { consumer_id: consumerId })
     expectProblem(await post(withConsumer), 409)
     expect(await status(`/api/installations/${withConsumer.installation_id}`)).toBe(404)
     expect(await status(`/api/enrollments/${withConsumer.enrollment_id}`)).toBe(404)
 
-    const withInstallation = body(w.appA, 'DEV', { installation_id: installationId })
+    const withInstallation = enrollmentBody(w.appA, 'DEV', { installation_id: installationId })
     expectProblem(await post(withInstallation, h.token(w.AP)), 409)
     expect(await status(`/api/consumers/${withInstallation.consumer_id}`)).toBe(404)
     expect(await status(`/api/enrollments/${withInstallation.enrollment_id}`)).toBe(404)
@@ -253,17 +178,17 @@ describe('POST /api/enrollments', () => {
     // Active again: enrollable.
     expect((await h.request('PATCH', `/api/consumers/${consumerId}/activate`)).status).toBe(200)
     expect((await h.request('PATCH', `/api/installations/${installationId}/verify`)).status).toBe(200)
-    await enroll(body(w.appA, 'DEV', { consumer_id: consumerId, installation_id: installationId }))
+    await enroll(enrollmentBody(w.appA, 'DEV', { consumer_id: consumerId, installation_id: installationId }))
   })
 
   test("a consumer or installation of another customer: 409, theirs unchanged", async () => {
-    const ofB = body(w.appB, 'PRODUCTION')
+    const ofB = enrollmentBody(w.appB, 'PRODUCTION')
     await enroll(ofB)
     const consumerBefore = (await h.request('GET', `/api/consumers/${ofB.consumer_id}`)).body.consumer
     const installationBefore = (await h.request('GET', `/api/installations/${ofB.installation_id}`)).body.installation
-    const withConsumer = body(w.appA, 'DEV', { consumer_id: ofB.consumer_id })
+    const withConsumer = enrollmentBody(w.appA, 'DEV', { consumer_id: ofB.consumer_id })
     expectProblem(await post(withConsumer, h.token(w.A)), 409)
-    const withInstallation = body(w.appA, 'DEV', { installation_id: ofB.installation_id })
+    const withInstallation = enrollmentBody(w.appA, 'DEV', { installation_id: ofB.installation_id })
     expectProblem(await post(withInstallation), 409)
     expect(await status(`/api/installations/${withConsumer.installation_id}`)).toBe(404)
     expect(await status(`/api/consumers/${withInstallation.consumer_id}`)).toBe(404)
@@ -272,10 +197,10 @@ describe('POST /api/enrollments', () => {
   })
 
   test('an unknown or out-of-scope application: 404, nothing created', async () => {
-    const unknown = body(crypto.randomUUID(), 'PROD')
+    const unknown = enrollmentBody(crypto.randomUUID(), 'PROD')
     expectProblem(await post(unknown), 404)
     for (const token of [h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
-      const other = body(w.appB, 'PRODUCTION')
+      const other = enrollmentBody(w.appB, 'PRODUCTION')
       expectProblem(await post(other, token), 404)
       expect(await status(`/api/consumers/${other.consumer_id}`)).toBe(404)
       expect(await status(`/api/installations/${other.installation_id}`)).toBe(404)
@@ -283,13 +208,13 @@ describe('POST /api/enrollments', () => {
     expect(await status(`/api/consumers/${unknown.consumer_id}`)).toBe(404)
     // The application is judged before the rest of the body.
     expectProblem(await post({ application_id: crypto.randomUUID() }), 404)
-    expectProblem(await post({ ...body(w.appB, ''), enrollment_id: 'x' }, h.token(w.A)), 404)
+    expectProblem(await post({ ...enrollmentBody(w.appB, ''), enrollment_id: 'x' }, h.token(w.A)), 404)
   })
 
   test('a suspended application: 401 (for every role in scope); active again: enrollable', async () => {
-    const app = await createApp(w.A, 'dev')
+    const app = await createApplicationId(h, w.A, 'dev')
     await setAppState(app, 'suspend')
-    const b = body(app, 'DEV')
+    const b = enrollmentBody(app, 'DEV')
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
       const res = await post(b, token)
       expectProblem(res, 401)
@@ -305,15 +230,15 @@ describe('POST /api/enrollments', () => {
 
   test('an environment the application does not have: 400', async () => {
     for (const environment of ['TEST', 'test', 'PRODUCTION', 'QA']) {
-      const b = body(w.appA, environment)
+      const b = enrollmentBody(w.appA, environment)
       expectProblem(await post(b), 400)
       expect(await status(`/api/consumers/${b.consumer_id}`)).toBe(404)
     }
-    expectProblem(await post(body(w.appB, 'PROD')), 400)
+    expectProblem(await post(enrollmentBody(w.appB, 'PROD')), 400)
   })
 
   test('bad bodies: 400; wrong content type 415; over 64 KiB 413; no token 401', async () => {
-    const good = body(w.appA, 'DEV')
+    const good = enrollmentBody(w.appA, 'DEV')
     const fields = Object.keys(good) as (keyof EnrollmentBody)[]
     for (const field of fields) {
       const { [field]: _, ...missing } = good
@@ -335,11 +260,11 @@ describe('POST /api/enrollments', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const b = owner === 'A' ? body(w.appA, 'DEV') : body(w.appB, 'PRODUCTION')
-        const res = await post(b, tokenOf(w, actor))
-        const want = expected(actor, owner, 'change', 201)
+        const b = owner === 'A' ? enrollmentBody(w.appA, 'DEV') : enrollmentBody(w.appB, 'PRODUCTION')
+        const res = await post(b, tokenOf(h, w, actor))
+        const want = expectedStatus('owned', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 201) expect(await read(b.enrollment_id)).toEqual(res.body.enrollment)
+        if (want === 201) expect(await readAsVendor(h, 'enrollments', b.enrollment_id)).toEqual(res.body.enrollment)
         else {
           expectProblem(res, want)
           expect(await status(`/api/enrollments/${b.enrollment_id}`)).toBe(404)
@@ -355,7 +280,7 @@ describe('GET /api/enrollments/{id}', () => {
   beforeAll(async () => (w = await world()))
 
   test('exact shape; id answered lowercase; malformed 400; unknown 404; no token 401', async () => {
-    const e = await enroll(body(w.appA, 'DEV'))
+    const e = await enroll(enrollmentBody(w.appA, 'DEV'))
     const res = await h.request('GET', `/api/enrollments/${e.enrollment_id!.toUpperCase()}`)
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['enrollment', 'trace_id'])
@@ -367,23 +292,23 @@ describe('GET /api/enrollments/{id}', () => {
   })
 
   test('of a suspended application: 401 in scope, 404 out of it', async () => {
-    const app = await createApp(w.A, 'prod')
-    const e = await enroll(body(app, 'PROD'))
+    const app = await createApplicationId(h, w.A, 'prod')
+    const e = await enroll(enrollmentBody(app, 'PROD'))
     await setAppState(app, 'suspend')
     for (const token of [h.vendorToken, h.token(w.A, 'viewer'), h.token(w.AP)]) {
       expectProblem(await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token }), 401)
     }
     expectProblem(await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token: h.token(w.B) }), 404)
     await setAppState(app, 'activate')
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(owner === 'A' ? body(w.appA, 'DEV') : body(w.appB, 'PRODUCTION'))
-        const res = await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token: tokenOf(w, actor) })
-        const want = expected(actor, owner, 'read', 200)
+        const e = await enroll(owner === 'A' ? enrollmentBody(w.appA, 'DEV') : enrollmentBody(w.appB, 'PRODUCTION'))
+        const res = await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token: tokenOf(h, w, actor) })
+        const want = expectedStatus('owned', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 200) expect(res.body.enrollment).toEqual(e)
         else expectProblem(res, 404)
@@ -397,16 +322,16 @@ describe('PATCH /api/enrollments/{id}/suspend and /activate', () => {
   beforeAll(async () => (w = await world()))
 
   test('active → suspended → active with modified increasing; no-ops 409', async () => {
-    const e = await enroll(body(w.appA, 'DEV'))
+    const e = await enroll(enrollmentBody(w.appA, 'DEV'))
     expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`), 409)
     const suspended = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)
     expect(suspended.status).toBe(200)
     expect(Object.keys(suspended.body).sort()).toEqual(['enrollment', 'trace_id'])
-    expect(Object.keys(suspended.body.enrollment).sort()).toEqual(KEYS)
+    expect(Object.keys(suspended.body.enrollment).sort()).toEqual(ENROLLMENT_KEYS)
     expect({ ...suspended.body.enrollment, modified: null }).toEqual({ ...e, state: 'suspended', modified: null })
     expect(suspended.body.enrollment.modified > e.modified!).toBe(true)
     expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`), 409)
-    expect(await read(e.enrollment_id!)).toEqual(suspended.body.enrollment)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(suspended.body.enrollment)
     const active = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`)
     expect(active.status).toBe(200)
     expect(active.body.enrollment.state).toBe('active')
@@ -414,38 +339,38 @@ describe('PATCH /api/enrollments/{id}/suspend and /activate', () => {
   })
 
   test('of a suspended application: 401, nothing changes', async () => {
-    const app = await createApp(w.A, 'prod')
-    const e = await enroll(body(app, 'PROD'))
+    const app = await createApplicationId(h, w.A, 'prod')
+    const e = await enroll(enrollmentBody(app, 'PROD'))
     await setAppState(app, 'suspend')
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
       expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token }), 401)
     }
     expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token: h.token(w.B) }), 404)
     await setAppState(app, 'activate')
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
 
   test('malformed 400; unknown 404; no token 401', async () => {
     expectProblem(await h.request('PATCH', '/api/enrollments/zz/suspend'), 400)
     expectProblem(await h.request('PATCH', `/api/enrollments/${crypto.randomUUID()}/activate`), 404)
-    const e = await enroll(body(w.appA, 'DEV'))
+    const e = await enroll(enrollmentBody(w.appA, 'DEV'))
     expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token: null }), 401)
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(owner === 'A' ? body(w.appA, 'DEV') : body(w.appB, 'PRODUCTION'))
-        const token = tokenOf(w, actor)
-        const want = expected(actor, owner, 'change', 200)
+        const e = await enroll(owner === 'A' ? enrollmentBody(w.appA, 'DEV') : enrollmentBody(w.appB, 'PRODUCTION'))
+        const token = tokenOf(h, w, actor)
+        const want = expectedStatus('owned', actor, owner, 'change', 200)
         const suspend = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token })
         expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
-        expect((await read(e.enrollment_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
+        expect((await readAsVendor(h, 'enrollments', e.enrollment_id!)).state).toBe(want === 200 ? 'suspended' : 'active')
         if (want !== 200) expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)).status).toBe(200)
         const activate = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`, { token })
         expect({ owner, action: 'activate', status: activate.status }).toEqual({ owner, action: 'activate', status: want })
-        expect((await read(e.enrollment_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
+        expect((await readAsVendor(h, 'enrollments', e.enrollment_id!)).state).toBe(want === 200 ? 'active' : 'suspended')
       }
     })
   }
@@ -456,8 +381,8 @@ describe('GET /api/enrollments: shape', () => {
   let ofA: Record<string, string | null>[]
   beforeAll(async () => {
     w = await world()
-    ofA = [await enroll(body(w.appA, 'DEV')), await enroll(body(w.appA2, 'PROD'))]
-    await enroll(body(w.appB, 'PRODUCTION'))
+    ofA = [await enroll(enrollmentBody(w.appA, 'DEV')), await enroll(enrollmentBody(w.appA2, 'PROD'))]
+    await enroll(enrollmentBody(w.appB, 'PRODUCTION'))
   })
 
   test('enrollments, total, page_size; page only when sent; no trace_id', async () => {
@@ -479,15 +404,15 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('are 401 on every enrollment endpoint', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const app = await createApp(C)
-    const e = await enroll(body(app, 'PRODUCTION'))
+    const app = await createApplicationId(h, C)
+    const e = await enroll(enrollmentBody(app, 'PRODUCTION'))
     expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
     for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'application_admin')]) {
       expectProblem(await h.request('GET', '/api/enrollments', { token }), 401)
       expectProblem(await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token }), 401)
-      expectProblem(await post(body(app, 'PRODUCTION'), token), 401)
+      expectProblem(await post(enrollmentBody(app, 'PRODUCTION'), token), 401)
       expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token }), 401)
     }
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
 })

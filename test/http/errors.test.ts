@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 
 let h: Harness
 let customer: string
@@ -28,6 +29,7 @@ const REASONS: Record<number, string> = {
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
   500: 'Internal Server Error',
+  503: 'Service Unavailable',
 }
 
 /** An RFC 9457 body with exactly the contract's members, and nothing of the internals. */
@@ -122,7 +124,7 @@ describe('problem bodies', () => {
   test('an unexpected fault is a 500 problem, logged with its trace id, without internals', async () => {
     const broken = await createHarness()
     try {
-      await broken.store.close()
+      broken.storage.transaction = () => Promise.reject(new Error('the store broke'))
       const res = await broken.request('POST', '/api/organizations', { body: { description: 'x', parent_id: broken.vendorId } })
       expect(res.status).toBe(500)
       expect(res.headers.get('content-type')).toBe('application/problem+json')
@@ -134,6 +136,19 @@ describe('problem bodies', () => {
       await broken.close()
     }
   })
+})
+
+test('a database that cannot be reached is a 503 database_unavailable, logged with its trace id', async () => {
+  const cut = await createHarness()
+  try {
+    // Reads too (the process tests restart a real database); a change is the case both stores can stage here.
+    cut.storage.transaction = () => Promise.reject(new DatabaseUnavailableError(new Error('connection refused')))
+    const res = await cut.request('POST', '/api/organizations', { body: { description: 'x', parent_id: cut.vendorId } })
+    expectProblem(res, 503, 'database_unavailable')
+    expect(cut.logged.some((line) => line.includes(res.body.trace_id))).toBe(true)
+  } finally {
+    await cut.close()
+  }
 })
 
 describe('unknown routes: 404 before anything else', () => {
@@ -310,6 +325,36 @@ describe('request bodies', () => {
     expectProblem(await raw('DELETE', `/api/organizations/${customer}/environments`, { headers: { 'content-type': 'application/json' } }), 400)
   })
 
+  test('a description of invisible characters only is 400 like a blank one, on every route that takes one', async () => {
+    const app = (await h.request('POST', '/api/applications', { body: { organization_id: customer, description: 'App' } })).body.application
+    const installationId = crypto.randomUUID()
+    const newEnrollment = () => {
+      const [enrollment_id, consumer_id, installation_id] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()]
+      return { enrollment_id, consumer_id, installation_id, application_id: app.application_id, environment: 'PROD' }
+    }
+    expect((await h.request('POST', '/api/installations', { body: { installation_id: installationId, description: 'Phone', organization_id: customer } })).status).toBe(201)
+    const routes: [string, string, (description: string) => Record<string, unknown>][] = [
+      ['POST', '/api/organizations', (description) => ({ description, parent_id: h.vendorId })],
+      ['PATCH', `/api/organizations/${customer}`, (description) => ({ description })],
+      ['POST', '/api/applications', (description) => ({ description, organization_id: customer })],
+      ['PATCH', `/api/applications/${app.application_id}`, (description) => ({ description })],
+      ['POST', '/api/installations', (description) => ({ description, installation_id: crypto.randomUUID(), organization_id: customer })],
+      ['PATCH', `/api/installations/${installationId}`, (description) => ({ description })],
+      ['POST', '/api/enrollments', (description) => ({ ...newEnrollment(), installation_description: description })],
+    ]
+    // NUL, zero-width space, a control, bidi isolates, soft hyphen, BOM, Hangul fillers, a lone surrogate, Unicode spaces.
+    const invisible = ['\u0000', '\u200b', '\u0007\u001f', '\u2066\u2069', '\u00ad', '\ufeff', '\u115f\u3164', '\ud800', '\u00a0\u2003\u3000', ' \u200b\t']
+    for (const [method, path, body] of routes) {
+      for (const description of invisible) {
+        const res = await h.request(method, path, { body: body(description) })
+        const field = path === '/api/enrollments' ? 'body.installation_description' : 'body.description'
+        expect({ path, description, status: res.status, field: res.body.errors?.[0]?.path }).toEqual({ path, description, status: 400, field })
+      }
+      // The control: one visible character among them is enough.
+      expect({ method, path, status: (await h.request(method, path, { body: body('\u200bx\u200b') })).status }).toEqual({ method, path, status: method === 'POST' ? 201 : 200 })
+    }
+  })
+
   test('description length is counted in characters, not UTF-16 units', async () => {
     const res = await h.request('POST', '/api/organizations', { body: { description: '🚀'.repeat(1024), parent_id: h.vendorId } })
     expect(res.status).toBe(201)
@@ -446,7 +491,7 @@ describe('/openapi.json', () => {
     expect(document.openapi).toMatch(/^3\./)
     expect(typeof document.info.title).toBe('string')
     expect(typeof document.info.version).toBe('string')
-    expect(document.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer' })
+    expect(document.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' })
     expect(document.components.schemas.Problem.required).toEqual(['type', 'title', 'status', 'code', 'detail', 'trace_id'])
   })
 
@@ -455,7 +500,9 @@ describe('/openapi.json', () => {
       const operation = document.paths[path]?.[method]
       expect({ method, path, present: operation !== undefined }).toEqual({ method, path, present: true })
       expect(typeof operation.summary).toBe('string')
-      expect(Object.keys(operation.responses)).toContain('default')
+      // Every error status is listed, none left to a catch-all `default` (test/http/openapi.test.ts).
+      expect(Object.keys(operation.responses)).toContain('401')
+      expect(Object.keys(operation.responses)).not.toContain('default')
       const params = (operation.parameters ?? []).filter((p: { in: string }) => p.in === 'path').map((p: { name: string }) => p.name)
       expect(params).toEqual(path.includes('{organization_id}') ? ['organization_id'] : [])
       if (hasBody) {

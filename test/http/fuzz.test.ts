@@ -16,10 +16,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { createHmac, generateKeyPairSync } from 'node:crypto'
+import { createHmac } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import { newToken, tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
+import { requestOk, p256PublicKey } from '../support/fixtures'
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_251_122
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 300
@@ -52,11 +53,6 @@ interface World {
 }
 let world: World
 
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
-
 /** A token of earlier versions (HMAC-signed claims, no record), over any claims at all. */
 function earlierVersion(claims: unknown): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
@@ -64,24 +60,18 @@ function earlierVersion(claims: unknown): string {
   return `kw1.${body}.${signature}`
 }
 
-async function ok(method: string, path: string, body?: unknown, token?: string) {
-  const res = await h.request(method, path, { body, token })
-  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body
-}
-
 async function tenant(name: string, environments?: { default: string; supported: string }) {
   const customer = await h.createCustomer(name, environments)
   const partner = await h.createPartner(customer, `${name} partner`)
   const apps = [
-    (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string,
-    (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(environments ? { allowed_environments: 'dev,prod' } : {}) }))
+    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string,
+    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(environments ? { allowed_environments: 'dev,prod' } : {}) }))
       .application.application_id as string,
   ]
   const consumer = crypto.randomUUID()
   const installation = crypto.randomUUID()
   const enrollment = crypto.randomUUID()
-  await ok('POST', '/api/enrollments', {
+  await requestOk(h, 'POST', '/api/enrollments', {
     enrollment_id: enrollment,
     consumer_id: consumer,
     installation_id: installation,
@@ -89,7 +79,7 @@ async function tenant(name: string, environments?: { default: string; supported:
     environment: environments ? 'PROD' : 'PRODUCTION',
     installation_description: `${name} phone`,
   })
-  await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256Key() })
+  await requestOk(h, 'POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256PublicKey() })
   const tokens = [customer, partner].flatMap((org) => ROLES.map((role) => h.token(org, role)))
   return { orgs: [customer, partner], apps, consumer, installation, enrollment, tokens }
 }
@@ -100,10 +90,10 @@ beforeAll(async () => {
   const a = await tenant('A', { default: 'PROD', supported: 'DEV,PROD' })
   const b = await tenant('B')
   const suspended = await h.createCustomer('Suspended')
-  await ok('PATCH', `/api/organizations/${suspended}/suspend`)
+  await requestOk(h, 'PATCH', `/api/organizations/${suspended}/suspend`)
   const vendorTokens = ROLES.map((role) => h.token(h.vendorId, role))
   const revoked = h.token(h.vendorId, 'admin')
-  await ok('PATCH', `/api/tokens/${tokenIdOf(revoked)}/revoke`)
+  await requestOk(h, 'PATCH', `/api/tokens/${tokenIdOf(revoked)}/revoke`)
   const [, id, secret] = h.vendorToken.split('_') as [string, string, string]
   world = {
     ids: {
@@ -131,7 +121,7 @@ beforeAll(async () => {
       earlierVersion({ org: '__proto__', role: 'admin', exp: 4e9 }),
       earlierVersion(null),
     ],
-    validKey: p256Key(),
+    validKey: p256PublicKey(),
   }
   await h.tokensRecorded() // the fuzzing calls app.handle itself
 })

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createInstallation, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type Tenants } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -14,57 +15,16 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 const KEYS = ['created', 'description', 'installation_id', 'modified', 'state']
 
-
-
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  BP: string
-}
-
-async function world(harness: Harness = h): Promise<World> {
-  const A = await harness.createCustomer('A')
-  const AP = await harness.createPartner(A, 'AP')
-  const B = await harness.createCustomer('B', { default: 'PROD', supported: 'DEV,PROD' })
-  const BP = await harness.createPartner(B, 'BP')
-  return { V: harness.vendorId, A, AP, B, BP }
-}
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'change' && actor.role === 'viewer') return 403
-  return success
-}
-
-
-async function createInstallation(customer: string, description = 'Pixel 8', harness: Harness = h) {
-  const res = await harness.request('POST', '/api/installations', {
-    body: { installation_id: crypto.randomUUID(), description, organization_id: customer },
-  })
-  expect(res.status).toBe(201)
-  return res.body.installation as Record<string, string>
-}
-
-/** The installation as the vendor sees it. */
-async function read(id: string, harness: Harness = h) {
-  const res = await harness.request('GET', `/api/installations/${id}`)
-  expect(res.status).toBe(200)
-  return res.body.installation as Record<string, string>
-}
+const world = (harness: Harness = h) => tenants(harness, { B: { default: 'PROD', supported: 'DEV,PROD' } })
 
 const act = (id: string, action: 'suspend' | 'verify', token?: string) => h.request('PATCH', `/api/installations/${id}/${action}`, { token })
 
 // ---------------------------------------------------------------------------------------------
 
 describe('POST /api/installations', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('201 with exactly the installation fields; unregistered; id answered lowercase', async () => {
@@ -77,11 +37,11 @@ describe('POST /api/installations', () => {
     expect(res.body.installation).toMatchObject({ installation_id: id, description: 'Firefox on a laptop', state: 'unregistered' })
     expect(res.body.installation.created).toMatch(TIMESTAMP)
     expect(res.body.installation.modified).toBe(res.body.installation.created)
-    expect(await read(id)).toEqual(res.body.installation)
+    expect(await readAsVendor(h, 'installations', id)).toEqual(res.body.installation)
   })
 
   test('an existing installation of the same customer: 200, unchanged (even with another description)', async () => {
-    const i = await createInstallation(w.A, 'first')
+    const i = await createInstallation(h, w.A, 'first')
     const verified = await act(i.installation_id!, 'verify')
     expect(verified.status).toBe(200)
     for (const token of [h.token(w.A), h.token(w.AP)]) {
@@ -89,14 +49,14 @@ describe('POST /api/installations', () => {
       expect(again.status).toBe(200)
       expect(again.body.installation).toEqual(verified.body.installation)
     }
-    expect(await read(i.installation_id!)).toEqual(verified.body.installation)
+    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(verified.body.installation)
   })
 
   test("an id owned by another customer: 409, and it stays the other customer's", async () => {
-    const i = await createInstallation(w.A)
+    const i = await createInstallation(h, w.A)
     expectProblem(await h.request('POST', '/api/installations', { token: h.token(w.B), body: { installation_id: i.installation_id, description: 'x' } }), 409)
     expectProblem(await h.request('POST', '/api/installations', { body: { installation_id: i.installation_id, description: 'x', organization_id: w.B } }), 409)
-    expect(await read(i.installation_id!)).toEqual(i)
+    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(i)
     expect((await h.request('GET', `/api/installations/${i.installation_id}`, { token: h.token(w.B) })).status).toBe(404)
   })
 
@@ -135,10 +95,10 @@ describe('POST /api/installations', () => {
       for (const owner of ['A', 'B'] as const) {
         const id = crypto.randomUUID()
         const res = await h.request('POST', '/api/installations', {
-          token: tokenOf(w, actor),
+          token: tokenOf(h, w, actor),
           body: { installation_id: id, description: 'd', organization_id: w[owner] },
         })
-        const want = expected(actor, owner, 'change', 201)
+        const want = expectedStatus('owned', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 201) expect((await h.request('GET', `/api/installations/${id}`, { token: h.token(w[owner], 'viewer') })).status).toBe(200)
         else {
@@ -151,11 +111,11 @@ describe('POST /api/installations', () => {
 })
 
 describe('GET /api/installations/{id}', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('exact shape; malformed 400; unknown 404; no token 401', async () => {
-    const i = await createInstallation(w.A)
+    const i = await createInstallation(h, w.A)
     const res = await h.request('GET', `/api/installations/${i.installation_id!.toUpperCase()}`)
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
@@ -169,9 +129,9 @@ describe('GET /api/installations/{id}', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const i = await createInstallation(w[owner])
-        const res = await h.request('GET', `/api/installations/${i.installation_id}`, { token: tokenOf(w, actor) })
-        const want = expected(actor, owner, 'read', 200)
+        const i = await createInstallation(h, w[owner])
+        const res = await h.request('GET', `/api/installations/${i.installation_id}`, { token: tokenOf(h, w, actor) })
+        const want = expectedStatus('owned', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 200) expect(res.body.installation).toEqual(i)
         else expectProblem(res, 404)
@@ -181,21 +141,21 @@ describe('GET /api/installations/{id}', () => {
 })
 
 describe('PATCH /api/installations/{id}', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   test('updates the description and modified only', async () => {
-    const i = await createInstallation(w.A)
+    const i = await createInstallation(h, w.A)
     const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { body: { description: 'Pixel 8 Pro' } })
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
     expect({ ...res.body.installation, modified: null }).toEqual({ ...i, description: 'Pixel 8 Pro', modified: null })
     expect(res.body.installation.modified > i.modified!).toBe(true)
-    expect(await read(i.installation_id!)).toEqual(res.body.installation)
+    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(res.body.installation)
   })
 
   test('bad bodies 400 and nothing changes; 415; 413; malformed id 400; unknown 404; no token 401', async () => {
-    const i = await createInstallation(w.A)
+    const i = await createInstallation(h, w.A)
     for (const body of [undefined, {}, { description: '' }, { description: false }, { description: 'x'.repeat(1025) }, '{']) {
       expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { body }), 400)
     }
@@ -214,40 +174,40 @@ describe('PATCH /api/installations/{id}', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const i = await createInstallation(w[owner])
-        const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: tokenOf(w, actor), body: { description: 'new' } })
-        const want = expected(actor, owner, 'change', 200)
+        const i = await createInstallation(h, w[owner])
+        const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: tokenOf(h, w, actor), body: { description: 'new' } })
+        const want = expectedStatus('owned', actor, owner, 'change', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want !== 200) expectProblem(res, want)
-        expect((await read(i.installation_id!)).description).toBe(want === 200 ? 'new' : 'Pixel 8')
+        expect((await readAsVendor(h, 'installations', i.installation_id!)).description).toBe(want === 200 ? 'new' : 'Pixel 8')
       }
     })
   }
 })
 
 describe('PATCH /api/installations/{id}/suspend and /verify: the state machine', () => {
-  let w: World
+  let w: Tenants
   beforeAll(async () => (w = await world()))
 
   async function expectTransition(id: string, action: 'suspend' | 'verify', to: string) {
-    const before = await read(id)
+    const before = await readAsVendor(h, 'installations', id)
     const res = await act(id, action)
     expect({ action, status: res.status }).toEqual({ action, status: 200 })
     expect(Object.keys(res.body).sort()).toEqual(['installation', 'trace_id'])
     expect(Object.keys(res.body.installation).sort()).toEqual(KEYS)
     expect({ ...res.body.installation, modified: null }).toEqual({ ...before, state: to, modified: null })
     expect(res.body.installation.modified > before.modified!).toBe(true)
-    expect(await read(id)).toEqual(res.body.installation)
+    expect(await readAsVendor(h, 'installations', id)).toEqual(res.body.installation)
   }
 
   async function expectRefused(id: string, action: 'suspend' | 'verify') {
-    const before = await read(id)
+    const before = await readAsVendor(h, 'installations', id)
     expectProblem(await act(id, action), 409)
-    expect(await read(id)).toEqual(before)
+    expect(await readAsVendor(h, 'installations', id)).toEqual(before)
   }
 
   test('unregistered → verified → suspended → verified; verifying a verified one 409', async () => {
-    const { installation_id: id } = await createInstallation(w.A)
+    const { installation_id: id } = await createInstallation(h, w.A)
     await expectTransition(id!, 'verify', 'verified')
     await expectRefused(id!, 'verify')
     await expectTransition(id!, 'suspend', 'suspended')
@@ -255,7 +215,7 @@ describe('PATCH /api/installations/{id}/suspend and /verify: the state machine',
   })
 
   test('unregistered → suspended; suspending a suspended one 409', async () => {
-    const { installation_id: id } = await createInstallation(w.A)
+    const { installation_id: id } = await createInstallation(h, w.A)
     await expectTransition(id!, 'suspend', 'suspended')
     await expectRefused(id!, 'suspend')
     await expectTransition(id!, 'verify', 'verified')
@@ -266,24 +226,24 @@ describe('PATCH /api/installations/{id}/suspend and /verify: the state machine',
   test('malformed 400; unknown 404; no token 401; an unknown action 404', async () => {
     expectProblem(await act('x', 'verify'), 400)
     expectProblem(await act(crypto.randomUUID(), 'suspend'), 404)
-    const i = await createInstallation(w.A)
+    const i = await createInstallation(h, w.A)
     expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/verify`, { token: null }), 401)
     expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/activate`), 404)
-    expect(await read(i.installation_id!)).toEqual(i)
+    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(i)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const token = tokenOf(w, actor)
-        const want = expected(actor, owner, 'change', 200)
-        const i = await createInstallation(w[owner])
+        const token = tokenOf(h, w, actor)
+        const want = expectedStatus('owned', actor, owner, 'change', 200)
+        const i = await createInstallation(h, w[owner])
         const verify = await act(i.installation_id!, 'verify', token)
         expect({ owner, action: 'verify', status: verify.status }).toEqual({ owner, action: 'verify', status: want })
-        expect((await read(i.installation_id!)).state).toBe(want === 200 ? 'verified' : 'unregistered')
+        expect((await readAsVendor(h, 'installations', i.installation_id!)).state).toBe(want === 200 ? 'verified' : 'unregistered')
         const suspend = await act(i.installation_id!, 'suspend', token)
         expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
-        expect((await read(i.installation_id!)).state).toBe(want === 200 ? 'suspended' : 'unregistered')
+        expect((await readAsVendor(h, 'installations', i.installation_id!)).state).toBe(want === 200 ? 'suspended' : 'unregistered')
         if (want !== 200) {
           expectProblem(verify, want)
           expectProblem(suspend, want)
@@ -298,7 +258,7 @@ describe('automatic verification (--auto-verify-installations)', () => {
     const auto = await createHarness({ autoVerifyInstallations: true })
     try {
       const w = await world(auto)
-      const created = await createInstallation(w.A, 'x', auto)
+      const created = await createInstallation(auto, w.A, 'x')
       expect(created.state).toBe('verified')
       const suspended = await auto.request('PATCH', `/api/installations/${created.installation_id}/suspend`)
       expect(suspended.body.installation.state).toBe('suspended')
@@ -306,7 +266,7 @@ describe('automatic verification (--auto-verify-installations)', () => {
       expect(again.status).toBe(200)
       expect(again.body.installation.state).toBe('suspended')
       // Verify of a verified one is still a no-op.
-      const other = await createInstallation(w.A, 'y', auto)
+      const other = await createInstallation(auto, w.A, 'y')
       expect((await auto.request('PATCH', `/api/installations/${other.installation_id}/verify`)).status).toBe(409)
 
       const app = await auto.request('POST', '/api/applications', { body: { organization_id: w.A, description: 'App' } })
@@ -323,7 +283,7 @@ describe('automatic verification (--auto-verify-installations)', () => {
         },
       })
       expect(enrollment.status).toBe(201)
-      expect(await read(installationId, auto)).toMatchObject({ description: 'by enrollment', state: 'verified' })
+      expect(await readAsVendor(auto, 'installations', installationId)).toMatchObject({ description: 'by enrollment', state: 'verified' })
     } finally {
       await auto.close()
     }
@@ -344,17 +304,17 @@ describe('automatic verification (--auto-verify-installations)', () => {
       },
     })
     expect(enrollment.status).toBe(201)
-    expect((await read(installationId)).state).toBe('unregistered')
+    expect((await readAsVendor(h, 'installations', installationId)).state).toBe('unregistered')
   })
 })
 
 describe('GET /api/installations: shapes', () => {
-  let w: World
+  let w: Tenants
   let ofA: Record<string, string>[]
   beforeAll(async () => {
     w = await world()
-    ofA = [await createInstallation(w.A, 'one'), await createInstallation(w.A, 'two'), await createInstallation(w.A, 'three')]
-    await createInstallation(w.B, 'other')
+    ofA = [await createInstallation(h, w.A, 'one'), await createInstallation(h, w.A, 'two'), await createInstallation(h, w.A, 'three')]
+    await createInstallation(h, w.B, 'other')
   })
 
   test('without page: installations and trace_id only', async () => {
@@ -389,7 +349,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('are 401 on every installation endpoint', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const i = await createInstallation(C)
+    const i = await createInstallation(h, C)
     expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
     for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
       expectProblem(await h.request('GET', '/api/installations', { token }), 401)
@@ -399,6 +359,6 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
       expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/verify`, { token }), 401)
       expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/suspend`, { token }), 401)
     }
-    expect(await read(i.installation_id!)).toEqual(i)
+    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(i)
   })
 })

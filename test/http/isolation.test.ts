@@ -6,9 +6,9 @@
  * filters name: tokens and audit events too.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { requestOk, p256PublicKey } from '../support/fixtures'
 
 let h: Harness
 
@@ -34,27 +34,16 @@ interface Tenant {
 
 const ROLES: Role[] = ['admin', 'application_admin', 'viewer']
 
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
-
-async function ok(method: string, path: string, body?: unknown, token?: string) {
-  const res = await h.request(method, path, { body, token })
-  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body
-}
-
 async function tenant(name: string): Promise<Tenant> {
   const customer = await h.createCustomer(name, { default: 'PROD', supported: 'DEV,PROD' })
   const partner = await h.createPartner(customer, `${name} partner`)
-  const app = (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id
-  const app2 = (await ok('POST', '/api/applications', { organization_id: customer, description: `${name} app2`, allowed_environments: 'dev,prod' })).application
+  const app = (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id
+  const app2 = (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, allowed_environments: 'dev,prod' })).application
     .application_id
   const consumer = crypto.randomUUID()
   const installation = crypto.randomUUID()
   const enrollment = crypto.randomUUID()
-  await ok('POST', '/api/enrollments', {
+  await requestOk(h, 'POST', '/api/enrollments', {
     enrollment_id: enrollment,
     consumer_id: consumer,
     installation_id: installation,
@@ -62,15 +51,15 @@ async function tenant(name: string): Promise<Tenant> {
     environment: 'PROD',
     installation_description: `${name} phone`,
   })
-  await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256Key() })
+  await requestOk(h, 'POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256PublicKey() })
   // More records, in every state, so lists have something to leak.
   const consumer2 = crypto.randomUUID()
-  await ok('POST', '/api/consumers', { consumer_id: consumer2 }, h.token(partner))
-  await ok('PATCH', `/api/consumers/${consumer2}/suspend`)
+  await requestOk(h, 'POST', '/api/consumers', { consumer_id: consumer2 }, h.token(partner))
+  await requestOk(h, 'PATCH', `/api/consumers/${consumer2}/suspend`)
   const installation2 = crypto.randomUUID()
-  await ok('POST', '/api/installations', { installation_id: installation2, description: `${name} laptop` }, h.token(customer))
-  await ok('PATCH', `/api/installations/${installation2}/verify`)
-  await ok('POST', '/api/enrollments', {
+  await requestOk(h, 'POST', '/api/installations', { installation_id: installation2, description: `${name} laptop` }, h.token(customer))
+  await requestOk(h, 'PATCH', `/api/installations/${installation2}/verify`)
+  await requestOk(h, 'POST', '/api/enrollments', {
     enrollment_id: crypto.randomUUID(),
     consumer_id: consumer,
     installation_id: installation2,
@@ -160,7 +149,7 @@ function calls(t: Tenant, missing = false): Call[] {
     { method: 'PATCH', path: `/api/enrollments/${enrollment}/suspend` },
     { method: 'PATCH', path: `/api/enrollments/${enrollment}/activate` },
     { method: 'GET', path: `/api/enrollments/${enrollment}/keysets` },
-    { method: 'POST', path: `/api/enrollments/${enrollment}/keysets`, body: { client_enclave_key: p256Key() } },
+    { method: 'POST', path: `/api/enrollments/${enrollment}/keysets`, body: { client_enclave_key: p256PublicKey() } },
     { method: 'GET', path: `/api/tokens/${token}` },
     { method: 'PATCH', path: `/api/tokens/${token}/revoke` },
     // Identifiers in bodies: the records they name are just as out of reach.

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { ACTORS, expectProblem } from '../support/actors'
+import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -15,81 +16,14 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-const ENROLLMENT_KEYS = [
-  'active_keyset_id',
-  'application_id',
-  'client_enclave_key',
-  'client_storage_key_shares',
-  'consumer_id',
-  'created',
-  'enrollment_id',
-  'environment',
-  'installation_id',
-  'modified',
-  'nickname',
-  'state',
-]
 const KEYSET_KEYS = ['created', 'enrollment_id', 'environment', 'keyset_id', 'state']
 
-
-
-interface World {
-  V: string
-  A: string
-  AP: string
-  B: string
-  appA: string
-  appB: string
+/** A enabled for DEV and PROD with application appA (both); B not enabled, with appB. */
+async function world() {
+  const w = await tenants(h, { A: { default: 'PROD', supported: 'DEV,PROD' } })
+  return { ...w, appA: await createApplicationId(h, w.A, 'dev,prod'), appB: await createApplicationId(h, w.B) }
 }
-
-async function world(): Promise<World> {
-  const A = await h.createCustomer('A', { default: 'PROD', supported: 'DEV,PROD' })
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B')
-  await h.createPartner(B, 'BP')
-  return { V: h.vendorId, A, AP, B, appA: await createApp(A, 'dev,prod'), appB: await createApp(B) }
-}
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
-function expected(actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'change' && actor.role === 'viewer') return 403
-  return success
-}
-
-
-async function createApp(organizationId: string, allowed?: string): Promise<string> {
-  const res = await h.request('POST', '/api/applications', {
-    body: { organization_id: organizationId, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) },
-  })
-  expect(res.status).toBe(201)
-  return res.body.application.application_id
-}
-
-async function enroll(applicationId: string, environment: string) {
-  const res = await h.request('POST', '/api/enrollments', {
-    body: {
-      enrollment_id: crypto.randomUUID(),
-      consumer_id: crypto.randomUUID(),
-      installation_id: crypto.randomUUID(),
-      application_id: applicationId,
-      environment,
-      installation_description: 'device',
-    },
-  })
-  expect(res.status).toBe(201)
-  return res.body.enrollment as Record<string, string | null>
-}
-
-/** The enrollment as the vendor sees it. */
-async function read(id: string) {
-  const res = await h.request('GET', `/api/enrollments/${id}`)
-  expect(res.status).toBe(200)
-  return res.body.enrollment as Record<string, string | null>
-}
+type World = Awaited<ReturnType<typeof world>>
 
 async function keysetsOf(id: string) {
   const res = await h.request('GET', `/api/enrollments/${id}/keysets`)
@@ -119,7 +53,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
   beforeAll(async () => (w = await world()))
 
   test('201 with the enrollment, now carrying active_keyset_id and the key as standard base64 DER', async () => {
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     const key = p256()
     const res = await postKey(e.enrollment_id!, key.base64)
     expect(res.status).toBe(201)
@@ -131,12 +65,12 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     expect({ ...after, active_keyset_id: null, modified: null }).toEqual({ ...e, client_enclave_key: key.base64, modified: null })
     expect(after.client_storage_key_shares).toBeNull()
     expect(after.modified > e.modified!).toBe(true)
-    expect(await read(e.enrollment_id!)).toEqual(after)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(after)
   })
 
   test('base64url and PEM are accepted and answered as standard base64 DER', async () => {
     for (const form of ['base64url', 'pem'] as const) {
-      const e = await enroll(w.appA, 'PROD')
+      const e = await enroll(h, w.appA, 'PROD')
       const key = p256()
       expect(key[form]).not.toBe(key.base64)
       const res = await postKey(e.enrollment_id!, key[form])
@@ -144,7 +78,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
       expect(res.body.enrollment.client_enclave_key).toBe(key.base64)
     }
     // PEM with CRLF line ends and surrounding blanks.
-    const e = await enroll(w.appA, 'PROD')
+    const e = await enroll(h, w.appA, 'PROD')
     const key = p256()
     const res = await postKey(e.enrollment_id!, `\n ${key.pem.replace(/\n/g, '\r\n')}  `)
     expect(res.status).toBe(201)
@@ -152,7 +86,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
   })
 
   test('anything but a P-256 public key is 400, and the enrollment is unchanged', async () => {
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey
     const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey
     const ed = generateKeyPairSync('ed25519').publicKey
@@ -187,29 +121,29 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     expectProblem(await h.request('POST', path(e.enrollment_id!), { body: {} }), 400)
     expectProblem(await h.request('POST', path(e.enrollment_id!)), 400)
     expectProblem(await h.request('POST', path(e.enrollment_id!), { body: '{"client_enclave_key":' }), 400)
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
     expect(await keysetsOf(e.enrollment_id!)).toEqual([])
   })
 
   test('a suspended enrollment: 409; active again: 201', async () => {
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     const suspended = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)
     expect(suspended.status).toBe(200)
     expectProblem(await postKey(e.enrollment_id!, p256().base64), 409)
     expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.AP)), 409)
-    expect(await read(e.enrollment_id!)).toEqual(suspended.body.enrollment)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(suspended.body.enrollment)
     expect(await keysetsOf(e.enrollment_id!)).toEqual([])
     expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`)).status).toBe(200)
     expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
   })
 
   test('an enrollment whose environment was since removed from the application: 400, and it stays removable', async () => {
-    const app = await createApp(w.A, 'dev,prod')
-    const e = await enroll(app, 'DEV')
+    const app = await createApplicationId(h, w.A, 'dev,prod')
+    const e = await enroll(h, app, 'DEV')
     // Without keysets, DEV can be removed although an enrollment is in it.
     expect((await h.request('DELETE', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
     expectProblem(await postKey(e.enrollment_id!, p256().base64), 400)
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
     expect(await keysetsOf(e.enrollment_id!)).toEqual([])
     // Added back, keys can be made there again, and then it is held.
     expect((await h.request('POST', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
@@ -218,10 +152,10 @@ describe('POST /api/enrollments/{id}/keysets', () => {
   })
 
   test('a suspended application: 401 for keyset requests in scope, 404 out of it; nothing changes', async () => {
-    const app = await createApp(w.A, 'prod')
-    const e = await enroll(app, 'PROD')
+    const app = await createApplicationId(h, w.A, 'prod')
+    const e = await enroll(h, app, 'PROD')
     expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
-    const before = await read(e.enrollment_id!)
+    const before = await readAsVendor(h, 'enrollments', e.enrollment_id!)
     const keysets = await keysetsOf(e.enrollment_id!)
     expect((await h.request('PATCH', `/api/applications/${app}/suspend`)).status).toBe(200)
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
@@ -231,7 +165,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.B)), 404)
     expectProblem(await h.request('GET', path(e.enrollment_id!), { token: h.token(w.B) }), 404)
     expect((await h.request('PATCH', `/api/applications/${app}/activate`)).status).toBe(200)
-    expect(await read(e.enrollment_id!)).toEqual(before)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(before)
     expect(await keysetsOf(e.enrollment_id!)).toEqual(keysets)
   })
 
@@ -239,25 +173,25 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     const key = p256().base64
     expectProblem(await postKey('enr-1', key), 400)
     expectProblem(await postKey(crypto.randomUUID(), key), 404)
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     expectProblem(await h.request('POST', path(e.enrollment_id!), { body: JSON.stringify({ client_enclave_key: key }), headers: { 'content-type': 'text/plain' } }), 415)
     expectProblem(await postKey(e.enrollment_id!, 'A'.repeat(65 * 1024)), 413)
     expectProblem(await postKey(e.enrollment_id!, key, null as unknown as string), 401)
-    expect(await read(e.enrollment_id!)).toEqual(e)
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
+        const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
         const key = p256()
-        const res = await postKey(e.enrollment_id!, key.pem, tokenOf(w, actor))
-        const want = expected(actor, owner, 'change', 201)
+        const res = await postKey(e.enrollment_id!, key.pem, tokenOf(h, w, actor))
+        const want = expectedStatus('owned', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 201) expect((await read(e.enrollment_id!)).client_enclave_key).toBe(key.base64)
+        if (want === 201) expect((await readAsVendor(h, 'enrollments', e.enrollment_id!)).client_enclave_key).toBe(key.base64)
         else {
           expectProblem(res, want)
-          expect(await read(e.enrollment_id!)).toEqual(e)
+          expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
         }
       }
     })
@@ -269,7 +203,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
   beforeAll(async () => (w = await world()))
 
   test('exact shape; empty until the first keyset', async () => {
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     const empty = await h.request('GET', path(e.enrollment_id!.toUpperCase()))
     expect(empty.status).toBe(200)
     expect(Object.keys(empty.body).sort()).toEqual(['keysets', 'page_size', 'total', 'trace_id'])
@@ -291,7 +225,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
   })
 
   test('a new keyset retires the previous one; creation order; the enrollment follows the newest', async () => {
-    const e = await enroll(w.appA, 'PROD')
+    const e = await enroll(h, w.appA, 'PROD')
     const ids: string[] = []
     const keys: string[] = []
     for (let i = 0; i < 3; i++) {
@@ -307,16 +241,16 @@ describe('GET /api/enrollments/{id}/keysets', () => {
       expect(listed.every((k) => k.enrollment_id === e.enrollment_id && k.environment === 'PROD')).toBe(true)
       expect([...listed.map((k) => k.created)].sort()).toEqual(listed.map((k) => k.created))
     }
-    const after = await read(e.enrollment_id!)
+    const after = await readAsVendor(h, 'enrollments', e.enrollment_id!)
     expect(after.active_keyset_id).toBe(ids[2]!)
     expect(after.client_enclave_key).toBe(keys[2]!)
     // Keysets of one enrollment are not another's.
-    const other = await enroll(w.appA, 'PROD')
+    const other = await enroll(h, w.appA, 'PROD')
     expect(await keysetsOf(other.enrollment_id!)).toEqual([])
   })
 
   test('readable while the enrollment is suspended', async () => {
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
     const before = await keysetsOf(e.enrollment_id!)
     expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)).status).toBe(200)
@@ -326,17 +260,17 @@ describe('GET /api/enrollments/{id}/keysets', () => {
   test('malformed id 400; unknown 404; no token 401', async () => {
     expectProblem(await h.request('GET', path('x')), 400)
     expectProblem(await h.request('GET', path(crypto.randomUUID())), 404)
-    const e = await enroll(w.appA, 'DEV')
+    const e = await enroll(h, w.appA, 'DEV')
     expectProblem(await h.request('GET', path(e.enrollment_id!), { token: null }), 401)
   })
 
   for (const actor of ACTORS) {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
+        const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
         expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
-        const res = await h.request('GET', path(e.enrollment_id!), { token: tokenOf(w, actor) })
-        const want = expected(actor, owner, 'read', 200)
+        const res = await h.request('GET', path(e.enrollment_id!), { token: tokenOf(h, w, actor) })
+        const want = expectedStatus('owned', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
         if (want === 200) expect(res.body.keysets).toEqual(await keysetsOf(e.enrollment_id!))
         else expectProblem(res, 404)
@@ -349,7 +283,7 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
   test('are 401 on the keyset endpoints', async () => {
     const C = await h.createCustomer('C')
     const CP = await h.createPartner(C)
-    const e = await enroll(await createApp(C), 'PRODUCTION')
+    const e = await enroll(h, await createApplicationId(h, C), 'PRODUCTION')
     expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
     for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
       expectProblem(await h.request('GET', path(e.enrollment_id!), { token }), 401)

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
+import { requestOk } from '../support/fixtures'
 
 let h: Harness
 
@@ -57,19 +58,13 @@ const consumers = new Map<string, Row>()
 const installations = new Map<string, Row>()
 const enrollments = new Map<string, Row>()
 
-async function ok(method: string, path: string, body?: unknown, token?: string) {
-  const res = await h.request(method, path, { body, token })
-  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body
-}
-
 async function populate() {
   A = await h.createCustomer('A', { default: 'PROD', supported: 'DEV,PROD,TEST' })
   AP = await h.createPartner(A, 'AP')
   B = await h.createCustomer('B')
   BP = await h.createPartner(B, 'BP')
   for (const [org, allowed] of [[A, 'dev,prod'], [A, 'prod,test'], [A, 'dev,prod,test'], [B, undefined], [B, undefined]] as const) {
-    const app = await ok('POST', '/api/applications', { organization_id: org, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) })
+    const app = await requestOk(h, 'POST', '/api/applications', { organization_id: org, description: 'App', ...(allowed ? { allowed_environments: allowed } : {}) })
     apps[app.application.application_id] = { org, environments: allowed ? allowed.toUpperCase().split(',') : ['PRODUCTION'] }
   }
 
@@ -79,11 +74,11 @@ async function populate() {
   const ownInstallations = [...plan(A, 112), ...plan(B, 12)]
   await inChunks(ownConsumers, 40, async ({ org, id, i }) => {
     const token = org === A && i % 2 ? h.token(AP, 'application_admin') : h.token(org)
-    await ok('POST', '/api/consumers', { consumer_id: id }, token)
+    await requestOk(h, 'POST', '/api/consumers', { consumer_id: id }, token)
     consumers.set(id, { id, org, view: {} })
   })
   await inChunks(ownInstallations, 40, async ({ org, id, i }) => {
-    await ok('POST', '/api/installations', { installation_id: id, description: DESCRIPTIONS[(i * 7) % DESCRIPTIONS.length] }, h.token(org))
+    await requestOk(h, 'POST', '/api/installations', { installation_id: id, description: DESCRIPTIONS[(i * 7) % DESCRIPTIONS.length] }, h.token(org))
     installations.set(id, { id, org, view: {} })
   })
 
@@ -112,7 +107,7 @@ async function populate() {
     }
   }
   await inChunks(planned, 50, async ({ org, body }) => {
-    await ok('POST', '/api/enrollments', body, org === A && int(3) === 0 ? h.token(AP) : undefined)
+    await requestOk(h, 'POST', '/api/enrollments', body, org === A && int(3) === 0 ? h.token(AP) : undefined)
     enrollments.set(body.enrollment_id, { id: body.enrollment_id, org, view: {} })
     if (!consumers.has(body.consumer_id)) consumers.set(body.consumer_id, { id: body.consumer_id, org, view: {} })
     if (!installations.has(body.installation_id)) installations.set(body.installation_id, { id: body.installation_id, org, view: {} })
@@ -120,15 +115,15 @@ async function populate() {
 
   // States: every list has both kinds, installations all three.
   const each = <T>(rows: Map<string, T>, every: number, offset: number) => [...rows.keys()].filter((_, n) => n % every === offset)
-  await inChunks(each(consumers, 6, 1), 40, async (id) => void (await ok('PATCH', `/api/consumers/${id}/suspend`)))
-  await inChunks(each(installations, 3, 0), 40, async (id) => void (await ok('PATCH', `/api/installations/${id}/verify`)))
-  await inChunks(each(installations, 4, 1), 40, async (id) => void (await ok('PATCH', `/api/installations/${id}/suspend`)))
-  await inChunks(each(enrollments, 5, 2), 40, async (id) => void (await ok('PATCH', `/api/enrollments/${id}/suspend`)))
+  await inChunks(each(consumers, 6, 1), 40, async (id) => void (await requestOk(h, 'PATCH', `/api/consumers/${id}/suspend`)))
+  await inChunks(each(installations, 3, 0), 40, async (id) => void (await requestOk(h, 'PATCH', `/api/installations/${id}/verify`)))
+  await inChunks(each(installations, 4, 1), 40, async (id) => void (await requestOk(h, 'PATCH', `/api/installations/${id}/suspend`)))
+  await inChunks(each(enrollments, 5, 2), 40, async (id) => void (await requestOk(h, 'PATCH', `/api/enrollments/${id}/suspend`)))
 
   // The records as they are now, read one by one (not through any list).
   for (const [rows, path, key] of [[consumers, 'consumers', 'consumer'], [installations, 'installations', 'installation'], [enrollments, 'enrollments', 'enrollment']] as const) {
     await inChunks([...rows.values()], 50, async (row) => {
-      row.view = (await ok('GET', `/api/${path}/${row.id}`))[key]
+      row.view = (await requestOk(h, 'GET', `/api/${path}/${row.id}`))[key]
     })
   }
 }
@@ -363,6 +358,13 @@ for (const spec of Object.values(SPECS)) {
         }
       }
       await check(spec, h.vendorToken, null, {}, { page: 1_000_000, page_size: 1000 })
+      // Any page a client can count to is served, however far past the end (issue 9, finding 11).
+      for (const page of [1_000_000_000, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
+        for (const order of ['asc', 'desc'] as const) {
+          await check(spec, h.vendorToken, null, {}, { page, page_size: 1000, order })
+          await check(spec, h.token(A), A, { state: 'suspended' }, { page, page_size: 1000, order })
+        }
+      }
     })
 
     test('desc is asc reversed; page_size 1 and 1000 are the bounds', async () => {
@@ -375,7 +377,7 @@ for (const spec of Object.values(SPECS)) {
     })
 
     test('bad paging and order: 400', async () => {
-      for (const bad of ['page=0', 'page=-1', 'page=x', 'page=', 'page=1.5', 'page=1e2', 'page_size=0', 'page_size=1001', 'page_size=-5', 'page_size=ten', 'page_size=', 'order=up', 'order=', 'order=ASC', 'order=asc,desc', 'page=1&page=2']) {
+      for (const bad of ['page=0', 'page=-1', 'page=x', 'page=', 'page=1.5', 'page=1e2', 'page_size=0', 'page_size=1001', 'page_size=-5', 'page_size=ten', 'page_size=', 'order=up', 'order=', 'order=ASC', 'order=asc,desc', 'page=1&page=2', `page=${Number.MAX_SAFE_INTEGER + 1}`, `page=${'9'.repeat(400)}`]) {
         await expect400(`/api/${spec.name}?${bad}`)
       }
     })

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
+import { tenants } from '../support/fixtures'
 import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
@@ -17,21 +18,13 @@ type Target = 'V' | 'A' | 'AP' | 'B' | 'BP' | 'N'
 const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP', 'N']
 type World = Record<Target, string>
 
-
-
 /** A and B enabled (DEV, PROD, TEST; default PROD) with partners AP and BP; N not enabled. */
 async function world(): Promise<World> {
   const envs = { default: 'prod', supported: 'test,prod,dev' }
-  const A = await h.createCustomer('A', envs)
-  const AP = await h.createPartner(A, 'AP')
-  const B = await h.createCustomer('B', envs)
-  const BP = await h.createPartner(B, 'BP')
-  const N = await h.createCustomer('N')
-  return { V: h.vendorId, A, AP, B, BP, N }
+  return { ...(await tenants(h, { A: envs, B: envs })), N: await h.createCustomer('N') }
 }
 
 const path = (id: string) => `/api/organizations/${id}/environments`
-
 
 /** Environments and organization record as the vendor sees them. */
 async function snapshot(id: string) {

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
+import { tenants, TIMESTAMP, tokenOf, UUID_LOWER } from '../support/fixtures'
 import { ACTORS, expectProblem, type Actor } from '../support/actors'
 
 let h: Harness
@@ -14,14 +15,11 @@ afterAll(() => h.close())
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const SUMMARY_KEYS = ['created', 'description', 'modified', 'organization_id', 'state']
 const FULL_KEYS = ['created', 'description', 'modified', 'organization_id', 'organization_type', 'parent_id', 'state']
 
 type Target = 'V' | 'A' | 'AP' | 'B' | 'BP'
 const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP']
-
 
 /** Every row of CONTRACT section 2's table: vendor, customer (A) and partner (AP of A), each role. */
 
@@ -29,15 +27,8 @@ type World = Record<Target, string>
 
 /** The vendor, customer A (enabled for environments) with partner AP, customer B with partner BP. */
 async function world(): Promise<World> {
-  const A = await h.createCustomer('Customer A', { default: 'PROD', supported: 'DEV,PROD' })
-  const AP = await h.createPartner(A, 'Partner of A')
-  const B = await h.createCustomer('Customer B')
-  const BP = await h.createPartner(B, 'Partner of B')
-  return { V: h.vendorId, A, AP, B, BP }
+  return tenants(h, { A: { default: 'PROD', supported: 'DEV,PROD' } })
 }
-
-const tokenOf = (w: World, actor: Actor) => h.token(w[actor.org], actor.role)
-
 
 /** The organization as the vendor sees it (a read that never depends on the record under test). */
 interface Summary {
@@ -104,7 +95,7 @@ describe('GET /api/organizations and /api/organizations/{id}', () => {
     expect(res.status).toBe(200)
     expect(Object.keys(res.body).sort()).toEqual(['organization', 'trace_id'])
     expect(Object.keys(res.body.organization).sort()).toEqual(SUMMARY_KEYS)
-    expect(res.body.organization).toMatchObject({ organization_id: w.AP, description: 'Partner of A', state: 'active' })
+    expect(res.body.organization).toMatchObject({ organization_id: w.AP, description: 'AP', state: 'active' })
     expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
   })
 
@@ -124,7 +115,7 @@ describe('GET /api/organizations and /api/organizations/{id}', () => {
 
   for (const actor of ACTORS) {
     test(`${actor.label}: view reaches ${visible[actor.org].join(', ')}; anything else is 404 like a missing id`, async () => {
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       const missing = await h.request('GET', `/api/organizations/${crypto.randomUUID()}`, { token })
       expectProblem(missing, 404)
       for (const target of TARGETS) {
@@ -141,7 +132,7 @@ describe('GET /api/organizations and /api/organizations/{id}', () => {
     })
 
     test(`${actor.label}: list`, async () => {
-      const ids = await listIds(tokenOf(w, actor))
+      const ids = await listIds(tokenOf(h, w, actor))
       if (actor.org === 'V') {
         // Every organization, in creation order.
         expect(ids.filter((id) => Object.values(w).includes(id))).toEqual([w.V, w.A, w.AP, w.B, w.BP])
@@ -305,7 +296,7 @@ describe('POST /api/organizations', () => {
     }
   })
 
-  test('bad environment lists are 400: bad names, empty entries, default not in supported', async () => {
+  test('bad environment lists are 400: bad names (as a single name would be), empty entries, default not in supported', async () => {
     const before = await listIds()
     const cases = [
       { default: 'DEV', supported: '' },
@@ -319,7 +310,7 @@ describe('POST /api/organizations', () => {
       { default: 5, supported: 'DEV' },
       { default: 'DEV', supported: 5 },
     ]
-    for (const supported_environments of cases) {
+    for (const supported_environments of [...cases, { default: 'DEV', supported: 'DEV,ß' }, { default: 'SS', supported: 'ß' }, { default: 'DEV', supported: 'DEV,\u00a0PROD' }]) {
       const res = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: h.vendorId, supported_environments } })
       expect({ supported_environments, status: res.status }).toEqual({ supported_environments, status: 400 })
     }
@@ -408,7 +399,7 @@ describe('POST /api/organizations', () => {
 
     for (const actor of ACTORS) {
       test(`${actor.label}: ${expected[actor.label]!.join(', ')}`, async () => {
-        const token = tokenOf(w, actor)
+        const token = tokenOf(h, w, actor)
         const bodies = [
           { description: 'new customer', parent_id: w.V },
           { description: 'new partner', parent_id: w.A },
@@ -510,7 +501,7 @@ describe('PATCH /api/organizations/{id}', () => {
   for (const actor of ACTORS) {
     test(`${actor.label}: ${JSON.stringify(expected[actor.label])}`, async () => {
       const w = await world()
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       for (const target of TARGETS) {
         const before = await read(w[target])
         const description = `by ${actor.label}`
@@ -649,7 +640,7 @@ describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
   for (const actor of ACTORS) {
     test(`suspend by ${actor.label}: ${JSON.stringify(suspendExpected[actor.label])}`, async () => {
       const w = await world()
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       for (const target of TARGETS) {
         const before = await read(w[target])
         const res = await h.request('PATCH', `/api/organizations/${w[target]}/suspend`, { token })
@@ -684,7 +675,7 @@ describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
       // Everything the caller's own token does not depend on starts suspended.
       const suspend: Target[] = actor.org === 'V' ? ['A', 'AP', 'B', 'BP'] : actor.org === 'A' ? ['AP', 'B', 'BP'] : ['B', 'BP']
       for (const target of suspend) await setState(w[target], 'suspend')
-      const token = tokenOf(w, actor)
+      const token = tokenOf(h, w, actor)
       for (const target of TARGETS) {
         const before = await read(w[target])
         const res = await h.request('PATCH', `/api/organizations/${w[target]}/activate`, { token })

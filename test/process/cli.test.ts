@@ -7,10 +7,11 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
+import { api, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
+import { DATA_FORMAT } from '../../src/store/format.ts'
 import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
@@ -52,10 +53,10 @@ describe('usage', () => {
     const result = await keyward(['--help'])
     expect(result).toMatchObject({ code: 0, stderr: '' })
     expect(result.stdout).toContain('Usage:')
-    for (const command of ['serve', 'init', 'issue-token']) expect(result.stdout).toContain(`keyward ${command}`)
+    for (const command of ['serve', 'init', 'issue-token', 'tokens', 'backup', 'restore', 'verify']) expect(result.stdout).toContain(`keyward ${command}`)
   })
 
-  for (const command of ['serve', 'init', 'issue-token', 'tokens']) {
+  for (const command of ['serve', 'init', 'issue-token', 'tokens', 'backup', 'restore', 'verify']) {
     test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
       const data = newDataDir()
       const result = await keyward([command, '--data', data, '--help'])
@@ -66,8 +67,8 @@ describe('usage', () => {
     })
   }
 
-  test('--version prints the version, exit 0', async () => {
-    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `${pkg.version}\n`, stderr: '' })
+  test('--version prints the program version and the data format version, exit 0', async () => {
+    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT})\n`, stderr: '' })
   })
 
   const misuse: [string, string[], RegExp][] = [
@@ -100,7 +101,7 @@ describe('init', () => {
     expect(statSync(data).mode & 0o777).toBe(0o700)
     for (const name of readdirSync(data)) expect([name, statSync(join(data, name)).mode & 0o777]).toEqual([name, 0o600])
     expect(existsSync(join(data, 'secret'))).toBe(false) // tokens are recorded, not signed: no signing secret
-    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+    expect(isDataDirLocked(data)).toBe(false)
 
     const second = await keyward(['init', '--data', data])
     expect(second.code).toBe(1)
@@ -146,7 +147,7 @@ describe('serve', () => {
       expect(created.status).toBe(201)
       expect(await stopServer(server, signal)).toBe(0)
       expect(server.stderr.text).toContain('stopped')
-      expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+      expect(isDataDirLocked(data)).toBe(false)
       const snapshot = (await readSnapshot(join(data, 'snapshot.json')))!
       const ids = (snapshot.tables.organizations as { organization_id: string }[]).map((o) => o.organization_id)
       expect(ids).toContain(created.body.organization.organization_id)
@@ -200,10 +201,9 @@ describe('serve', () => {
     const second = await keyward(['serve', '--data', data, '--port', '0'])
     expect(second.code).toBe(1)
     expect(second.stdout).toBe('')
-    expect(second.stderr).toContain('already in use')
-    expect(second.stderr).toContain(String(first.proc.pid))
+    expect(second.stderr).toContain(`data dir ${data} is already in use`)
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200)
-    expect(existsSync(join(data, 'serve.lock'))).toBe(true) // the loser did not remove the winner's lock
+    expect(isDataDirLocked(data)).toBe(true) // the loser did not take the winner's lock away
     expect(await stopServer(first, 'SIGTERM')).toBe(0)
   })
 
@@ -214,14 +214,14 @@ describe('serve', () => {
     try {
       const result = await keyward(['serve', '--data', data, '--port', String(blocker.port)])
       expect(result.code).toBe(1)
-      expect(result.stderr).toContain(String(blocker.port))
-      expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+      expect(result.stderr).toContain(`cannot listen on 127.0.0.1:${blocker.port}: port ${blocker.port} is already in use`)
+      expect(isDataDirLocked(data)).toBe(false)
     } finally {
       blocker.stop(true)
     }
   })
 
-  test('kill -9 after acknowledged writes: a restart (past the stale lock) has them all', async () => {
+  test('kill -9 after acknowledged writes: the lock is free at once, and a restart has them all', async () => {
     const data = newDataDir()
     const { organization_id: vendorId, token } = await init(data)
     const server = await startServer(data)
@@ -233,7 +233,7 @@ describe('serve', () => {
     // An update acknowledged just before the kill.
     expect((await api(server.url, token, 'PATCH', `/api/organizations/${ids[0]}`, { description: 'renamed' })).status).toBe(200)
     expect(await stopServer(server, 'SIGKILL')).toBe(-9)
-    expect(readFileSync(join(data, 'serve.lock'), 'utf8').trim()).toBe(String(server.proc.pid))
+    expect(isDataDirLocked(data)).toBe(false)
 
     const restarted = await startServer(data)
     const list = await api(restarted.url, token, 'GET', '/api/organizations')
@@ -271,7 +271,7 @@ describe('serve', () => {
     expect(result.stderr).toContain(`offset ${second}`)
     expect(result.stderr).not.toContain('listening')
     expect(readFileSync(segment)).toEqual(bytes)
-    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+    expect(isDataDirLocked(data)).toBe(false)
   })
 })
 

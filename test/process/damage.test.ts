@@ -8,19 +8,19 @@
  *       offset) or started with every record exactly as acknowledged. Never silently changed.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { cpSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { generateKeyPairSync } from 'node:crypto'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, killServers, startServer, stopServer, type ServerProcess } from '../support/server-process.ts'
-import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
+import { killServers, startServer, stopServer, type ServerProcess } from '../support/server-process.ts'
+import { dumpAll, type Dump } from '../support/sample-data.ts'
+import { buildDamageTestDir, flip, logRecords as records, logSegmentNames } from '../support/damaged-dir.ts'
+import { encodeRecord, LOG_HEADER_BYTES } from '../../src/store/log-format.ts'
 
 setDefaultTimeout(30000)
 
 const parent = tempDir('keyward-damage-')
 const pristine = join(parent, 'pristine')
 let token = ''
-let vendorId = ''
 /** Every record as the API showed it once all writes were acknowledged. */
 let acknowledged: Dump
 let copies = 0
@@ -30,96 +30,8 @@ afterAll(async () => {
   rmSync(parent, { recursive: true, force: true })
 })
 
-type Dump = Record<string, unknown>
-
-/** Everything the API shows, records keyed by id: organizations, environments, applications, ... */
-async function dump(url: string): Promise<Dump> {
-  const get = async (path: string) => {
-    const res = await api(url, token, 'GET', path)
-    if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-    return res.body
-  }
-  const out: Dump = {}
-  for (const o of (await get('/api/organizations')).organizations) out[`organization ${o.organization_id}`] = o
-  for (const a of (await get('/api/applications')).applications) {
-    out[`application ${a.application_id}`] = a
-    out[`application environments ${a.application_id}`] = (await api(url, token, 'GET', `/api/environments/${a.application_id}`)).body.environments
-  }
-  for (const o of (await get('/api/organizations')).organizations) {
-    const res = await api(url, token, 'GET', `/api/organizations/${o.organization_id}/environments`)
-    if (res.status === 200) out[`organization environments ${o.organization_id}`] = [res.body.default, res.body.supported]
-  }
-  for (const c of (await get('/api/consumers?page=1&page_size=1000')).consumers) out[`consumer ${c.consumer_id}`] = c
-  for (const i of (await get('/api/installations?page=1&page_size=1000')).installations) out[`installation ${i.installation_id}`] = i
-  for (const e of (await get('/api/enrollments?page=1&page_size=1000')).enrollments) {
-    out[`enrollment ${e.enrollment_id}`] = e
-    out[`keysets ${e.enrollment_id}`] = (await get(`/api/enrollments/${e.enrollment_id}/keysets`)).keysets
-  }
-  for (const t of (await get('/api/tokens?page=1&page_size=1000')).tokens) out[`token ${t.token_id}`] = t
-  for (const e of (await get('/api/audit-events?page=1&page_size=1000')).audit_events) out[`audit event ${e.event_id}`] = e
-  return out
-}
-
-async function expectOk(res: Promise<{ status: number; body: unknown }>, status = 201) {
-  const answer = await res
-  expect([answer.status, answer.body]).toEqual([status, expect.anything()])
-  return answer.body as any // eslint-disable-line @typescript-eslint/no-explicit-any
-}
-
-const clientKey = () => generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'der' }).toString('base64')
-
-/** Customers, applications, consumers, installations, enrollments and keysets, with changes to each. */
-async function writeRecords(server: ServerProcess, round: number): Promise<void> {
-  const call = (method: string, path: string, body?: unknown) => api(server.url, token, method, path, body)
-  for (let n = 0; n < 3; n++) {
-    const customer = (await expectOk(call('POST', '/api/organizations', {
-      description: `customer ${round}.${n}`,
-      parent_id: vendorId,
-      supported_environments: { default: 'prod', supported: 'prod,test,dev' },
-    }))).organization.organization_id
-    await expectOk(call('POST', '/api/organizations', { description: `partner ${round}.${n}`, parent_id: customer }))
-    await expectOk(call('PATCH', `/api/organizations/${customer}`, { description: `customer ${round}.${n} renamed` }), 200)
-    const app = (await expectOk(call('POST', '/api/applications', { organization_id: customer, description: `app ${round}.${n}`, allowed_environments: 'prod,test' }))).application.application_id
-    await expectOk(call('POST', `/api/environments/${app}`, { environment: 'dev' }), 200)
-    await expectOk(call('PATCH', `/api/organizations/${customer}/environments`, { environment: 'qa' }), 200)
-    const consumer = crypto.randomUUID()
-    const installation = crypto.randomUUID()
-    await expectOk(call('POST', '/api/consumers', { consumer_id: consumer, organization_id: customer }))
-    await expectOk(call('POST', '/api/installations', { installation_id: installation, description: `phone ${round}.${n}`, organization_id: customer }))
-    await expectOk(call('PATCH', `/api/installations/${installation}/verify`), 200)
-    const enrollment = crypto.randomUUID()
-    await expectOk(call('POST', '/api/enrollments', {
-      enrollment_id: enrollment,
-      consumer_id: consumer,
-      installation_id: installation,
-      application_id: app,
-      environment: 'test',
-      installation_description: 'ignored',
-    }))
-    await expectOk(call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: clientKey() }))
-    await expectOk(call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: clientKey() }))
-    await expectOk(call('PATCH', `/api/consumers/${consumer}/suspend`), 200)
-  }
-}
-
 beforeAll(async () => {
-  const first = await startServer(pristine)
-  ;({ organization_id: vendorId, token } = initLine(first))
-  await writeRecords(first, 1)
-  expect(await stopServer(first, 'SIGTERM')).toBe(0) // a snapshot
-  // A graceful stop whose snapshot cannot be written (a directory in the way of its temp file):
-  // the log was rotated, and the segment before the rotation stays.
-  const second = await startServer(pristine)
-  await writeRecords(second, 2)
-  mkdirSync(join(pristine, 'snapshot.json.tmp', 'in-the-way'), { recursive: true })
-  expect(await stopServer(second, 'SIGTERM')).toBe(1)
-  rmSync(join(pristine, 'snapshot.json.tmp'), { recursive: true })
-  const third = await startServer(pristine)
-  await writeRecords(third, 3) // the newest segment
-  acknowledged = await dump(third.url)
-  expect(await stopServer(third, 'SIGKILL')).toBe(-9)
-  rmSync(join(pristine, 'serve.lock'))
-  rmSync(join(pristine, 'control.sock')) // left by the kill (a socket file cannot be copied)
+  ;({ token, acknowledged } = await buildDamageTestDir(pristine))
 })
 
 /** A copy of the pristine data dir to damage. */
@@ -129,19 +41,7 @@ function copy(): string {
   return dir
 }
 
-const wals = () => readdirSync(pristine).filter((n) => /^wal-\d{16}\.log$/.test(n)).sort()
-
-/** Record start offsets in a log file, and where its records end. */
-function records(path: string): { offsets: number[]; end: number } {
-  const scan = scanLog(readFileSync(path), path)
-  const offsets: number[] = []
-  let at = 0
-  for (const payload of scan.payloads) {
-    offsets.push(at)
-    at += LOG_HEADER_BYTES + payload.length
-  }
-  return { offsets, end: scan.validEnd }
-}
+const wals = () => logSegmentNames(pristine)
 
 async function startOrRefusal(dir: string): Promise<{ server: ServerProcess } | { refused: { code: number; stderr: string } }> {
   try {
@@ -168,17 +68,11 @@ async function expectRefusedOrIntact(dir: string, file: string): Promise<'refuse
   }
   const { server } = outcome
   try {
-    expect(await dump(server.url)).toEqual(acknowledged)
+    expect(await dumpAll(server.url, token)).toEqual(acknowledged)
   } finally {
     await stopServer(server, 'SIGKILL')
   }
   return 'intact'
-}
-
-function flip(path: string, at: number): void {
-  const bytes = readFileSync(path)
-  bytes[at] = bytes[at]! ^ 0x5a // never turns a byte into the same or a zero byte of JSON/hex text
-  writeFileSync(path, bytes)
 }
 
 /** A copy with one byte of `file` flipped. */
@@ -190,7 +84,7 @@ function flipped(file: string, at: number): string {
 
 describe('the pristine dir', () => {
   test('has a snapshot and two log segments after it; starts with everything', async () => {
-    expect(readdirSync(pristine).sort()).toEqual(['snapshot.json', ...wals()])
+    expect(readdirSync(pristine).sort()).toEqual(['format', 'serve.lock', 'snapshot.json', ...wals()])
     expect(wals()).toHaveLength(2)
     for (const wal of wals()) expect(records(join(pristine, wal)).offsets.length).toBeGreaterThan(10)
     expect(await expectRefusedOrIntact(copy(), 'snapshot.json')).toBe('intact')
@@ -213,7 +107,7 @@ describe('log segments', () => {
       const server = await startServer(dir)
       try {
         expect(server.stderr.text).toContain(`warning: ${path}: dropped an incomplete last record at offset ${end}`)
-        expect(await dump(server.url)).toEqual(acknowledged)
+        expect(await dumpAll(server.url, token)).toEqual(acknowledged)
         expect(statSync(path).size).toBe(size)
       } finally {
         await stopServer(server, 'SIGKILL')

@@ -7,10 +7,10 @@
  * nothing may be lost or damaged then either.
  */
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, readdirSync, rmSync } from 'node:fs'
+import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, isDataDirLocked, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
 
@@ -181,7 +181,7 @@ describe('the log cannot grow (file-size limit)', () => {
     const code = await stopServer(limited, 'SIGTERM')
     expect(code).toBe(1)
     expect(limited.stderr.text).toMatch(/keyward: .*(EFBIG|too large)/i)
-    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+    expect(isDataDirLocked(data)).toBe(false)
     expect(readdirSync(data)).not.toContain('snapshot.json.tmp')
 
     const restarted = await startServer(data)

@@ -51,3 +51,9 @@ for (const host of ['a', 'api', 'keyward.internal:8080']) {
     expect(JSON.parse(missing.body).code).toBe('not_found')
   })
 }
+
+test('the URL is bounded by Bun: request line and headers over 16 KiB are 431 before keyward sees them (docs/security.md)', async () => {
+  const query = (length: number) => `/api/organizations/${vendor}?${'x'.repeat(length)}`
+  expect((await rawGet(query(15_000), 'a', `Bearer ${token}`)).status).toBe(200)
+  expect((await rawGet(query(16_500), 'a', `Bearer ${token}`)).status).toBe(431)
+})

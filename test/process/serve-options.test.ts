@@ -1,11 +1,13 @@
 /**
- * CONTRACT section 1: `serve --public-url` / KEYWARD_PUBLIC_URL set the host_url handed to new
- * applications (default http://<host>:<port>), and `--auto-verify-installations` /
+ * CONTRACT sections 1 and 11: `serve --public-url` / KEYWARD_PUBLIC_URL set the host_url handed to
+ * new applications (default http://<host>:<port>), an absolute http or https URL, else a usage error;
+ * a wildcard host without it is warned about. `--auto-verify-installations` /
  * KEYWARD_AUTO_VERIFY_INSTALLATIONS=1 make new installations start verified.
  */
 import { afterEach, expect, test } from 'bun:test'
+import { existsSync, rmSync } from 'node:fs'
 import { tempDir } from '../support/harness'
-import { initLine, killServers, startServer, stopServer, type ServeOptions } from '../support/server-process'
+import { initLine, keywardCommand, killServers, run, startServer, stopServer, type ServeOptions } from '../support/server-process'
 
 afterEach(killServers)
 
@@ -49,4 +51,39 @@ test('the environment variables KEYWARD_PUBLIC_URL and KEYWARD_AUTO_VERIFY_INSTA
   })
   expect(result.hostUrl).toBe('https://env.example')
   expect(result.installationState).toBe('verified')
+})
+
+test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https URL: usage, exit 2, nothing created', async () => {
+  const refused = ['not a url', '/relative/path', 'keyward.example.com', 'ftp://keyward.example.com', 'https://', '']
+  const parent = tempDir('keyward-serve-options-')
+  await Promise.all(
+    refused.flatMap((url, i) => {
+      const flag = `${parent}/flag-${i}`
+      const env = `${parent}/env-${i}`
+      return [
+        [flag, run(keywardCommand(['serve', '--data', flag, '--port', '0', '--public-url', url]))] as const,
+        // An empty variable is no setting at all, like every other KEYWARD_* variable.
+        ...(url ? [[env, run(keywardCommand(['serve', '--data', env, '--port', '0']), { KEYWARD_PUBLIC_URL: url })] as const] : []),
+      ].map(async ([data, started]) => {
+        const result = await started
+        expect([url, result.code, result.stdout]).toEqual([url, 2, ''])
+        expect(result.stderr).toContain(`invalid --public-url '${url}': give an absolute http or https URL`)
+        expect(result.stderr).toContain('Usage: keyward serve')
+        expect(existsSync(data)).toBe(false)
+      })
+    }),
+  )
+  rmSync(parent, { recursive: true })
+})
+
+test('on a wildcard host without --public-url, serve warns that host_url names the wildcard; not with it', async () => {
+  const data = `${tempDir('keyward-serve-options-')}/data`
+  const warned = await startServer(data, { wrap: (command) => [...command, '--host', '0.0.0.0'] })
+  expect(warned.url).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/)
+  expect(warned.stderr.text).toContain(`keyward: warning: 0.0.0.0 is a wildcard address; new applications get host_url ${warned.url}, which no client can call: set --public-url`)
+  expect(await stopServer(warned, 'SIGTERM')).toBe(0)
+
+  const quiet = await startServer(data, { wrap: (command) => [...command, '--host', '0.0.0.0', '--public-url', 'https://keyward.example.com'] })
+  expect(quiet.stderr.text).not.toContain('warning')
+  expect(await stopServer(quiet, 'SIGTERM')).toBe(0)
 })

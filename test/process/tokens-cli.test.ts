@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
-import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
 
@@ -69,7 +69,7 @@ describe('on a data dir no server holds', () => {
     const again = await keyward(['tokens', 'revoke', idOf(token), '--data', data])
     expect(again.code).toBe(0)
     expect(again.stderr).toContain('already revoked')
-    expect(existsSync(join(data, 'serve.lock'))).toBe(false)
+    expect(isDataDirLocked(data)).toBe(false) // the CLI's lock was released
 
     const server = await startServer(data)
     expect((await api(server.url, token, 'GET', '/api/organizations')).status).toBe(401)

@@ -1,6 +1,8 @@
 /**
- * An app on a fresh data dir, called through `app.handle` (no network), with helpers to issue
- * tokens and to build the usual tenant layout.
+ * An app on a fresh store, called through `app.handle` (no network), with helpers to issue tokens
+ * and to build the usual tenant layout. The store is the embedded one on a new data dir, or with
+ * KEYWARD_TEST_STORE=postgres a new PostgreSQL database (test/support/database.ts), dropped by
+ * `close`: the same HTTP tests run on both.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,9 +10,14 @@ import { join } from 'node:path'
 import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
 import { initialiseStorage } from '../../src/cli/init'
+import { prepareDatabase } from '../../src/cli/database'
 import { EmbeddedStorage } from '../../src/storage/embedded'
+import { PostgresStorage } from '../../src/storage/postgres'
+import type { Storage } from '../../src/storage/storage'
 import { newToken, TokenVerifier, type Role } from '../../src/auth/tokens'
 import { createToken } from '../../src/modules/tokens/service'
+import { createTestDatabase, TEST_STORE } from './database'
+import { answerChecker, type AnswerCheck } from './openapi-check'
 
 export interface ApiResponse {
   readonly status: number
@@ -32,17 +39,53 @@ export function tempDir(prefix = 'keyward-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }
 
-export async function createHarness(options: { autoVerifyInstallations?: boolean; store?: StoreOptions } = {}) {
+/** A new, initialised store of the kind the tests run on, with what the harness needs of it. */
+interface TestStore {
+  readonly storage: Storage
+  /** The embedded engine under `storage` (for tests of the embedded store only). */
+  readonly store?: Store
+  readonly vendorId: string
+  readonly vendorToken: string
+  close(): Promise<void>
+}
+
+async function embeddedStore(options: StoreOptions | undefined): Promise<TestStore> {
   const dir = tempDir()
-  const store = await Store.open(dir, { log: () => {}, ...options.store })
+  const store = await Store.open(dir, { log: () => {}, ...options })
   const storage = new EmbeddedStorage(store)
   const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, 'Vendor', 'init')
+  const close = async () => {
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  return { storage, store, vendorId, vendorToken, close }
+}
+
+async function postgresStore(): Promise<TestStore> {
+  const database = await createTestDatabase()
+  // A small pool: test files run one after another, each on its own database.
+  const storage = PostgresStorage.connect(database.url, { maxConnections: 4 })
+  const { organization_id: vendorId, token: vendorToken } = (await prepareDatabase(storage, 'Vendor', true, 'the test database'))!
+  const close = async () => {
+    await storage.close()
+    await database.drop()
+  }
+  return { storage, vendorId, vendorToken, close }
+}
+
+export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
+  const testStore = TEST_STORE === 'postgres' ? await postgresStore() : await embeddedStore(options.store)
+  const { storage, vendorId, vendorToken, close } = testStore
   const logged: string[] = []
   const app = createApp(
     {
       storage,
       verifier: new TokenVerifier(),
-      config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: options.autoVerifyInstallations ?? false },
+      config: {
+        publicUrl: 'http://keyward.test',
+        autoVerifyInstallations: options.autoVerifyInstallations ?? false,
+        ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
+      },
     },
     (line) => logged.push(line),
   )
@@ -58,13 +101,23 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
    * `ttlSeconds` makes an expired token.
    */
   const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) => {
-    const organization = storage.find('organizations', org)
-    if (!organization) throw new Error(`harness: no organization ${org} to issue a token for`)
     const issued = newToken()
-    const recorded = storage.transaction((tx) => createToken(tx, { organization, role, ttlSeconds, description: null }, { cli: 'issue-token' }, issued))
+    const recorded = storage.transaction(async (tx) => {
+      const organization = await tx.find('organizations', org)
+      if (!organization) throw new Error(`harness: no organization ${org} to issue a token for`)
+      return createToken(tx, { organization, role, ttlSeconds, description: null }, { cli: 'issue-token' }, issued)
+    })
     issuing.add(recorded)
     recorded.finally(() => issuing.delete(recorded))
     return issued.token
+  }
+
+  let checkAnswer: AnswerCheck | undefined
+  /** Every answer is checked against the app's OpenAPI document (see openapi-check.ts). */
+  async function documented(method: string, path: string, answer: ApiResponse): Promise<ApiResponse> {
+    checkAnswer ??= answerChecker(await (await app.handle(new Request('http://localhost/openapi.json'))).text())
+    checkAnswer(method, path, answer)
+    return answer
   }
 
   async function request(method: string, path: string, init: RequestOptions = {}): Promise<ApiResponse> {
@@ -83,7 +136,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     try {
       parsed = text ? JSON.parse(text) : undefined
     } catch {}
-    return { status: response.status, headers: response.headers, body: parsed }
+    return documented(method, path, { status: response.status, headers: response.headers, body: parsed })
   }
 
   /** A customer (enabled for virtual environments when `environments` is given) with its tokens. */
@@ -101,10 +154,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     return res.body.organization.organization_id as string
   }
 
-  async function close() {
-    await store.close()
-    rmSync(dir, { recursive: true, force: true })
-  }
-
-  return { dir, store, storage, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, close }
+  /** The embedded engine, for tests of the embedded store only (test/unit). */
+  const store = testStore.store!
+  return { storage, store, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, close }
 }

@@ -1,10 +1,11 @@
 /**
  * The real CLI as a child process, for the process tests and the crash-loop bench: start `serve` on
- * a data dir with `--port 0`, wait for its "listening on http://host:PORT" line on stderr, talk to it
- * over HTTP, stop it with a signal.
+ * a data dir with `--port 0`, wait for its "listening on http(s)://host:PORT" line on stderr, talk to
+ * it over HTTP, stop it with a signal.
  */
 import { resolve } from 'node:path'
 import type { Subprocess } from 'bun'
+import { acquireDataDirLock, DataDirLockedError } from '../../src/store/lock'
 
 export const ROOT = resolve(import.meta.dir, '../..')
 
@@ -28,6 +29,26 @@ export const underFileSizeLimit = (kib: number, command: string[]) => [
   'bash',
   ...command,
 ]
+
+/**
+ * Runs `command` as PID 1 of a new PID namespace, as a container would (needs root). Only SIGKILL
+ * stops it: the wrapper ignores SIGTERM and SIGINT, and its death kills the command (--kill-child).
+ */
+export const inNewPidNamespace = (command: string[]) => ['unshare', '--pid', '--fork', '--kill-child', ...command]
+
+/** Whether this machine lets us run a command in a new PID namespace (see inNewPidNamespace). */
+export const canUsePidNamespaces = () => Bun.spawnSync(inNewPidNamespace(['true']), { stderr: 'ignore' }).exitCode === 0
+
+/** Whether some process holds the data dir lock (tried by taking it, and giving it back). */
+export function isDataDirLocked(dir: string): boolean {
+  try {
+    acquireDataDirLock(dir).release()
+    return false
+  } catch (error) {
+    if (error instanceof DataDirLockedError) return true
+    throw error
+  }
+}
 
 export interface Result {
   readonly code: number
@@ -79,7 +100,7 @@ export interface ServeOptions {
   readonly env?: Record<string, string>
 }
 
-const LISTENING = /listening on (http:\/\/127\.0\.0\.1:\d+)/
+const LISTENING = /listening on (https?:\/\/\S+:\d+)/
 
 /** Every server spawned here: killServers() ends those still running, e.g. after a failed test. */
 const spawned = new Set<ServerProcess['proc']>()
@@ -92,9 +113,14 @@ export async function killServers(): Promise<void> {
   spawned.clear()
 }
 
-/** Spawns `serve --data <data> --port 0` without waiting for it; `url` stays empty. */
-export function spawnServer(data: string, options: ServeOptions = {}): ServerProcess {
-  const command = keywardCommand(['serve', '--data', data, '--port', '0'])
+/** Where a server keeps its data: a data dir, or a database (database mode). */
+export type ServerStore = string | { readonly databaseUrl: string }
+
+const storeArgs = (store: ServerStore) => (typeof store === 'string' ? ['--data', store] : ['--database-url', store.databaseUrl])
+
+/** Spawns `serve --data <data> --port 0` (or `--database-url`) without waiting for it; `url` stays empty. */
+export function spawnServer(store: ServerStore, options: ServeOptions = {}): ServerProcess {
+  const command = keywardCommand(['serve', ...storeArgs(store), '--port', '0'])
   const proc = Bun.spawn(options.wrap ? options.wrap(command) : command, {
     cwd: ROOT,
     env: { ...baseEnv, ...options.env },
@@ -109,9 +135,9 @@ export function spawnServer(data: string, options: ServeOptions = {}): ServerPro
   return { proc, stdout, stderr, drained, url: '' }
 }
 
-/** Starts `serve --data <data> --port 0` and resolves once it listens; a start that fails rejects with its stderr. */
-export async function startServer(data: string, options: ServeOptions = {}): Promise<ServerProcess> {
-  const server = spawnServer(data, options)
+/** Starts `serve --data <data> --port 0` (or `--database-url`) and resolves once it listens; a start that fails rejects with its stderr. */
+export async function startServer(store: ServerStore, options: ServeOptions = {}): Promise<ServerProcess> {
+  const server = spawnServer(store, options)
   try {
     await waitFor('the listening line', () => LISTENING.test(server.stderr.text), server.proc)
   } catch (error) {

@@ -1,21 +1,33 @@
+/**
+ * The data dir lock (README "The data dir"): an flock held by the kernel, refused to any other open
+ * of the lock file (in this process or another), free as soon as its holder releases it or dies, and
+ * never inherited by a child process.
+ */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test'
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Subprocess } from 'bun'
 import { acquireDataDirLock, type DataDirLock, DataDirLockedError } from '../../src/store/lock.ts'
+import { ROOT } from '../support/server-process.ts'
 
 let dir: string
 let lockPath: string
 const held: DataDirLock[] = []
+const children: Subprocess[] = []
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'keyward-lock-'))
   lockPath = join(dir, 'serve.lock')
 })
 
-afterEach(() => {
+afterEach(async () => {
   // Release in case a test failed midway; release is idempotent.
   for (const lock of held.splice(0)) lock.release()
+  for (const child of children.splice(0)) {
+    child.kill('SIGKILL')
+    await child.exited
+  }
   rmSync(dir, { recursive: true, force: true })
 })
 
@@ -25,7 +37,7 @@ function acquire(): DataDirLock {
   return lock
 }
 
-function lockedError(): DataDirLockedError {
+function expectLocked(): void {
   let caught: unknown
   try {
     acquire()
@@ -33,85 +45,74 @@ function lockedError(): DataDirLockedError {
     caught = error
   }
   expect(caught).toBeInstanceOf(DataDirLockedError)
-  return caught as DataDirLockedError
+  expect((caught as Error).message).toBe(
+    `data dir ${dir} is already in use by another running keyward (it holds the lock on ${lockPath}); stop that one first`,
+  )
 }
 
-/** A PID that belonged to a process which has exited and been reaped. */
-function deadPid(): number {
-  const child = Bun.spawnSync(['true'])
-  expect(child.exitCode).toBe(0)
-  return child.pid
+/**
+ * Another process that runs `script` (with `dir` and `acquireDataDirLock` in scope), prints "ready"
+ * and then waits until it is killed.
+ */
+async function otherProcess(script: string): Promise<Subprocess<'pipe', 'pipe', 'inherit'>> {
+  const source = `import { acquireDataDirLock } from './src/store/lock.ts'
+    const dir = ${JSON.stringify(dir)}
+    ${script}
+    console.log('ready')
+    for await (const _ of Bun.stdin.stream()) {}` // holds on until killed (or stdin closes)
+  const child = Bun.spawn([process.execPath, '-e', source], { cwd: ROOT, stdin: 'pipe', stdout: 'pipe', stderr: 'inherit' })
+  children.push(child)
+  let output = ''
+  const decoder = new TextDecoder()
+  for await (const chunk of child.stdout) {
+    output += decoder.decode(chunk, { stream: true })
+    if (output.includes('\n')) break
+  }
+  expect(output).toBe('ready\n') // not an exit (an error on stderr) first
+  return child
 }
 
 describe('acquireDataDirLock', () => {
-  test('creates serve.lock holding our pid, mode 0600', () => {
+  test('creates serve.lock, mode 0600, and a second acquire, even in the same process, is refused', () => {
     acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
     expect(statSync(lockPath).mode & 0o777).toBe(0o600)
+    expectLocked()
   })
 
-  test('a second acquire on the same dir is refused', () => {
+  test('a lock held by another process is refused; once that process is killed it is free at once', async () => {
+    const holder = await otherProcess('acquireDataDirLock(dir)')
+    expectLocked()
+    holder.kill('SIGKILL')
+    await holder.exited
     acquire()
-    const error = lockedError()
-    expect(error.pid).toBe(process.pid)
-    expect(error.message).toContain(`data dir ${dir} is already in use by a running keyward (pid ${process.pid})`)
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid)) // untouched
   })
 
-  test('a lock held by another live process is refused', () => {
-    writeFileSync(lockPath, '1\n') // PID 1 always exists (EPERM counts as alive too)
-    expect(lockedError().pid).toBe(1)
-    expect(readFileSync(lockPath, 'utf8')).toBe('1\n')
-  })
-
-  test('after release the lock file is gone and acquire succeeds again', () => {
+  test('after release the file stays, and the lock can be taken again; a second release does nothing', () => {
     const first = acquire()
     first.release()
-    expect(existsSync(lockPath)).toBe(false)
+    expect(existsSync(lockPath)).toBe(true) // deleting it would let two processes lock two different files
     acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
+    first.release() // must not release the later acquisition
+    expectLocked()
   })
 
-  test('a stale release does not remove a later lock', () => {
-    const first = acquire()
-    first.release()
-    acquire()
-    first.release() // second release of the first handle
-    expect(existsSync(lockPath)).toBe(true)
-    lockedError()
-  })
-
-  test('release leaves a lock file that no longer holds our pid', () => {
+  test('a child process spawned while the lock is held does not keep it', async () => {
     const lock = acquire()
-    writeFileSync(lockPath, '1\n') // e.g. an operator deleted ours and another server took over
+    await otherProcess('') // inherits no descriptor of ours (close-on-exec)
     lock.release()
-    expect(readFileSync(lockPath, 'utf8')).toBe('1\n')
+    acquire()
   })
 
-  test('a lock held by a dead process is taken over', () => {
-    writeFileSync(lockPath, `${deadPid()}\n`)
+  test('what the file holds does not matter (a pid left by an older keyward, say)', () => {
+    writeFileSync(lockPath, '1\n')
     acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
+    expectLocked()
   })
 
-  test('a lock holding an impossible pid is taken over', () => {
-    writeFileSync(lockPath, '2147483646\n')
-    acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
-  })
-
-  test.each(['', 'garbage', '0', '-1', '12abc', '99999999999999'])('a lock file holding %p is taken over', (text) => {
-    writeFileSync(lockPath, text)
-    acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
-  })
-
-  test('a lock holding our own pid, left by an earlier process, is taken over', () => {
-    // Containers often give the server the same PID (1) after every restart.
-    writeFileSync(lockPath, `${process.pid}\n`)
-    acquire()
-    expect(readFileSync(lockPath, 'utf8').trim()).toBe(String(process.pid))
-    lockedError() // and now it really is held
+  test('a symbolic link in place of the lock file is refused, not followed', () => {
+    symlinkSync(join(dir, 'elsewhere'), lockPath)
+    expect(() => acquire()).toThrow(expect.objectContaining({ code: 'ELOOP' }))
+    expect(existsSync(join(dir, 'elsewhere'))).toBe(false)
   })
 
   test('a missing data dir is an error, not a lock', () => {

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -8,10 +8,11 @@ import type { Application, Organization } from '../../storage/records'
 import { all, then, type Maybe } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { ApplicationService } from './service'
-import { CreateApplicationBody, UpdateApplicationBody, applicationView } from './model'
+import { ApplicationAnswer, ApplicationListAnswer, CreateApplicationBody, CreatedApplicationAnswer, UpdateApplicationBody, applicationView } from './model'
 
 export const applicationsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new ApplicationService(storage)
   /** The view needs the owning customer (whether it has virtual environments). */
   const view = (app: Application): Maybe<ReturnType<typeof applicationView>> =>
@@ -28,18 +29,15 @@ export const applicationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, set }) =>
-        settled(
-          storage,
-          then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) }))),
-        ),
-      { detail: doc({ summary: 'List the applications in scope', tag: 'applications' }) },
+      read(({ principal, set }) =>
+          then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) })))),
+      { detail: doc({ operationId: 'listApplications', summary: 'List the applications in scope', tag: 'applications', responses: { 200: ApplicationListAnswer } }) },
     )
     .get(
       '/:application_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(then(find(principal, params.application_id), view), (application) => ({ application, trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an application', tag: 'applications' }) },
+      read(({ principal, params, set }) =>
+        then(then(find(principal, params.application_id!), view), (application) => ({ application, trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getApplication', summary: 'View an application', tag: 'applications', responses: { 200: ApplicationAnswer } }) },
     )
     .post(
       '',
@@ -50,12 +48,20 @@ export const applicationsController = (deps: AppDeps) => {
         const customer = await customerNamed(storage, principal, input.organization_id)
         const { application, apiKey } = await service.create(customer, input, actorOf(principal, set))
         set.status = 201
+        set.headers['cache-control'] = 'no-store' // the answer carries the api_key, shown this once
         return {
           application: { ...applicationView(application, customer), host_url: deps.config.publicUrl, api_key: apiKey },
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Register an application of a customer', tag: 'applications', body: CreateApplicationBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createApplication',
+          summary: 'Register an application of a customer',
+          tag: 'applications',
+          body: CreateApplicationBody,
+          responses: { 201: CreatedApplicationAnswer },
+          errors: [403, 404],
+        }) },
     )
     .patch(
       '/:application_id',
@@ -65,16 +71,23 @@ export const applicationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateApplicationBody, body)
         return { application: await view(await service.updateDescription(app, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an application's description", tag: 'applications', body: UpdateApplicationBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'updateApplication',
+          summary: "Update an application's description",
+          tag: 'applications',
+          body: UpdateApplicationBody,
+          responses: { 200: ApplicationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:application_id/suspend',
       stateChange({ ...changeState, action: 'suspend applications', change: (app, actor) => service.setState(app, 'suspended', actor) }),
-      { detail: doc({ summary: 'Suspend an application', tag: 'applications' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendApplication', summary: 'Suspend an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:application_id/activate',
       stateChange({ ...changeState, action: 'activate applications', change: (app, actor) => service.setState(app, 'active', actor) }),
-      { detail: doc({ summary: 'Activate an application', tag: 'applications' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateApplication', summary: 'Activate an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
 }

@@ -1,8 +1,9 @@
 import * as v from 'valibot'
 import type { AuditEvent } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
-import { AUDIT_ACTIONS } from '../shared/audit'
-import { UuidList, pagingQuery } from '../shared/model'
+import { ROLES } from '../../auth/tokens'
+import { AUDIT_ACTIONS, TARGET_TYPES } from '../shared/audit'
+import { AnsweredUuid, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /**
  * A time in the API's own format (`2026-05-01 12:00:00.000000 +00:00`) or RFC 3339
@@ -54,14 +55,35 @@ export const AuditEventListQuery = v.object({
 })
 export type AuditEventListInput = v.InferOutput<typeof AuditEventListQuery>
 
-/** CONTRACT section 10's shape: the stored event nested. */
-export const auditEventView = (e: AuditEvent) => ({
+/** CONTRACT section 10's event. */
+export const AuditEventRecord = v.strictObject({
+  event_id: AnsweredUuid,
+  time: v.pipe(Timestamp, v.description('When the change was made: the same instant as the changed record\'s `created` or `modified`.')),
+  action: v.picklist(AUDIT_ACTIONS),
+  actor: v.union([
+    v.strictObject({ organization_id: AnsweredUuid, token_id: AnsweredUuid, role: v.picklist(ROLES) }),
+    v.pipe(v.strictObject({ cli: v.string() }), v.description('A command of the CLI (`init`, `serve` on first start, `issue-token`, `tokens revoke`).')),
+  ]),
+  target: v.strictObject({ type: v.picklist(TARGET_TYPES), id: AnsweredUuid }),
+  customer_id: v.pipe(v.nullable(AnsweredUuid), v.description('The customer whose data changed; null for the vendor\'s own organization.')),
+  changes: v.pipe(
+    v.record(v.string(), v.strictTuple([v.unknown(), v.unknown()])),
+    v.description('Each changed field as [before, after]; a create has every stored field as [null, value]. Never a secret or its hash.'),
+  ),
+  trace_id: v.pipe(v.nullable(AnsweredUuid), v.description('The x-trace-id of the request that made the change; null for the CLI.')),
+})
+/** Like the consumer list: no trace_id (CONTRACT section 10). */
+export const AuditEventListAnswer = v.strictObject({ audit_events: v.array(AuditEventRecord), ...pagedListFields })
+
+/** The stored event nested. */
+export const auditEventView = (e: AuditEvent): v.InferOutput<typeof AuditEventRecord> => ({
   event_id: e.event_id,
   time: formatTimestamp(e.created),
-  action: e.action,
-  actor: e.actor_cli !== null ? { cli: e.actor_cli } : { organization_id: e.actor_organization_id, token_id: e.actor_token_id, role: e.actor_role },
-  target: { type: e.target_type, id: e.target_id },
+  action: e.action as (typeof AUDIT_ACTIONS)[number],
+  // A token's three fields are stored together (shared/audit.ts): all set, or all null and actor_cli set.
+  actor: e.actor_cli !== null ? { cli: e.actor_cli } : { organization_id: e.actor_organization_id!, token_id: e.actor_token_id!, role: e.actor_role! },
+  target: { type: e.target_type as (typeof TARGET_TYPES)[number], id: e.target_id },
   customer_id: e.customer_id,
-  changes: e.changes,
+  changes: e.changes as Record<string, [unknown, unknown]>,
   trace_id: e.trace_id,
 })

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -8,10 +8,11 @@ import type { Consumer } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { ConsumerService } from './service'
-import { ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
+import { ConsumerAnswer, ConsumerListAnswer, ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
 
 export const consumersController = (deps: AppDeps, service: ConsumerService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const find = (principal: Principal, id: string) => findOwned(storage, 'consumers', principal, id, 'consumer_id', 'Consumer')
   const changeState = { param: 'consumer_id', find, allowed: may.changeTenantData, answer: (consumer: Consumer) => ({ consumer: consumerView(consumer) }) }
 
@@ -19,21 +20,18 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request }) => {
+      read(({ principal, request }) => {
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
-        return settled(
-          storage,
-          then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
-        )
-      },
-      { detail: doc({ summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery }) },
+        return then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      }),
+      { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )
     .get(
       '/:consumer_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.consumer_id), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View a consumer', tag: 'consumers' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.consumer_id!), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getConsumer', summary: 'View a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer } }) },
     )
     .post(
       '',
@@ -46,16 +44,24 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         set.status = created ? 201 : 200
         return { consumer: consumerView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a consumer (or return the existing one)', tag: 'consumers', body: CreateConsumerBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createConsumer',
+          summary: 'Create a consumer (or return the existing one)',
+          description: '201 with the new consumer; 200 with the existing one, unchanged, when the caller\'s customer already has this id.',
+          tag: 'consumers',
+          body: CreateConsumerBody,
+          responses: { 201: ConsumerAnswer, 200: ConsumerAnswer },
+          errors: [403, 404, 409],
+        }) },
     )
     .patch(
       '/:consumer_id/suspend',
       stateChange({ ...changeState, action: 'suspend consumers', change: (consumer, actor) => service.setState(consumer, 'suspended', actor) }),
-      { detail: doc({ summary: 'Suspend a consumer', tag: 'consumers' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendConsumer', summary: 'Suspend a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:consumer_id/activate',
       stateChange({ ...changeState, action: 'activate consumers', change: (consumer, actor) => service.setState(consumer, 'active', actor) }),
-      { detail: doc({ summary: 'Activate a consumer', tag: 'consumers' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateConsumer', summary: 'Activate a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -10,10 +10,11 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentListQuery, KeysetListQuery, enrollmentView, keysetView } from './model'
+import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
 
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
   /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise). */
   const find = (principal: Principal, id: string) =>
@@ -31,21 +32,18 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request }) => {
+      read(({ principal, request }) => {
         const q = parseQuery(EnrollmentListQuery, request)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
-        return settled(
-          storage,
-          then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size })),
-        )
-      },
-      { detail: doc({ summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery }) },
+        return then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      }),
+      { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
     .get(
       '/:enrollment_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.enrollment_id), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an enrollment', tag: 'enrollments' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.enrollment_id!), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(
       '',
@@ -65,24 +63,31 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Enroll (or return the existing enrollment)', tag: 'enrollments', body: CreateEnrollmentBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createEnrollment',
+          summary: 'Enroll (or return the existing enrollment)',
+          description:
+            'Creates the consumer and the installation if missing. 201 with the new enrollment; 200 with the existing one when `enrollment_id` exists with the same four identifiers.',
+          tag: 'enrollments',
+          body: CreateEnrollmentBody,
+          responses: { 201: EnrollmentAnswer, 200: EnrollmentAnswer },
+          errors: [403, 404, 409],
+        }) },
     )
     .patch(
       '/:enrollment_id/suspend',
       stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment, actor) => service.setState(enrollment, 'suspended', actor) }),
-      { detail: doc({ summary: 'Suspend an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
       stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment, actor) => service.setState(enrollment, 'active', actor) }),
-      { detail: doc({ summary: 'Activate an enrollment', tag: 'enrollments' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:enrollment_id/keysets',
-      ({ principal, params, request, set }) =>
-        settled(
-          storage,
-          then(find(principal, params.enrollment_id), (enrollment) => {
+      read(({ principal, params, request, set }) =>
+          then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
             return then(service.keysets(enrollment, q), ({ items, total }) => ({
               keysets: items.map(keysetView),
@@ -91,9 +96,8 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
               page_size: q.page_size,
               trace_id: traceIdOf(set),
             }))
-          }),
-        ),
-      { detail: doc({ summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery }) },
+          })),
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',
@@ -107,6 +111,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a keyset (retires the previous one)', tag: 'keysets', body: CreateKeysetBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createKeyset',
+          summary: 'Create a keyset (retires the previous one)',
+          tag: 'keysets',
+          body: CreateKeysetBody,
+          responses: { 201: EnrollmentAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

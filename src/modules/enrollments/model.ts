@@ -1,16 +1,30 @@
 import * as v from 'valibot'
 import { enrollmentNickname, type Enrollment, type Keyset } from '../../storage/records'
-import { Description, EnvironmentName, Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
+import {
+  AnsweredEnvironmentName,
+  AnsweredUuid,
+  Description,
+  EnvironmentName,
+  RecordState,
+  Timestamp,
+  TraceId,
+  Uuid,
+  UuidList,
+  pagedListFields,
+  pagingQuery,
+  timestampFields,
+  timestamps,
+} from '../shared/model'
 import { formatTimestamp } from '../../store/clock'
 
-/** A sent `nickname` is ignored: it is always generated (CONTRACT section 6). */
+/** A sent `nickname` is ignored: it is always generated (docs/api.md, "Enrollments"). */
 export const CreateEnrollmentBody = v.object({
   enrollment_id: Uuid,
   consumer_id: Uuid,
   installation_id: Uuid,
   application_id: Uuid,
-  environment: EnvironmentName,
-  installation_description: Description,
+  environment: v.pipe(EnvironmentName, v.description("One of the application's environments.")),
+  installation_description: v.pipe(Description, v.description('The description of the installation, should it be created.')),
 })
 export type CreateEnrollmentInput = v.InferOutput<typeof CreateEnrollmentBody>
 
@@ -30,10 +44,41 @@ export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 export const KeysetListQuery = v.object({ ...pagingQuery })
 
 export const CreateKeysetBody = v.object({
-  client_enclave_key: v.pipe(v.string(), v.minLength(1, 'Must not be empty')),
+  client_enclave_key: v.pipe(
+    v.string(),
+    v.minLength(1, 'Must not be empty'),
+    v.description('A P-256 public key: base64 or base64url of its SPKI DER, or a PEM PUBLIC KEY block.'),
+  ),
 })
 
-export const enrollmentView = (e: Enrollment) => ({
+export const EnrollmentRecord = v.strictObject({
+  enrollment_id: AnsweredUuid,
+  installation_id: AnsweredUuid,
+  consumer_id: AnsweredUuid,
+  application_id: AnsweredUuid,
+  environment: AnsweredEnvironmentName,
+  nickname: v.pipe(v.string(), v.description('Always `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`.')),
+  active_keyset_id: v.nullable(AnsweredUuid),
+  client_enclave_key: v.pipe(v.nullable(v.string()), v.description('The standard base64 of the active key\'s SPKI DER; null before the first keyset.')),
+  client_storage_key_shares: v.null(),
+  state: RecordState,
+  ...timestampFields,
+})
+export const EnrollmentAnswer = v.strictObject({ enrollment: EnrollmentRecord, trace_id: TraceId })
+/** No trace_id in this list, like the consumer list. */
+export const EnrollmentListAnswer = v.strictObject({ enrollments: v.array(EnrollmentRecord), ...pagedListFields })
+
+export const KeysetRecord = v.strictObject({
+  keyset_id: AnsweredUuid,
+  enrollment_id: AnsweredUuid,
+  environment: AnsweredEnvironmentName,
+  state: v.picklist(['active', 'retired']),
+  created: Timestamp,
+})
+/** Paged like the consumer list (docs/api.md), with the trace id of a single-record answer. */
+export const KeysetListAnswer = v.strictObject({ keysets: v.array(KeysetRecord), ...pagedListFields, trace_id: TraceId })
+
+export const enrollmentView = (e: Enrollment): v.InferOutput<typeof EnrollmentRecord> => ({
   enrollment_id: e.enrollment_id,
   installation_id: e.installation_id,
   consumer_id: e.consumer_id,
@@ -47,7 +92,7 @@ export const enrollmentView = (e: Enrollment) => ({
   ...timestamps(e),
 })
 
-export const keysetView = (k: Keyset) => ({
+export const keysetView = (k: Keyset): v.InferOutput<typeof KeysetRecord> => ({
   keyset_id: k.keyset_id,
   enrollment_id: k.enrollment_id,
   environment: k.environment,

@@ -36,7 +36,13 @@ export class EnrollmentService {
         throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
       }
       const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: app.application_id, environment: input.environment }
-      if (await tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)])) throw alreadyEnrolled()
+      if (await tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)])) {
+        // The same request may have been committed by another instance since the id was looked up
+        // (PostgreSQL reads each statement afresh, docs/storage.md): then the id decides (200).
+        const committed = await tx.find('enrollments', input.enrollment_id)
+        if (committed) return sameEnrollment(committed, input)
+        throw alreadyEnrolled()
+      }
       const consumer = (await createConsumer(tx, customer, input.consumer_id, actor)).record
       if (consumer.state === 'suspended') throw conflict('consumer_suspended', 'The consumer is suspended.')
       const installation = (await this.installations.createIn(tx, customer, input.installation_id, input.installation_description, actor)).record

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -7,10 +7,11 @@ import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import { EnvironmentService } from './service'
-import { EnvironmentBody, applicationEnvironments } from './model'
+import { ApplicationEnvironmentsAddAnswer, ApplicationEnvironmentsAnswer, EnvironmentBody, applicationEnvironments } from './model'
 
 export const environmentsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new EnvironmentService(storage)
 
   /** These endpoints exist only for customers enabled for virtual environments (404 otherwise). */
@@ -26,9 +27,14 @@ export const environmentsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '/:application_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.application_id), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: "View an application's environments", tag: 'application environments' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.application_id!), ({ app }) => ({ ...applicationEnvironments(app), trace_id: traceIdOf(set) }))),
+      { detail: doc({
+          operationId: 'getApplicationEnvironments',
+          summary: "View an application's environments",
+          tag: 'application environments',
+          responses: { 200: ApplicationEnvironmentsAnswer },
+        }) },
     )
     .post(
       '/:application_id',
@@ -43,7 +49,14 @@ export const environmentsController = (deps: AppDeps) => {
           trace_id: traceIdOf(set),
         }
       },
-      { detail: doc({ summary: 'Add an environment to an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'addApplicationEnvironment',
+          summary: 'Add an environment to an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAddAnswer },
+          errors: [403, 409],
+        }) },
     )
     .delete(
       '/:application_id',
@@ -53,6 +66,13 @@ export const environmentsController = (deps: AppDeps) => {
         const { environment } = parseBody(EnvironmentBody, body)
         return { ...applicationEnvironments(await service.remove(app, environment, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment from an application', tag: 'application environments', body: EnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'removeApplicationEnvironment',
+          summary: 'Remove an environment from an application',
+          tag: 'application environments',
+          body: EnvironmentBody,
+          responses: { 200: ApplicationEnvironmentsAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

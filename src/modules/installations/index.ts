@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -8,10 +8,11 @@ import type { Installation } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
-import { CreateInstallationBody, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
+import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const find = (principal: Principal, id: string) => findOwned(storage, 'installations', principal, id, 'installation_id', 'Installation')
   const changeState = {
     param: 'installation_id',
@@ -24,22 +25,29 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, request, set }) => {
+      read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
         const answer = then(service.list(principal, q), ({ items, total }) => {
           const installations = items.map(installationView)
           return q.page ? { installations, total, page: q.page, page_size: q.page_size } : { installations, trace_id: traceIdOf(set) }
         })
-        return settled(storage, answer)
-      },
-      { detail: doc({ summary: 'List installations', tag: 'installations', query: InstallationListQuery }) },
+        return answer
+      }),
+      { detail: doc({
+          operationId: 'listInstallations',
+          summary: 'List installations',
+          description: 'Paged shape (`total`, `page`, `page_size`) when `page` is sent; otherwise the records (at most `page_size`) and a `trace_id`.',
+          tag: 'installations',
+          query: InstallationListQuery,
+          responses: { 200: InstallationListAnswer },
+        }) },
     )
     .get(
       '/:installation_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(find(principal, params.installation_id), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an installation', tag: 'installations' }) },
+      read(({ principal, params, set }) =>
+        then(find(principal, params.installation_id!), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(
       '',
@@ -53,7 +61,16 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
       {
-        detail: doc({ summary: 'Create an installation (or return the existing one)', tag: 'installations', body: CreateInstallationBody, status: 201 }),
+        ...takesBody,
+        detail: doc({
+          operationId: 'createInstallation',
+          summary: 'Create an installation (or return the existing one)',
+          description: '201 with the new installation; 200 with the existing one, unchanged, when the caller\'s customer already has this id.',
+          tag: 'installations',
+          body: CreateInstallationBody,
+          responses: { 201: InstallationAnswer, 200: InstallationAnswer },
+          errors: [403, 404, 409],
+        }),
       },
     )
     .patch(
@@ -64,16 +81,23 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const { description } = parseBody(UpdateInstallationBody, body)
         return { installation: installationView(await service.updateDescription(installation, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an installation's description", tag: 'installations', body: UpdateInstallationBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'updateInstallation',
+          summary: "Update an installation's description",
+          tag: 'installations',
+          body: UpdateInstallationBody,
+          responses: { 200: InstallationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:installation_id/suspend',
       stateChange({ ...changeState, action: 'suspend installations', change: (installation, actor) => service.suspend(installation, actor) }),
-      { detail: doc({ summary: 'Suspend an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:installation_id/verify',
       stateChange({ ...changeState, action: 'verify installations', change: (installation, actor) => service.verify(installation, actor) }),
-      { detail: doc({ summary: 'Verify an installation', tag: 'installations' }) },
+      { ...takesBody, detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
 }

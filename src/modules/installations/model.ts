@@ -1,12 +1,12 @@
 import * as v from 'valibot'
 import type { Installation } from '../../storage/records'
-import { Description, Uuid, UuidList, pagingQuery, timestamps } from '../shared/model'
+import { AnsweredUuid, Description, TraceId, Uuid, UuidList, pageFields, pagingQuery, timestampFields, timestamps } from '../shared/model'
+import { OwningCustomer } from '../consumers/model'
 
 export const CreateInstallationBody = v.object({
   installation_id: Uuid,
   description: Description,
-  /** The owning customer; required for vendor tokens, implied by the others. */
-  organization_id: v.optional(Uuid),
+  organization_id: OwningCustomer,
 })
 
 export const UpdateInstallationBody = v.object({ description: Description })
@@ -22,13 +22,26 @@ export const InstallationListQuery = v.object({
   ),
   application_ids: UuidList,
   enrollment_ids: UuidList,
-  /** `active` means unregistered or verified (CONTRACT section 6). */
+  /** `active` means unregistered or verified (docs/api.md, "Lists and paging"). */
   state: v.optional(v.picklist(['active', 'suspended', 'unregistered', 'verified'], 'state must be active, suspended, unregistered or verified')),
   ...pagingQuery,
 })
 export type InstallationListInput = v.InferOutput<typeof InstallationListQuery>
 
-export const installationView = (i: Installation) => ({
+export const InstallationRecord = v.strictObject({
+  installation_id: AnsweredUuid,
+  description: v.string(),
+  state: v.picklist(['unregistered', 'verified', 'suspended']),
+  ...timestampFields,
+})
+export const InstallationAnswer = v.strictObject({ installation: InstallationRecord, trace_id: TraceId })
+/** Two shapes (the specification's): paged when `page` was sent, otherwise the records and a trace_id. */
+export const InstallationListAnswer = v.union([
+  v.pipe(v.strictObject({ installations: v.array(InstallationRecord), ...pageFields }), v.title('Paged (page sent)')),
+  v.pipe(v.strictObject({ installations: v.array(InstallationRecord), trace_id: TraceId }), v.title('Unpaged (no page sent)')),
+])
+
+export const installationView = (i: Installation): v.InferOutput<typeof InstallationRecord> => ({
   installation_id: i.installation_id,
   description: i.description,
   state: i.state,

@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, settled, traceIdOf, type AppDeps } from '../../http/context'
+import * as v from 'valibot'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -9,18 +10,11 @@ import type { Organization } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
-import {
-  ChangeEnvironmentsBody,
-  CreateOrganizationBody,
-  RemoveEnvironmentBody,
-  UpdateOrganizationBody,
-  environmentSet,
-  organizationFull,
-  organizationSummary,
-} from './model'
+import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
   const { storage } = deps
+  const read = readRoutes(deps)
   const service = new OrganizationService(storage)
   const changeState = {
     param: 'organization_id',
@@ -32,15 +26,15 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      ({ principal, set }) =>
-        settled(storage, then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'List the organizations in scope', tag: 'organizations' }) },
+      read(({ principal, set }) =>
+        then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
       '/:organization_id',
-      ({ principal, params, set }) =>
-        settled(storage, then(findOrganization(storage, principal, params.organization_id), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: 'View an organization', tag: 'organizations' }) },
+      read(({ principal, params, set }) =>
+        then(findOrganization(storage, principal, params.organization_id!), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
+      { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
       '',
@@ -56,7 +50,14 @@ export const organizationsController = (deps: AppDeps) => {
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Create a customer (vendor) or a partner', tag: 'organizations', body: CreateOrganizationBody, status: 201 }) },
+      { ...takesBody, detail: doc({
+          operationId: 'createOrganization',
+          summary: 'Create a customer (vendor) or a partner',
+          tag: 'organizations',
+          body: CreateOrganizationBody,
+          responses: { 201: OrganizationAnswer },
+          errors: [403, 404],
+        }) },
     )
     .patch(
       '/:organization_id',
@@ -66,23 +67,35 @@ export const organizationsController = (deps: AppDeps) => {
         const { description } = parseBody(UpdateOrganizationBody, body)
         return { organization: organizationFull(await service.updateDescription(org, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: "Update an organization's description", tag: 'organizations', body: UpdateOrganizationBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'updateOrganization',
+          summary: "Update an organization's description",
+          tag: 'organizations',
+          body: UpdateOrganizationBody,
+          responses: { 200: OrganizationAnswer },
+          errors: [403],
+        }) },
     )
     .patch(
       '/:organization_id/suspend',
       stateChange({ ...changeState, action: 'suspend this organization', change: (org, actor) => service.setState(org, 'suspended', actor) }),
-      { detail: doc({ summary: 'Suspend an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:organization_id/activate',
       stateChange({ ...changeState, action: 'activate this organization', change: (org, actor) => service.setState(org, 'active', actor) }),
-      { detail: doc({ summary: 'Activate an organization', tag: 'organizations' }) },
+      { ...takesBody, detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .get(
       '/:organization_id/environments',
-      ({ principal, params, set }) =>
-        settled(storage, then(findEnvironmentCustomer(storage, principal, params.organization_id), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
-      { detail: doc({ summary: "View a customer's virtual environments", tag: 'organization environments' }) },
+      read(({ principal, params, set }) =>
+        then(findEnvironmentCustomer(storage, principal, params.organization_id!), (org) => ({ ...environmentSet(org, 'organization_id'), trace_id: traceIdOf(set) }))),
+      { detail: doc({
+          operationId: 'getOrganizationEnvironments',
+          summary: "View a customer's virtual environments",
+          tag: 'organization environments',
+          responses: { 200: OrganizationEnvironmentsAnswer },
+        }) },
     )
     .patch(
       '/:organization_id/environments',
@@ -97,10 +110,15 @@ export const organizationsController = (deps: AppDeps) => {
         return { ...environmentSet(await service.addEnvironment(org, input.environment!, actorOf(principal, set)), 'application_id'), trace_id: traceIdOf(set) }
       },
       {
+        ...takesBody,
         detail: doc({
+          operationId: 'changeOrganizationEnvironments',
           summary: 'Set the default environment (`default`) or add one (`environment`)',
+          description: 'The answer to setting the default carries `organization_id`; the answer to an add names the same id `application_id`.',
           tag: 'organization environments',
           body: ChangeEnvironmentsBody,
+          responses: { 200: v.union([OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer]) },
+          errors: [403, 409],
         }),
       },
     )
@@ -112,6 +130,13 @@ export const organizationsController = (deps: AppDeps) => {
         const { environment } = parseBody(RemoveEnvironmentBody, body)
         return { ...environmentSet(await service.removeEnvironment(org, environment, actorOf(principal, set)), 'application_id'), trace_id: traceIdOf(set) }
       },
-      { detail: doc({ summary: 'Remove an environment', tag: 'organization environments', body: RemoveEnvironmentBody }) },
+      { ...takesBody, detail: doc({
+          operationId: 'removeOrganizationEnvironment',
+          summary: 'Remove an environment',
+          tag: 'organization environments',
+          body: RemoveEnvironmentBody,
+          responses: { 200: OrganizationEnvironmentsChangeAnswer },
+          errors: [403, 409],
+        }) },
     )
 }

@@ -42,6 +42,10 @@ export const AUDIT_ACTIONS = [
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 
+/** The type of an action's target: its first word (`vendor.init`: the vendor organization). */
+export const targetTypeOf = (action: AuditAction) => (action === 'vendor.init' ? 'organization' : action.slice(0, action.indexOf('.')))
+export const TARGET_TYPES = [...new Set(AUDIT_ACTIONS.map(targetTypeOf))]
+
 /** Never in an event, not even as a hash (CONTRACT section 10). */
 const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'])
 /** Stored as microseconds, shown in the API's timestamp format like every other time. */
@@ -59,14 +63,13 @@ export interface EventInput {
 
 /** Records one action of the running transaction. */
 export function recordEvent(tx: Tx, actor: Actor, action: AuditAction, input: EventInput): Promise<AuditEvent> {
-  const type = action === 'vendor.init' ? 'organization' : action.slice(0, action.indexOf('.'))
   const byToken = 'principal' in actor ? actor : null
   return tx.insert('audit_events', {
     // Time-ordered (UUIDv7, monotonic within the process): the events of one change, which share
     // their time, sort by id in the order they were recorded.
     event_id: Bun.randomUUIDv7(),
     action,
-    target_type: type,
+    target_type: targetTypeOf(action),
     target_id: input.target,
     actor_organization_id: byToken?.principal.organization.organization_id ?? null,
     actor_token_id: byToken?.principal.tokenId ?? null,

@@ -1,6 +1,18 @@
-/** Schema pieces shared by every resource: identifiers, descriptions, environment names. */
+/**
+ * Schema pieces shared by every resource: identifiers, descriptions, environment names, paging; and
+ * the pieces of the answers, from which each model.ts builds the response schemas of its views
+ * (GET /openapi.json shows them; docs/api.md describes them).
+ */
 import * as v from 'valibot'
 import { formatTimestamp } from '../../store/clock'
+
+/**
+ * How a schema appears in the OpenAPI document when converting it would not say what it accepts:
+ * query values arrive as text but stand for integers or lists (see `openApiDocument`). Put it just
+ * before the pipe's first transformation, where the document's conversion stops.
+ */
+export const OPENAPI_FORM = 'x-openapi-form'
+const documentedAs = <T>(jsonSchema: Record<string, unknown>) => v.metadata<T, Record<string, unknown>>({ [OPENAPI_FORM]: jsonSchema })
 
 // The same rule as the `i`-flagged UUID of http/access.ts, spelled without flags for JSON Schema.
 const UUID_ANY_CASE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
@@ -10,30 +22,49 @@ export const Uuid = v.pipe(v.string(), v.regex(UUID_ANY_CASE, 'Invalid UUID'), v
 
 export const MAX_DESCRIPTION = 1024
 
-/** Not empty (nor only blanks), at most 1024 characters (code points). */
+/**
+ * Characters that show nothing: whitespace, controls, format characters (U+200B, the bidi marks),
+ * other default-ignorable code points, and lone surrogates. A description needs one that is not.
+ */
+const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Cs}]*$/u
+
+/** Not empty (nor only invisible characters), at most 1024 characters (code points). */
 export const Description = v.pipe(
   v.string(),
-  // JSON Schema counts characters as code points, like the check below.
-  v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION }),
-  v.check((s) => s.trim().length > 0, 'Must not be empty'),
+  // JSON Schema counts characters as code points, like the check below; `\S` (anywhere) is an
+  // approximation of "not only invisible characters" that JSON Schema can express.
+  v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION, pattern: '\\S' }),
+  v.check((s) => !INVISIBLE.test(s), 'Must not be empty or only invisible characters'),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
 
 const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
+// Input is checked before uppercasing: `ß` uppercases to `SS`, which would pass.
+const ENVIRONMENT_NAME_ANY_CASE = /^[A-Za-z0-9_-]{1,32}$/
 
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
-  v.regex(/^[A-Za-z0-9_-]{1,32}$/, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
+  v.regex(ENVIRONMENT_NAME_ANY_CASE, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
   v.toUpperCase(),
 )
 
-/** `"dev, Prod,DEV"` → `['DEV', 'PROD']`: uppercase, sorted, without duplicates, never empty. */
+/**
+ * `"dev, Prod,DEV"` → `['DEV', 'PROD']`: each name as `EnvironmentName` takes it (spaces around the
+ * commas allowed), uppercase, sorted, without duplicates, never empty.
+ */
 export const EnvironmentList = v.pipe(
   v.union([v.string(), v.array(v.string())], 'Expected a comma-separated string or an array of strings'),
-  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.trim().toUpperCase())),
-  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
-  v.transform((names) => [...new Set(names)].sort()),
+  documentedAs({
+    anyOf: [
+      { type: 'string', pattern: '^\\s*[A-Za-z0-9_-]{1,32}\\s*(,\\s*[A-Za-z0-9_-]{1,32}\\s*)*$', examples: ['prod,test'] },
+      { type: 'array', minItems: 1, items: { type: 'string', pattern: '^\\s*[A-Za-z0-9_-]{1,32}\\s*$' } },
+    ],
+    description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
+  }),
+  v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
+  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME_ANY_CASE.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
+  v.transform((names) => [...new Set(names.map((n) => n.toUpperCase()))].sort()),
 )
 
 export const formatEnvironments = (names: readonly string[]) => names.join(',')
@@ -43,35 +74,87 @@ export const timestamps = (r: { created: number; modified: number }) => ({
   modified: formatTimestamp(r.modified),
 })
 
+/** More different values than any honest filter has (docs/security.md). */
+export const MAX_FILTER_VALUES = 100
+/** Values of one filter as sent, duplicates and blanks included: splitting stops one past this. */
+export const MAX_FILTER_VALUES_SENT = 1_000
+
+const distinct = (values: readonly string[]) => [...new Set(values)]
+
 /**
  * A multi-value query filter: repeated (`?ids=a&ids=b`) and comma-separated (`?ids=a,b`) alike;
- * blank values are ignored, so an empty list means no filter.
+ * blank values are ignored, so an empty list means no filter. A value sent twice counts once, so
+ * the services never do the same work twice. Over MAX_FILTER_VALUES_SENT values, or over
+ * MAX_FILTER_VALUES different ones, is a 400, told before any value is checked.
  */
-const multiValue = <S extends v.GenericSchema<string, unknown>>(item: S) =>
+const multiValue = <S extends v.GenericSchema<string, string>>(item: S, itemForm: Record<string, unknown>) =>
   v.optional(
     v.pipe(
       v.union([v.string(), v.array(v.string())]),
-      v.transform((raw) => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0)),
+      documentedAs({ type: 'array', items: itemForm, description: 'Repeat the parameter or separate values with commas.' }),
+      v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
+      // Checks, not maxLength: JSON Schema would read that as a string's length (/openapi.json).
+      v.check((values) => values.length <= MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
+      v.transform((values) => distinct(values.map((s) => s.trim()).filter((s) => s.length > 0))),
+      v.check((values) => values.length <= MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
       v.array(item),
+      // Again after the item's normalisation: `A` and `a` name the same id.
+      v.transform((values: string[]) => distinct(values)),
     ),
   )
 
-export const UuidList = multiValue(Uuid)
+export const UuidList = multiValue(Uuid, { type: 'string', format: 'uuid', pattern: UUID_ANY_CASE.source })
 
-const positiveInteger = (max: number, name: string) =>
+/** A whole number in a query string, documented as the integer it stands for (with its default). */
+const positiveInteger = (max: number, name: string, byDefault?: number) =>
   v.pipe(
     v.string(),
-    v.regex(/^\d{1,9}$/, `${name} must be a whole number`),
+    v.regex(/^\d+$/, `${name} must be a whole number`),
+    documentedAs({ type: 'integer', minimum: 1, maximum: max, ...(byDefault !== undefined ? { default: byDefault } : {}) }),
     v.transform(Number),
     v.minValue(1, `${name} must be at least 1`),
     v.maxValue(max, `${name} must be at most ${max}`),
   )
 
+/** Any page a client can count to (past the end: an empty page). */
+export const MAX_PAGE = Number.MAX_SAFE_INTEGER
 export const MAX_PAGE_SIZE = 1000
+export const DEFAULT_PAGE_SIZE = 100
 
-/** page, page_size and order, shared by every paged list. */
+/**
+ * page, page_size and order, shared by every paged list. Any page a client can count to is served
+ * (past the end: an empty page); the bound only keeps it an exact number.
+ */
 export const pagingQuery = {
-  page: v.optional(positiveInteger(1_000_000_000, 'page')),
-  page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size'), '100'),
+  page: v.optional(positiveInteger(MAX_PAGE, 'page')),
+  page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size', DEFAULT_PAGE_SIZE), String(DEFAULT_PAGE_SIZE)),
   order: v.optional(v.picklist(['asc', 'desc'], 'order must be asc or desc'), 'asc'),
 }
+
+// ---------------------------------------------------------------------------------------------
+// Answers. Every view is typed by its response schema, so the document cannot promise a shape the
+// view does not build; the HTTP tests check every answer against the document besides.
+
+/** Identifiers are answered lowercase (docs/api.md, "Formats"). */
+export const AnsweredUuid = v.pipe(v.string(), v.regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/))
+export const TraceId = v.pipe(AnsweredUuid, v.description('Equal to the x-trace-id header of the response.'))
+export const Timestamp = v.pipe(
+  v.string(),
+  v.regex(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/),
+  v.examples(['2025-01-31 09:15:02.123456 +00:00']),
+)
+export const AnsweredEnvironmentName = v.pipe(v.string(), v.regex(ENVIRONMENT_NAME))
+/** Uppercase names, sorted, comma-separated without spaces. */
+export const AnsweredEnvironmentList = v.pipe(v.string(), v.regex(/^[A-Z0-9_-]{1,32}(,[A-Z0-9_-]{1,32})*$/), v.examples(['PROD,TEST']))
+export const RecordState = v.picklist(['active', 'suspended'])
+export const timestampFields = { created: Timestamp, modified: Timestamp }
+
+const count = v.pipe(v.number(), v.integer(), v.minValue(0))
+/** The paged list's counters (consumers, enrollments, the paged installation list). */
+export const pageFields = {
+  total: v.pipe(count, v.description('All matches, before paging.')),
+  page: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_PAGE)),
+  page_size: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_PAGE_SIZE)),
+}
+/** `page` is answered only when the request sent one. */
+export const pagedListFields = { ...pageFields, page: v.optional(v.pipe(pageFields.page, v.description('Present only when the request sent `page`.'))) }

@@ -1,8 +1,8 @@
 import * as v from 'valibot'
 import type { Token } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
-import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES } from '../../auth/tokens'
-import { Description, Uuid, UuidList, pagingQuery } from '../shared/model'
+import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES, TOKEN_SHAPE } from '../../auth/tokens'
+import { AnsweredUuid, Description, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /** A token's lifetime, `45s` to `366d` (CONTRACT section 9), in seconds. */
 export const TokenTtl = v.pipe(
@@ -39,7 +39,29 @@ export const tokenState = (t: Token, now = Date.now() * 1000): (typeof TOKEN_STA
   t.state === 'revoked' ? 'revoked' : t.expires <= now ? 'expired' : 'active'
 
 /** CONTRACT section 9's record: never the hash. */
-export const tokenView = (t: Token) => ({
+export const TokenRecord = v.strictObject({
+  token_id: AnsweredUuid,
+  organization_id: AnsweredUuid,
+  role: v.picklist(ROLES),
+  description: v.nullable(v.string()),
+  state: v.pipe(v.picklist(TOKEN_STATES), v.description('`expired`: active, but past `expires`.')),
+  created: Timestamp,
+  expires: Timestamp,
+})
+export const TokenAnswer = v.strictObject({ token: TokenRecord, trace_id: TraceId })
+export const IssuedTokenAnswer = v.strictObject({
+  token: TokenRecord,
+  secret: v.pipe(
+    v.string(),
+    v.regex(TOKEN_SHAPE),
+    v.description('The token itself, for `Authorization: Bearer <secret>`: shown this once, stored only as a hash.'),
+  ),
+  trace_id: TraceId,
+})
+/** No trace_id in this list, like the consumer list (CONTRACT section 9). */
+export const TokenListAnswer = v.strictObject({ tokens: v.array(TokenRecord), ...pagedListFields })
+
+export const tokenView = (t: Token): v.InferOutput<typeof TokenRecord> => ({
   token_id: t.token_id,
   organization_id: t.organization_id,
   role: t.role,

@@ -1,0 +1,410 @@
+#!/usr/bin/env bun
+/**
+ * Hand-run abuse benchmark (issue 9's proof; not a test, not in CI):
+ *
+ *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000]
+ *
+ * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
+ * memory? A real server (`bun run src/main.ts serve`, restarted from a data dir built through the
+ * store, bench/support/dataset.ts) holds three customers:
+ *
+ *   victim    1 application, 200 enrollments; reads one enrollment by id with a viewer token
+ *   attacker  2 applications of 20,000 enrollments each (40,000 enrollments, consumers and
+ *             installations in its scope), a partner, and one enrollment with --keysets keysets
+ *   prober    1 application, 10 enrollments; a viewer that names the attacker's application
+ *
+ * The victim sends GET /api/enrollments/{id} at a steady --rate per second (open loop: a request
+ * is due every 1/rate s whether or not the last one has answered; latency counts from when it was
+ * due), first alone, then while each abusive pattern of issue 9 runs in turn on 4 wrk connections
+ * with the weakest token that can send it (bench/abuse.lua). For each: the victim's p50, p99 and
+ * max, the attacker's answers per second and their statuses, and the server's highest VmRSS.
+ * Goal (issue 9): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
+ *
+ * Writes docs/abuse.md and prints it. Needs wrk on the PATH. The server and the temp dir are
+ * removed at the end, also on failure or Ctrl-C.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { EmbeddedStorage } from '../src/storage/embedded'
+import { createToken } from '../src/modules/tokens/service'
+import type { Keyset, Organization } from '../src/store/database'
+import { nowMicros } from '../src/store/clock'
+import { acquireDataDirLock } from '../src/store/lock'
+import { Store } from '../src/store/store'
+import { buildInChild, ENVIRONMENT, type BuildMeta, type CustomerPlan } from './support/dataset'
+import { Children, freePort, onInterrupt, tailOf, waitReady } from './support/servers'
+import { busyBeforeStart, machineDescription, mib, procStatus, waitQuiet } from './support/system'
+import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    seconds: { type: 'string', default: '10' },
+    rate: { type: 'string', default: '200' },
+    keysets: { type: 'string', default: '20000' },
+  },
+  strict: true,
+})
+const MEASURE_SECONDS = Number(values.seconds)
+const VICTIM_RATE = Number(values.rate)
+const KEYSETS = Number(values.keysets)
+for (const [name, value, max] of [['seconds', MEASURE_SECONDS, 600], ['rate', VICTIM_RATE, 5000], ['keysets', KEYSETS, 1_000_000]] as const) {
+  if (!Number.isInteger(value) || value < 1 || value > max) throw new Error(`--${name} must be an integer from 1 to ${max}`)
+}
+/** The attack runs this long before the victim's measurement starts. */
+const WARMUP_SECONDS = 2
+const ATTACK_CONNECTIONS = 4
+const GOAL = { p50Factor: 3, p99Ms: 50, rssMiB: 100 }
+const ROOT = join(import.meta.dir, '..')
+const REPORT = join(ROOT, 'docs', 'abuse.md')
+const children = new Children()
+let workDir: string | undefined
+
+// ---------------------------------------------------------------------------------------------
+// The data: built through the store, then partners and keysets added the way the services make them
+
+interface World {
+  readonly dir: string
+  readonly victimToken: string
+  readonly victimEnrollment: string
+  readonly attackerToken: string
+  readonly attacker: string
+  readonly attackerApplication: string
+  readonly keysetEnrollment: string
+  readonly proberToken: string
+  readonly records: number
+}
+
+const customerPlan = (description: string, applications: number, enrollments: number): CustomerPlan => ({
+  description,
+  applications,
+  enrollments,
+  enrollmentsPerConsumer: 1,
+  spareConsumerEvery: 0,
+})
+
+async function buildWorld(work: string): Promise<World> {
+  const dir = join(work, 'data')
+  const meta: BuildMeta = await buildInChild(
+    { dir, label: 'abuse', customers: [customerPlan('Victim', 1, 200), customerPlan('Attacker', 2, 40_000), customerPlan('Prober', 1, 10)] },
+    { planFile: join(work, 'plan.json'), metaFile: join(work, 'meta.json'), cwd: ROOT },
+    (cmd, options) => children.spawn(cmd, options),
+  )
+  const [victim, attacker, prober] = meta.customers as [BuildMeta['customers'][number], BuildMeta['customers'][number], BuildMeta['customers'][number]]
+
+  // A partner of the attacker (its weakest token reads everything the customer owns) and the keysets.
+  const lock = acquireDataDirLock(dir)
+  const store = await Store.open(dir, { log: () => {} })
+  const now = nowMicros()
+  const partner: Organization = {
+    organization_id: crypto.randomUUID(),
+    parent_id: attacker.organizationId,
+    organization_type: 'partner',
+    description: 'Attacker partner',
+    state: 'active',
+    environments: null,
+    created: now,
+    modified: now,
+  }
+  await store.commit((tx) => void tx.put('organizations', partner))
+  const keysetEnrollment = attacker.middleEnrollmentId!
+  const keysetApplication = store.tables.enrollments.get(keysetEnrollment)!.application_id
+  const key = await publicKey()
+  let previous: Keyset | null = null
+  for (let done = 0; done < KEYSETS; ) {
+    const batch = Math.min(1000, KEYSETS - done)
+    previous = await store.commit((tx) => {
+      let last = previous
+      for (let i = 0; i < batch; i++) {
+        const at = nowMicros()
+        if (last) tx.put('keysets', { ...last, state: 'retired', modified: at })
+        last = tx.put('keysets', {
+          keyset_id: crypto.randomUUID(),
+          enrollment_id: keysetEnrollment,
+          application_id: keysetApplication,
+          environment: ENVIRONMENT,
+          client_enclave_key: key,
+          state: 'active',
+          created: at,
+          modified: at,
+        })
+      }
+      const enrollment = store.tables.enrollments.get(keysetEnrollment)!
+      tx.put('enrollments', { ...enrollment, active_keyset_id: last!.keyset_id, client_enclave_key: key, modified: nowMicros() })
+      return last
+    })
+    done += batch
+  }
+  // Recorded viewer tokens (README "Tokens"), as `keyward issue-token` records them.
+  const storage = new EmbeddedStorage(store)
+  const viewerToken = async (organizationId: string) => {
+    const organization = store.tables.organizations.get(organizationId)!
+    const grant = { organization, role: 'viewer' as const, ttlSeconds: 86_400, description: 'abuse benchmark' }
+    return (await storage.transaction((tx) => createToken(tx, grant, { cli: 'issue-token' }))).token
+  }
+  const victimToken = await viewerToken(victim.organizationId)
+  const attackerToken = await viewerToken(partner.organization_id)
+  const proberToken = await viewerToken(prober.organizationId)
+  const records = Object.values(store.tables).reduce((sum, table) => sum + table.size, 0)
+  await store.close()
+  lock.release()
+
+  return {
+    dir,
+    victimToken,
+    victimEnrollment: victim.middleEnrollmentId!,
+    attackerToken,
+    attacker: attacker.organizationId,
+    attackerApplication: attacker.applicationIds[0]!,
+    keysetEnrollment,
+    proberToken,
+    records,
+  }
+}
+
+/** One real P-256 public key, as the service stores it (base64 SPKI). */
+async function publicKey(): Promise<string> {
+  const pair = (await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify'])) as CryptoKeyPair
+  return Buffer.from(await crypto.subtle.exportKey('spki', pair.publicKey)).toString('base64')
+}
+
+// ---------------------------------------------------------------------------------------------
+// The patterns of issue 9, each with the weakest token that can send it
+
+interface Pattern {
+  readonly name: string
+  /** Who sends it. */
+  readonly sender: string
+  readonly env: Record<string, string>
+}
+
+function patterns(w: World): Pattern[] {
+  const attacker = { ABUSE_TOKEN: w.attackerToken }
+  return [
+    { name: 'query of 7,900 `&x` (15.8 KB) on a list', sender: 'attacker partner viewer', env: { ...attacker, ABUSE_PATHS: `/api/consumers?${'&x'.repeat(7_900)}` } },
+    {
+      name: "`application_ids=<another tenant's app>` (20,000 enrollments) on consumers and installations",
+      sender: 'prober viewer',
+      env: { ABUSE_TOKEN: w.proberToken, ABUSE_PATHS: `/api/consumers?application_ids=${w.attackerApplication}|/api/installations?application_ids=${w.attackerApplication}` },
+    },
+    { name: 'unique 16 KB junk tokens', sender: 'no token', env: { ABUSE_PATHS: '/api/organizations', ABUSE_JUNK: '16000' } },
+    { name: '64 KiB `[[[...` bodies', sender: 'no token', env: { ABUSE_PATHS: '/api/organizations', ABUSE_BODY: String(64 * 1024) } },
+    {
+      name: '430 duplicate `organization_ids` (comma-separated)',
+      sender: 'attacker partner viewer',
+      env: { ...attacker, ABUSE_PATHS: `/api/consumers?organization_ids=${Array(430).fill(w.attacker).join(',')}` },
+    },
+    { name: '7,000 bad ids in one filter', sender: 'attacker partner viewer', env: { ...attacker, ABUSE_PATHS: `/api/consumers?organization_ids=${'x,'.repeat(7_000)}` } },
+    { name: 'state-only filter over a 40,000-enrollment scope', sender: 'attacker partner viewer', env: { ...attacker, ABUSE_PATHS: '/api/enrollments?state=suspended' } },
+    {
+      name: `keyset list of an enrollment with ${KEYSETS.toLocaleString('en')} keysets`,
+      sender: 'attacker partner viewer',
+      env: { ...attacker, ABUSE_PATHS: `/api/enrollments/${w.keysetEnrollment}/keysets` },
+    },
+  ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+
+interface VictimFigures {
+  readonly samples: number
+  readonly failures: number
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+/** The victim's reads at a steady rate for `seconds`; latency from when each request was due. */
+async function victim(url: string, token: string, seconds: number): Promise<VictimFigures> {
+  const headers = { authorization: `Bearer ${token}` }
+  const latencies: number[] = []
+  let failures = 0
+  const pending: Promise<void>[] = []
+  const start = performance.now()
+  const count = Math.floor(seconds * VICTIM_RATE)
+  for (let i = 0; i < count; i++) {
+    const due = start + (i * 1000) / VICTIM_RATE
+    const wait = due - performance.now()
+    if (wait > 0) await Bun.sleep(wait)
+    // From when it was due if the loop is late (a stalled server delays the next send too), from
+    // when it was sent if the timer woke early.
+    const from = Math.min(due, performance.now())
+    pending.push(
+      fetch(url, { headers })
+        .then(async (response) => {
+          await response.arrayBuffer()
+          if (response.status !== 200) failures++
+        })
+        .catch(() => void failures++)
+        .finally(() => void latencies.push(performance.now() - from)),
+    )
+  }
+  await Promise.all(pending)
+  latencies.sort((a, b) => a - b)
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!
+  return { samples: latencies.length, failures, p50: at(0.5), p99: at(0.99), max: latencies.at(-1)! }
+}
+
+/** The highest VmRSS of `pid` until `until` settles, sampled every 200 ms. */
+async function peakRss(pid: number, until: Promise<unknown>): Promise<number> {
+  let peak = await procStatus(pid, 'VmRSS')
+  let settled = false
+  void until.finally(() => (settled = true))
+  while (!settled) {
+    await Bun.sleep(200)
+    peak = Math.max(peak, await procStatus(pid, 'VmRSS'))
+  }
+  return peak
+}
+
+interface Row {
+  readonly pattern: Pattern | null
+  readonly victim: VictimFigures
+  readonly rss: number
+  readonly attack: WrkResult | null
+}
+
+async function measure(wrk: string, base: string, pid: number, w: World, pattern: Pattern | null): Promise<Row> {
+  const victimUrl = `${base}/api/enrollments/${w.victimEnrollment}`
+  const attack = pattern
+    ? startWrk(wrk, ['-c', String(ATTACK_CONNECTIONS), '-d', `${WARMUP_SECONDS + MEASURE_SECONDS + 1}s`, '-s', join(import.meta.dir, 'abuse.lua'), base], {
+        threads: 2,
+        timeoutSeconds: 10,
+        env: { ...process.env, ...pattern.env },
+        spawn: (cmd, options) => children.spawn(cmd, options),
+      })
+    : null
+  if (attack) await Bun.sleep(WARMUP_SECONDS * 1000)
+  const reading = victim(victimUrl, w.victimToken, MEASURE_SECONDS)
+  const [figures, rss] = await Promise.all([reading, peakRss(pid, reading)])
+  attack?.stop()
+  const result = attack ? await attack.result : null
+  // Let the server finish what the attack left in flight (and collect garbage) before the next one.
+  await waitQuiet([pid], { timeoutMs: 60_000 })
+  return { pattern, victim: figures, rss, attack: result }
+}
+
+/** One request of each pattern, to show what it is answered (and to fail early if one is wrong). */
+async function probe(base: string, pattern: Pattern): Promise<string> {
+  const env = pattern.env
+  const path = env.ABUSE_PATHS!.split('|')[0]!
+  const headers: Record<string, string> = {}
+  if (env.ABUSE_TOKEN) headers.authorization = `Bearer ${env.ABUSE_TOKEN}`
+  if (env.ABUSE_JUNK) headers.authorization = `Bearer ${'J'.repeat(Number(env.ABUSE_JUNK))}`
+  const body = env.ABUSE_BODY ? '['.repeat(Number(env.ABUSE_BODY)) : undefined
+  if (body) headers['content-type'] = 'application/json'
+  const response = await fetch(`${base}${path}`, { method: body ? 'POST' : 'GET', headers, body })
+  const text = await response.text()
+  let code = ''
+  try {
+    code = (JSON.parse(text) as { code?: string }).code ?? ''
+  } catch {}
+  const size = text.length < 10_240 ? `${text.length} bytes` : `${Math.round(text.length / 1024)} KiB`
+  return `${response.status}${code ? ` ${code}` : ''}, ${size}`
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: Date, busy: string | null): string {
+  const unloaded = rows[0]!
+  const loadAverage = loadavg()
+    .map((x) => x.toFixed(1))
+    .join(', ')
+  const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2))
+  const verdict = (row: Row) => {
+    const misses: string[] = []
+    if (row.victim.p50 > GOAL.p50Factor * unloaded.victim.p50) misses.push(`p50 ${(row.victim.p50 / unloaded.victim.p50).toFixed(1)}×`)
+    if (row.victim.p99 >= GOAL.p99Ms) misses.push('p99')
+    if (row.rss - unloaded.rss > GOAL.rssMiB * 2 ** 20) misses.push('RSS')
+    if (row.victim.failures > 0) misses.push(`${row.victim.failures} failed reads`)
+    return misses.length === 0 ? 'met' : `**missed** (${misses.join(', ')})`
+  }
+  const lines = rows.map((row) => {
+    const a = row.attack
+    const attack = a ? `${Math.round(a.rps).toLocaleString('en')}/s; ${answers.get(row.pattern!)}` : '–'
+    const rss = `${mib(row.rss)}${row === unloaded ? '' : ` (${row.rss >= unloaded.rss ? '+' : ''}${mib(row.rss - unloaded.rss)})`}`
+    const name = row.pattern ? `${row.pattern.name} (${row.pattern.sender})` : 'unloaded'
+    return `| ${name} | ${attack} | ${ms(row.victim.p50)} | ${ms(row.victim.p99)} | ${ms(row.victim.max)} | ${rss} | ${row === unloaded ? '' : verdict(row)} |`
+  })
+  return `# Abuse benchmark (issue 9)
+
+\`bun run bench/abuse.ts\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
+(\`serve\`, restarted from a data dir built through the store, ${w.records.toLocaleString('en')} records): a victim customer, an
+attacker customer (2 applications of 20,000 enrollments each, so 40,000 enrollments, consumers and installations in
+its scope; one enrollment with ${KEYSETS.toLocaleString('en')} keysets; a partner) and a prober customer. The victim reads one enrollment
+by id with a viewer token at ${VICTIM_RATE} requests per second, open loop (latency counted from when each request was due),
+for ${MEASURE_SECONDS} s: alone, then while each abusive pattern runs on ${ATTACK_CONNECTIONS} wrk connections (after ${WARMUP_SECONDS} s of warm-up) with the
+weakest token that can send it. wrk, the victim and the server share the machine's cores, and other work on
+the machine shows in every row: before the run ${busy ?? 'an unknown share'} of all cores was busy, and the load average was
+${loadAverage} at its end.
+
+Goal (issue 9): the victim's p50 within ${GOAL.p50Factor}× unloaded, its p99 under ${GOAL.p99Ms} ms, the server's RSS within +${GOAL.rssMiB} MiB of
+the unloaded run. "Answered" is the attack's rate and what one of its requests gets (status, code, size).
+
+| pattern (sender) | attack answered | victim p50 ms | p99 ms | max ms | server RSS MiB (peak) | goal |
+|---|---|---:|---:|---:|---:|---|
+${lines.join('\n')}
+`
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  const wrk = Bun.which('wrk')
+  if (!wrk) {
+    console.error(wrkMissing('bench/abuse.ts'))
+    return 1
+  }
+  const started = new Date()
+  const busy = await busyBeforeStart()
+  const work = await mkdtemp(join(tmpdir(), 'keyward-abuse-'))
+  workDir = work
+  try {
+    console.error('building the data dir through the store...')
+    const w = await buildWorld(work)
+    const port = await freePort()
+    const stderrFile = join(work, 'server.stderr')
+    const server = children.spawn([process.execPath, 'run', 'src/main.ts', 'serve', '--data', w.dir, '--port', String(port)], {
+      cwd: ROOT,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: Bun.file(stderrFile),
+    })
+    const base = `http://127.0.0.1:${port}`
+    await waitReady('keyward', server, `${base}/healthz`, { timeoutMs: 120_000, log: () => tailOf(stderrFile) })
+
+    const all = patterns(w)
+    const answers = new Map<Pattern, string>()
+    for (const pattern of all) answers.set(pattern, await probe(base, pattern))
+    // Warm the victim's path (and the token cache) before the unloaded run.
+    await victim(`${base}/api/enrollments/${w.victimEnrollment}`, w.victimToken, 2)
+    await waitQuiet([server.pid], { timeoutMs: 30_000 })
+
+    const rows: Row[] = []
+    for (const pattern of [null, ...all]) {
+      console.error(`measuring: ${pattern ? pattern.name : 'unloaded'}...`)
+      rows.push(await measure(wrk, base, server.pid, w, pattern))
+      const last = rows.at(-1)!
+      console.error(`  victim p50 ${last.victim.p50.toFixed(2)} ms, p99 ${last.victim.p99.toFixed(2)} ms; RSS ${mib(last.rss)} MiB`)
+    }
+    const text = report(w, rows, answers, started, busy)
+    await writeFile(REPORT, text)
+    console.log(text)
+    console.error(`written to ${REPORT}`)
+    return 0
+  } finally {
+    await children.stopAll({ signal: 'SIGTERM', graceMs: 30_000 })
+    await rm(work, { recursive: true, force: true })
+  }
+}
+
+onInterrupt(async () => {
+  await children.stopAll({ signal: 'SIGKILL' })
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+})
+
+process.exitCode = await main()

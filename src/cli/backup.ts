@@ -1,0 +1,72 @@
+/**
+ * `keyward backup --out FILE [--data DIR]`: a consistent copy of a data dir, taken beside a running
+ * server without its lock (README "Backup, restore, verify").
+ *
+ * The dir is read as a start would read it (store/read-only.ts: read again if a snapshot replaced
+ * the one read meanwhile), every checksum checked, and what it holds is written as a fresh snapshot
+ * with the `format` file into one archive (store/backup-archive.ts). Every write
+ * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
+ * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
+ */
+import { mkdtemp, open, rename, rm } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
+import { writeArchive } from '../store/backup-archive'
+import { snapshotOf } from '../store/tables-snapshot'
+import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
+import { fsyncDir } from '../store/fs-util'
+import { SNAPSHOT_FILE } from '../store/paths'
+import { writeSnapshot } from '../store/snapshot-file'
+import { UsageError } from './usage'
+import { checkDataDir, recordCounts } from './verify'
+
+/** The files of a backup, in the order restore writes them (the snapshot first: see restore.ts). */
+export const BACKUP_FILES = [SNAPSHOT_FILE, FORMAT_FILE] as const
+
+/**
+ * In database mode (CONTRACT section 11; `--database-url` comes with it) the data is the database's,
+ * and so are its backups: the first thing `backup` and `restore` do is refuse that.
+ */
+export function refuseInDatabaseMode(command: 'backup' | 'restore', options: { databaseUrl?: string }): void {
+  if (options.databaseUrl) throw new UsageError(`${command} works on a data dir; in database mode use the database's own tools (pg_dump, pg_restore)`)
+}
+
+export interface BackupOptions {
+  readonly data: string
+  readonly out?: string
+  readonly databaseUrl?: string
+}
+
+export async function backupCommand(options: BackupOptions): Promise<number> {
+  refuseInDatabaseMode('backup', options)
+  if (!options.out) throw new UsageError('--out is required')
+  const out = resolve(options.out)
+  const checked = await checkDataDir(options.data)
+
+  // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700.
+  const staging = await mkdtemp(join(dirname(out), '.keyward-backup-'))
+  try {
+    const snapshot = join(staging, SNAPSHOT_FILE)
+    await writeSnapshot(snapshot, snapshotOf(checked.tables, checked.recovered.lastLsn))
+    const archive = join(staging, 'backup.tar')
+    const file = await open(archive, 'wx', 0o600)
+    try {
+      await writeArchive(file, [
+        { name: SNAPSHOT_FILE, path: snapshot },
+        { name: FORMAT_FILE, bytes: Buffer.from(FORMAT_FILE_TEXT) },
+      ])
+      await file.sync()
+    } finally {
+      await file.close()
+    }
+    await rename(archive, out)
+    await fsyncDir(dirname(out))
+  } finally {
+    await rm(staging, { recursive: true, force: true })
+  }
+  const { lastLsn } = checked.recovered
+  process.stdout.write(
+    `keyward: backup of data dir ${options.data} written to ${options.out} (data format ${DATA_FORMAT}, log position ${lastLsn})\n` +
+      `${recordCounts(checked.tables)}\n`,
+  )
+  return 0
+}

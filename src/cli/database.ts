@@ -1,0 +1,85 @@
+/**
+ * Database mode for the commands (CONTRACT section 13, README "Database mode"): the
+ * `--database-url` option, and the start-up work every command does on a database: connect,
+ * migrate or check the schema, initialise once.
+ */
+import { PostgresStorage } from '../storage/postgres'
+import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
+import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
+import { UsageError } from './usage'
+
+/** The option as `parseArgs` declares it, for every command that can run on a database. */
+export const DATABASE_URL_OPTION = {
+  type: 'string',
+  ...(process.env.KEYWARD_DATABASE_URL ? { default: process.env.KEYWARD_DATABASE_URL } : {}),
+} as const
+
+/** A postgres:// or postgresql:// URL (else bad usage, exit 2); undefined when not given (embedded mode). */
+export function databaseUrlOf(value: unknown): string | undefined {
+  if (value === undefined || value === '') return undefined
+  const text = String(value)
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
+  return text
+}
+
+/** Never the URL itself in a message: it may carry a password. */
+export const describeDatabase = (url: string) => {
+  const { hostname, port, pathname } = new URL(url)
+  return `database ${pathname.slice(1) || '(default)'} on ${hostname}:${port || 5432}`
+}
+
+/**
+ * Brings the schema up to date and, on a database without a vendor, creates the vendor and its
+ * first token: all under the migration lock, so of several instances starting together on an
+ * empty database exactly one initialises it (and gets the result; the others get null).
+ * `mustBeNew` (init): an initialised database is an error.
+ */
+export function prepareDatabase(storage: PostgresStorage, vendorDescription: string, mustBeNew: boolean, where: string): Promise<InitResult | null> {
+  return storage.underMigrationLock(async () => {
+    if (await isInitialised(storage)) {
+      if (mustBeNew) throw new AlreadyInitialisedError(`${where} is already initialised`)
+      return null
+    }
+    return initialiseStorage(storage, vendorDescription, mustBeNew ? 'init' : 'serve')
+  })
+}
+
+/** Runs `work` on a small pool to `url`, closed afterwards (the one-shot commands). */
+export async function withDatabase<R>(url: string, work: (storage: PostgresStorage) => Promise<R>): Promise<R> {
+  const storage = PostgresStorage.connect(url, { maxConnections: 2 })
+  try {
+    return await work(storage)
+  } finally {
+    await storage.close()
+  }
+}
+
+/** `keyward init --database-url`: the schema, the vendor and its token; exit 1 if already initialised. */
+export function initDatabaseCommand(url: string, vendorDescription: string): Promise<number> {
+  return withDatabase(url, async (storage) => {
+    const result = (await prepareDatabase(storage, vendorDescription, true, describeDatabase(url)))!
+    process.stdout.write(JSON.stringify(result) + '\n')
+    return 0
+  })
+}
+
+/**
+ * `issue-token` and `tokens list|revoke` with `--database-url`: written to the database directly, in
+ * one transaction with its audit event. No server is asked: every instance reads a token's record
+ * on every request, so the change holds on the next request to any of them (README "Database mode").
+ */
+export function runOnDatabase(url: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  return withDatabase(url, async (storage) => {
+    await storage.requireCurrentSchema()
+    if (!(await isInitialised(storage))) {
+      throw new Error(`${describeDatabase(url)} is not initialised: run 'keyward init --database-url ...' or 'keyward serve --database-url ...' first`)
+    }
+    return performTokenCommand(storage, command)
+  })
+}

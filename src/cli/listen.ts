@@ -1,0 +1,143 @@
+/**
+ * Where and how `serve` listens (the contract, section 11; README "Configuration"): the port, bound
+ * before the data dir is touched; the TLS certificate and key; the public URL handed out as host_url.
+ * Each is checked before anything else happens, so a start that fails leaves nothing behind.
+ */
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import type { TCPSocketListener } from 'bun'
+import type { App } from '../app'
+import { isErrnoCode } from '../store/fs-util'
+import { UsageError } from './usage'
+
+export function parsePort(text: string): number {
+  const port = Number(text)
+  if (text.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${text}'`)
+  return port
+}
+
+/** host_url is handed to every new application, so it must be a URL a client can call. */
+export function checkPublicUrl(text: string): void {
+  let url: URL | undefined
+  try {
+    url = new URL(text)
+  } catch {}
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    throw new UsageError(`invalid --public-url '${text}': give an absolute http or https URL, like https://keyward.example.com`)
+  }
+}
+
+/** 0.0.0.0 or :: (in any spelling): host_url would then name an address no client can call. */
+function isWildcardHost(host: string): boolean {
+  try {
+    const { hostname } = new URL(`http://${host.includes(':') ? `[${host}]` : host}`)
+    return hostname === '0.0.0.0' || hostname === '[::]'
+  } catch {
+    return false
+  }
+}
+
+/** What to warn about when host_url would default to a wildcard `address`; null when nothing. */
+export function wildcardWarning(host: string, publicUrl: string | undefined, address: string): string | null {
+  if (publicUrl !== undefined || !isWildcardHost(host)) return null
+  return `${host} is a wildcard address; new applications get host_url ${address}, which no client can call: set --public-url`
+}
+
+export interface TlsFiles {
+  readonly cert: string
+  readonly key: string
+}
+
+/**
+ * The certificate and key (PEM) named by --tls-cert and --tls-key, or undefined for plain HTTP.
+ * Both or neither (a usage error); unreadable, not PEM or not a pair: an error naming the file.
+ */
+export function readTlsFiles(certFile: string | undefined, keyFile: string | undefined): TlsFiles | undefined {
+  if (certFile === undefined && keyFile === undefined) return undefined
+  if (certFile === undefined || keyFile === undefined) throw new UsageError('--tls-cert and --tls-key go together: give both, or neither')
+  const cert = readPem('--tls-cert', certFile)
+  const key = readPem('--tls-key', keyFile)
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(cert)
+  } catch {
+    throw new Error(`--tls-cert ${certFile} holds no PEM certificate`)
+  }
+  let privateKey: KeyObject
+  try {
+    privateKey = createPrivateKey(key)
+  } catch {
+    throw new Error(`--tls-key ${keyFile} holds no PEM private key (or one protected by a passphrase)`)
+  }
+  if (!certificate.checkPrivateKey(privateKey)) throw new Error(`--tls-key ${keyFile} is not the key of the certificate in --tls-cert ${certFile}`)
+  return { cert, key }
+}
+
+function readPem(flag: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch (error) {
+    throw new Error(`cannot read ${flag} ${file}: ${(error as Error).message}`)
+  }
+}
+
+export interface ReservedPort {
+  readonly port: number
+  /** Closes the reserving socket (once; later calls do nothing). */
+  release(): void
+}
+
+/**
+ * Binds host:port now, so that a port in use or a bad host fails the start before the data dir is
+ * touched, and holds it until the app listens. Elysia's `listen` must bind a socket of its own (it
+ * hands the routes to Bun's native router), so `serve` releases this one right before, in the same
+ * tick: `--port 0` gets its port here and the app binds that one.
+ */
+export function reservePort(hostname: string, port: number): ReservedPort {
+  let listener: TCPSocketListener
+  try {
+    // Whoever connects this early is turned away at once.
+    listener = Bun.listen({ hostname, port, socket: { open: (socket) => void socket.end(), data: () => {} } })
+  } catch (error) {
+    throw new Error(`cannot listen on ${hostname}:${port}: ${listenFailure(error, hostname, port)}`)
+  }
+  let released = false
+  return {
+    port: listener.port,
+    release: () => {
+      if (released) return
+      released = true
+      listener.stop(true)
+    },
+  }
+}
+
+function listenFailure(error: unknown, hostname: string, port: number): string {
+  if (isErrnoCode(error, 'EADDRINUSE')) return `port ${port} is already in use`
+  if (isErrnoCode(error, 'EADDRNOTAVAIL')) return `${hostname} is not an address of this machine`
+  if (isErrnoCode(error, 'EACCES')) return 'permission denied (a port below 1024 needs privileges)'
+  return `${(error as Error).message} (is ${hostname} a name or address of this machine?)`
+}
+
+/**
+ * Lets `app` listen on the reserved port (released right before, in the same tick), HTTPS only when
+ * `tls` is given; returns the server and the address to announce.
+ */
+export function listenOnReservedPort(app: App, host: string, reserved: ReservedPort, tls: TlsFiles | undefined) {
+  reserved.release()
+  // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
+  // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
+  // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
+  // memory; bodies over 64 KiB get our 413 problem body.
+  app.listen({
+    hostname: host,
+    port: reserved.port,
+    ...(tls ? { tls } : {}),
+    maxRequestBodySize: 16 * 1024 * 1024,
+    development: false,
+    reusePort: false,
+  })
+  const server = app.server!
+  const bracketed = host.includes(':') ? `[${host}]` : host
+  return { server, address: `${tls ? 'https' : 'http'}://${bracketed}:${server.port}` }
+}

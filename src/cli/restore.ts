@@ -1,0 +1,73 @@
+/**
+ * `keyward restore --from FILE --data DIR`: a backup (backup.ts) back into a data dir that is missing
+ * or empty (dotfiles aside, as CONTRACT section 12 counts a dir to initialise). The whole archive is
+ * checked first (every checksum, the data format); only then is anything written: each file under a
+ * temporary name, fsynced, renamed, mode 0600, the dir 0700 and fsynced.
+ *
+ * The snapshot goes first, and it holds everything: a restore cut short before its rename leaves at
+ * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would
+ * take for new and initialise; cut short after it, the dir is whole (its format is then told from
+ * its files and labelled at the first start). A backup taken by a version with signed tokens also
+ * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
+ */
+import { chmod, lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
+import { FORMAT_FILE, parseDataFormat } from '../store/format'
+import { fsyncDir, isErrnoCode } from '../store/fs-util'
+import { SECRET_FILE } from '../store/paths'
+import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
+import { UsageError } from './usage'
+
+export interface RestoreOptions {
+  readonly from?: string
+  readonly data?: string
+  readonly databaseUrl?: string
+}
+
+export async function restoreCommand(options: RestoreOptions): Promise<number> {
+  refuseInDatabaseMode('restore', options)
+  if (!options.from) throw new UsageError('--from is required')
+  if (!options.data) throw new UsageError('--data is required')
+  const { from, data } = options
+  await requireEmptyOrMissing(data)
+
+  const members = await checkArchive(from, [...BACKUP_FILES, SECRET_FILE])
+  const member = (name: string) => {
+    const found = members.find((m) => m.name === name)
+    if (!found) throw new ArchiveDamageError(from, 0, `${name} is missing`)
+    return found
+  }
+  const formatMember = member(FORMAT_FILE)
+  parseDataFormat((await readMember(from, formatMember, 64)).toString('utf8'), `${from}: ${FORMAT_FILE}`, `backup ${from}`)
+
+  await mkdir(data, { recursive: true, mode: 0o700 })
+  await chmod(data, 0o700)
+  for (const name of BACKUP_FILES) await restoreFile(from, member(name), join(data, name))
+  await fsyncDir(data)
+  process.stdout.write(`keyward: restored ${from} into data dir ${data}\n`)
+  return 0
+}
+
+/** Refuses anything but a missing dir or an empty one (dotfiles aside); never a symbolic link. */
+async function requireEmptyOrMissing(dir: string): Promise<void> {
+  const info = await lstat(dir).catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
+  if (!info) return
+  if (info.isSymbolicLink()) throw new Error(`${dir} is a symbolic link: restore into the directory itself`)
+  if (!info.isDirectory()) throw new Error(`${dir} is not a directory`)
+  const files = (await readdir(dir)).filter((name) => !name.startsWith('.'))
+  if (files.length > 0) throw new Error(`${dir} is not empty (${files.slice(0, 3).join(', ')}${files.length > 3 ? ', ...' : ''}): restore only into an empty or new dir`)
+}
+
+async function restoreFile(archive: string, member: ArchiveMember, path: string): Promise<void> {
+  const temporary = `${path}.tmp`
+  await rm(temporary, { force: true })
+  const file = await open(temporary, 'wx', 0o600)
+  try {
+    await copyMember(archive, member, file)
+    await file.sync()
+  } finally {
+    await file.close()
+  }
+  await rename(temporary, path)
+}

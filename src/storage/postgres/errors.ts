@@ -1,0 +1,76 @@
+/**
+ * How PostgreSQL failures are told apart (docs/storage.md, "PostgreSQL"): a lost or refused
+ * connection is `DatabaseUnavailableError` (answered 503 `database_unavailable`); a serialization
+ * failure or deadlock makes the transaction run again; a unique violation is the caller's rule.
+ */
+
+/** The database cannot be reached (down, restarting, connection lost); nothing was changed, or the outcome is unknown. */
+export class DatabaseUnavailableError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`the database cannot be reached: ${(cause as Error)?.message ?? String(cause)}`)
+    this.name = 'DatabaseUnavailableError'
+  }
+}
+
+interface ClientError {
+  /** Bun's own code (`ERR_POSTGRES_CONNECTION_CLOSED`), or a system one (`ECONNREFUSED`). */
+  readonly code?: string
+  /** The server's SQLSTATE (`23505`). */
+  readonly errno?: string | number
+  readonly constraint?: string
+}
+
+const sqlState = (error: unknown): string | undefined => {
+  const errno = (error as ClientError | null)?.errno
+  return typeof errno === 'string' ? errno : undefined
+}
+
+/** The constraint a unique violation (23505) broke; undefined for any other error. */
+export function violatedConstraint(error: unknown): string | undefined {
+  return sqlState(error) === '23505' ? ((error as ClientError).constraint ?? '') : undefined
+}
+
+/** 40001 serialization_failure, 40P01 deadlock_detected: the transaction may simply run again. */
+export const isRetryable = (error: unknown) => sqlState(error) === '40001' || sqlState(error) === '40P01'
+
+const LOST_CONNECTION_CODES = new Set([
+  'ERR_POSTGRES_CONNECTION_CLOSED',
+  'ERR_POSTGRES_CONNECTION_FAILED',
+  'ERR_POSTGRES_CONNECTION_REFUSED',
+  'ERR_POSTGRES_CONNECTION_TIMEOUT',
+  'ERR_POSTGRES_IDLE_TIMEOUT',
+  'ERR_POSTGRES_LIFETIME_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+])
+
+/** The server closed this connection (a restart, pg_terminate_backend): another one may work. */
+const CLOSED_CONNECTION_CODES = new Set(['ERR_POSTGRES_CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE'])
+
+/**
+ * A connection the server had closed, found out only when used (57P01 admin shutdown, 57P02 crash
+ * shutdown, or the socket already closed): worth another try on another connection. A refused or
+ * timed-out connect is not (a new connection was just tried).
+ */
+export function isClosedConnection(error: unknown): boolean {
+  const state = sqlState(error)
+  if (state) return state === '57P01' || state === '57P02'
+  const code = (error as ClientError | null)?.code
+  return typeof code === 'string' && CLOSED_CONNECTION_CODES.has(code)
+}
+
+/**
+ * The connection was refused or lost: SQLSTATE class 08 (connection exception), 57P01-57P03 (the
+ * server shutting down or starting), 53300 (too many connections), or the client's own codes.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailableError) return true
+  const state = sqlState(error)
+  if (state) return state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300'
+  const code = (error as ClientError | null)?.code
+  return typeof code === 'string' && LOST_CONNECTION_CODES.has(code)
+}

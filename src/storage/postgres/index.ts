@@ -1,0 +1,219 @@
+/**
+ * The PostgreSQL implementation of the storage interface (docs/storage.md, "PostgreSQL"), on Bun's
+ * built-in client (`Bun.SQL`; why that one: docs/storage.md). Any number of keyward instances may
+ * use one database: every rule that must hold across them is the database's (constraints, row
+ * locks), never this process's memory.
+ *
+ * Transactions run at READ COMMITTED with row locks: `tx.find` locks what it reads (FOR SHARE, or
+ * FOR UPDATE when the transaction will change it), so what a rule decided on cannot change before
+ * the commit. A deadlock or serialization failure runs the whole body again; a lost connection
+ * is `DatabaseUnavailableError` (503), after trying a closed connection again while nothing can
+ * have been committed.
+ */
+import { SQL } from 'bun'
+import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
+import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
+import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
+import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
+import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+
+const PURGE_AUDIT_EVENTS =
+  'DELETE FROM audit_events WHERE event_id IN ' +
+  '(SELECT event_id FROM audit_events WHERE created < $1::bigint ORDER BY created, event_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED)'
+
+/** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
+const MAX_ATTEMPTS = 5
+
+/** Anything that runs a statement: the pool, or one transaction's connection. */
+type Connection = Pick<SQL, 'unsafe'>
+
+export interface PostgresOptions {
+  /** Connections in the pool (default 16). */
+  readonly maxConnections?: number
+}
+
+export class PostgresStorage implements Storage {
+  readonly synchronous = false
+
+  private constructor(
+    private readonly sql: SQL,
+    /**
+     * Tries of a statement whose connection the server had closed. The pool notices that the
+     * server closed an idle connection (a restart, pg_terminate_backend) only when it next uses
+     * it, so after a restart every pooled connection fails once: one more try than there are
+     * connections reaches a new one. A refused or timed-out new connection ends the tries.
+     */
+    private readonly connectionTries: number,
+  ) {}
+
+  /**
+   * A pool on `url`. The schema is not touched: `serve` and `init` then call `underMigrationLock`;
+   * commands that only read call `requireCurrentSchema`.
+   */
+  static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
+    const max = options.maxConnections ?? 16
+    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10 }), max + 1)
+  }
+
+  /**
+   * Applies the migrations this database lacks and then runs `work` (the first-run
+   * initialisation), all under one advisory lock: instances starting together take turns, so
+   * each migration and the initialisation happen once.
+   */
+  async underMigrationLock<R>(work: () => Promise<R>): Promise<R> {
+    const connection = await this.read(() => this.sql.reserve())
+    try {
+      await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
+      try {
+        await migrate(connection)
+        return await work()
+      } finally {
+        await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
+      }
+    } finally {
+      connection.release()
+    }
+  }
+
+  /** For commands that read without migrating: refuses a schema older or newer than this program's. */
+  async requireCurrentSchema(): Promise<void> {
+    if (await this.read(() => checkSchemaVersion(this.sql))) throw new Error('the database schema is out of date or missing: run `keyward serve` or `keyward init` on it first')
+  }
+
+  /** The schema version in the database (0: keyward has never run on it), for `verify`. */
+  schemaVersion(): Promise<number> {
+    return this.read(() => schemaVersion(this.sql))
+  }
+
+  async find<N extends TableName>(table: N, id: string): Promise<RecordOf<N> | undefined> {
+    if (!isKey(id)) return undefined
+    const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
+    return rows.length > 0 ? toRecord(table, rows[0]) : undefined
+  }
+
+  async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
+    const keys = ids.filter(isKey)
+    const rows = keys.length === 0 ? [] : await this.run({ text: STATEMENTS[table].findMany, params: [keys] })
+    const byId = new Map(rows.map((row) => [row[PRIMARY_KEY[table]] as string, toRecord(table, row)]))
+    return ids.map((id) => byId.get(id))
+  }
+
+  async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
+    const rows = await this.run(listStatement(query))
+    if (!query.page) return { items: rows.map((row) => toRecord(query.table, row)), total: rows.length }
+    const key = PRIMARY_KEY[query.table]
+    const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord(query.table, row))
+    return { items, total: Number(rows[0]?.total ?? 0) }
+  }
+
+  async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
+    return (await this.run(existsStatement(table, where)))[0].found as boolean
+  }
+
+  async transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
+    for (let attempt = 1, lost = 0; ; attempt++) {
+      let committing = false
+      try {
+        return await this.sql.begin(async (connection) => {
+          const value = await body(new PostgresTx(connection))
+          committing = true
+          return value
+        })
+      } catch (error) {
+        if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
+          // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
+          await Bun.sleep(Math.random() * 5 * attempt)
+          continue
+        }
+        if (!isConnectionLost(error)) throw error
+        // Closed before the commit was sent: the server rolled it back, so again on another
+        // connection (see `connectionTries`). Lost during the commit: the outcome is unknown, and
+        // only the client may decide to try again.
+        if (!committing && isClosedConnection(error) && ++lost < this.connectionTries) continue
+        throw new DatabaseUnavailableError(error)
+      }
+    }
+  }
+
+  /** A statement outside a transaction (a read). */
+  private run(statement: Statement): Promise<Rows> {
+    return this.read(() => this.sql.unsafe(statement.text, statement.params))
+  }
+
+  /** `query`, tried again while the server had closed its connection (see `connectionTries`). */
+  private async read<T>(query: () => Promise<T>): Promise<T> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await query()
+      } catch (error) {
+        if (!isConnectionLost(error)) throw error
+        if (!isClosedConnection(error) || tries >= this.connectionTries) throw new DatabaseUnavailableError(error)
+      }
+    }
+  }
+
+  settle<T>(value: T): T {
+    return value
+  }
+
+  /**
+   * The oldest events before `before`, up to `limit`, in one statement. Rows another instance's
+   * retention is deleting at the same moment are skipped rather than waited for.
+   */
+  async purgeAuditEvents(before: number, limit: number): Promise<number> {
+    const rows = await this.read(() => this.sql.unsafe(PURGE_AUDIT_EVENTS, [before, limit]))
+    return rows.count as number
+  }
+
+  async close(): Promise<void> {
+    await this.sql.close({ timeout: 5 })
+  }
+}
+
+class PostgresTx implements Tx {
+  constructor(private readonly connection: Connection) {}
+
+  async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' = 'share'): Promise<RecordOf<N> | undefined> {
+    if (!isKey(id)) return undefined
+    const text = lock === 'update' ? STATEMENTS[table].findForUpdate : STATEMENTS[table].findForShare
+    const rows = await this.connection.unsafe(text, [id])
+    return rows.length > 0 ? toRecord(table, rows[0]) : undefined
+  }
+
+  async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
+    const { text, params } = existsStatement(table, where)
+    return (await this.connection.unsafe(text, params))[0].found as boolean
+  }
+
+  async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {
+    try {
+      const rows = await this.connection.unsafe(STATEMENTS[table].insert, insertValues(table, record))
+      return toRecord(table, rows[0])
+    } catch (error) {
+      // The transaction is aborted now: the caller can only end it (every service does, with a 409).
+      const constraint = violatedConstraint(error)
+      if (constraint === undefined) throw error
+      throw new UniqueViolation(table, constraint === 'enrollments_tuple' ? 'enrollment_tuple' : 'primary_key')
+    }
+  }
+
+  async insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }> {
+    const rows = await this.connection.unsafe(STATEMENTS[table].insertIfAbsent, insertValues(table, record))
+    if (rows.length > 0) return { record: toRecord(table, rows[0]), inserted: true }
+    // Taken: by this key (a concurrent insert was waited for, so it is committed and visible to
+    // this next statement), or by another unique rule (the enrollment tuple) if no row has the key.
+    const existing = await this.find(table, (record as Record<string, string>)[PRIMARY_KEY[table]]!)
+    if (!existing) throw new UniqueViolation(table, 'enrollment_tuple')
+    return { record: existing, inserted: false }
+  }
+
+  async update<N extends TableName>(table: N, id: string, changes: Changes<N>): Promise<RecordOf<N>> {
+    const fields = Object.keys(changes)
+    const rows = await this.connection.unsafe(updateStatement(table, fields), [id, ...fields.map((field) => (changes as Record<string, unknown>)[field])])
+    if (rows.length === 0) throw new Error(`${table} ${id} does not exist`)
+    return toRecord(table, rows[0])
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Rows = any[]

@@ -1,0 +1,202 @@
+/**
+ * The database schema, as numbered migrations (docs/storage.md, "Schema and migrations"). A
+ * migration is never edited once released: a change to the schema is a new one at the end. Each
+ * runs in its own transaction with its row in `schema_migrations`, under an advisory lock so that
+ * instances starting together apply it once.
+ */
+import type { SQL } from 'bun'
+
+export const MIGRATIONS: readonly { readonly name: string; readonly sql: string }[] = [
+  {
+    name: 'tables, uniqueness and list indexes',
+    sql: `
+      CREATE TABLE organizations (
+        organization_id uuid PRIMARY KEY,
+        parent_id uuid,
+        organization_type text NOT NULL,
+        description text NOT NULL,
+        state text NOT NULL,
+        environments jsonb,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX organizations_created ON organizations (created, organization_id);
+      CREATE INDEX organizations_parent ON organizations (parent_id, created, organization_id);
+
+      CREATE TABLE applications (
+        application_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        description text NOT NULL,
+        environments text[] NOT NULL,
+        state text NOT NULL,
+        api_key_hash text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX applications_created ON applications (created, application_id);
+      CREATE INDEX applications_organization ON applications (organization_id, created, application_id);
+
+      CREATE TABLE consumers (
+        consumer_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        state text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX consumers_created ON consumers (created, consumer_id);
+      CREATE INDEX consumers_organization ON consumers (organization_id, created, consumer_id);
+
+      CREATE TABLE installations (
+        installation_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        description text NOT NULL,
+        state text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX installations_created ON installations (created, installation_id);
+      CREATE INDEX installations_organization ON installations (organization_id, created, installation_id);
+
+      CREATE TABLE enrollments (
+        enrollment_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        consumer_id uuid NOT NULL,
+        installation_id uuid NOT NULL,
+        application_id uuid NOT NULL,
+        environment text NOT NULL,
+        active_keyset_id uuid,
+        client_enclave_key text,
+        state text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL,
+        -- CONTRACT section 6: one enrollment per (consumer, installation, application, environment).
+        -- Installation first: it also answers "the enrollments of this installation".
+        CONSTRAINT enrollments_tuple UNIQUE (installation_id, consumer_id, application_id, environment)
+      );
+      CREATE INDEX enrollments_created ON enrollments (created, enrollment_id);
+      CREATE INDEX enrollments_organization ON enrollments (organization_id, created, enrollment_id);
+      CREATE INDEX enrollments_consumer ON enrollments (consumer_id, application_id);
+      CREATE INDEX enrollments_application ON enrollments (application_id, created, enrollment_id);
+
+      CREATE TABLE keysets (
+        keyset_id uuid PRIMARY KEY,
+        enrollment_id uuid NOT NULL,
+        application_id uuid NOT NULL,
+        environment text NOT NULL,
+        client_enclave_key text NOT NULL,
+        state text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX keysets_enrollment ON keysets (enrollment_id, created, keyset_id);
+      CREATE INDEX keysets_environment ON keysets (application_id, environment);
+
+      -- The token-signing secret (one row), created by init: in database mode it lives with the data.
+      CREATE TABLE signing_secret (
+        id boolean PRIMARY KEY DEFAULT true CHECK (id),
+        secret bytea NOT NULL
+      );
+    `,
+  },
+  {
+    name: 'recorded tokens and the audit trail; no signing secret',
+    sql: `
+      -- Tokens are records now (README "Tokens"): the secret signed tokens that are no longer accepted.
+      DROP TABLE signing_secret;
+
+      -- CONTRACT section 9. token_hash is the SHA-256 of the token string, never the string.
+      CREATE TABLE tokens (
+        token_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        role text NOT NULL,
+        description text,
+        state text NOT NULL,
+        expires bigint NOT NULL,
+        token_hash text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX tokens_created ON tokens (created, token_id);
+      CREATE INDEX tokens_organization ON tokens (organization_id, created, token_id);
+
+      -- CONTRACT section 10, stored flat (docs/storage.md). Inserted, never updated; retention
+      -- deletes the oldest. changes is json, not jsonb: its fields keep the order they were recorded in.
+      CREATE TABLE audit_events (
+        event_id uuid PRIMARY KEY,
+        action text NOT NULL,
+        target_type text NOT NULL,
+        target_id uuid NOT NULL,
+        actor_organization_id uuid,
+        actor_token_id uuid,
+        actor_role text,
+        actor_cli text,
+        customer_id uuid,
+        changes json NOT NULL,
+        trace_id text,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      -- Time order (the vendor's unfiltered list, since/until, retention), and each filter in time order.
+      CREATE INDEX audit_events_created ON audit_events (created, event_id);
+      CREATE INDEX audit_events_target ON audit_events (target_id, created, event_id);
+      CREATE INDEX audit_events_customer ON audit_events (customer_id, created, event_id);
+      CREATE INDEX audit_events_actor_token ON audit_events (actor_token_id, created, event_id);
+      -- A customer's filter on actor tokens, answered from its own events alone.
+      CREATE INDEX audit_events_customer_actor_token ON audit_events (customer_id, actor_token_id, created, event_id);
+      CREATE INDEX audit_events_action ON audit_events (action, created, event_id);
+    `,
+  },
+]
+
+/** The schema version this program writes: the number of migrations it knows. */
+export const SCHEMA_VERSION = MIGRATIONS.length
+
+/** A key of our own for pg_advisory_lock (any bigint; "keyward" in ASCII). */
+export const MIGRATION_LOCK_KEY = 0x6b657977617264n
+
+export class SchemaTooNewError extends Error {
+  constructor(readonly found: number) {
+    super(
+      `the database schema is version ${found}, newer than this keyward knows (version ${SCHEMA_VERSION}): ` +
+        'run the keyward release that wrote it, or a later one',
+    )
+    this.name = 'SchemaTooNewError'
+  }
+}
+
+/** The version of the schema in the database: 0 when keyward has never run on it. */
+export async function schemaVersion(sql: SQL): Promise<number> {
+  const [{ present }] = await sql`SELECT to_regclass('schema_migrations') IS NOT NULL AS present`
+  if (!present) return 0
+  const [{ version }] = await sql`SELECT coalesce(max(version), 0)::int AS version FROM schema_migrations`
+  return version as number
+}
+
+/** Refuses a schema newer than this program's; true when it is older (migrations to apply). */
+export async function checkSchemaVersion(sql: SQL): Promise<boolean> {
+  const found = await schemaVersion(sql)
+  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(found)
+  return found < SCHEMA_VERSION
+}
+
+/**
+ * Applies the migrations this database lacks, on `connection` (one reserved connection that holds
+ * the advisory lock while the caller's start-up work runs).
+ */
+export async function migrate(connection: SQL): Promise<number> {
+  await connection`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied timestamptz NOT NULL DEFAULT now()
+  )`
+  const found = await schemaVersion(connection)
+  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(found)
+  for (let version = found + 1; version <= SCHEMA_VERSION; version++) {
+    const migration = MIGRATIONS[version - 1]!
+    await connection.begin(async (tx) => {
+      await tx.unsafe(migration.sql)
+      await tx`INSERT INTO schema_migrations (version, name) VALUES (${version}, ${migration.name})`
+    })
+  }
+  return SCHEMA_VERSION
+}

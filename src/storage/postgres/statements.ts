@@ -1,0 +1,218 @@
+/**
+ * The SQL text of every statement the PostgreSQL storage sends (docs/storage.md, "PostgreSQL"):
+ * per-table statements built once, and list queries turned into one statement each. Values are
+ * always parameters; the only names put into the text are the table and column names below, so
+ * the text depends on the query's shape, not its values, and Bun prepares each shape once per
+ * connection.
+ */
+import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
+import type { Condition, ListQuery } from '../storage'
+
+type ColumnType = 'uuid' | 'text' | 'text[]' | 'json' | 'jsonb' | 'bigint'
+
+/** Each table's columns, in insert order; `created` and `modified` come last, set here. */
+const COLUMNS: { readonly [N in TableName]: Readonly<Record<string, ColumnType>> } = {
+  organizations: {
+    organization_id: 'uuid',
+    parent_id: 'uuid',
+    organization_type: 'text',
+    description: 'text',
+    state: 'text',
+    environments: 'jsonb',
+  },
+  applications: { application_id: 'uuid', organization_id: 'uuid', description: 'text', environments: 'text[]', state: 'text', api_key_hash: 'text' },
+  consumers: { consumer_id: 'uuid', organization_id: 'uuid', state: 'text' },
+  installations: { installation_id: 'uuid', organization_id: 'uuid', description: 'text', state: 'text' },
+  enrollments: {
+    enrollment_id: 'uuid',
+    organization_id: 'uuid',
+    consumer_id: 'uuid',
+    installation_id: 'uuid',
+    application_id: 'uuid',
+    environment: 'text',
+    active_keyset_id: 'uuid',
+    client_enclave_key: 'text',
+    state: 'text',
+  },
+  keysets: { keyset_id: 'uuid', enrollment_id: 'uuid', application_id: 'uuid', environment: 'text', client_enclave_key: 'text', state: 'text' },
+  tokens: {
+    token_id: 'uuid',
+    organization_id: 'uuid',
+    role: 'text',
+    description: 'text',
+    state: 'text',
+    expires: 'bigint',
+    token_hash: 'text',
+  },
+  audit_events: {
+    event_id: 'uuid',
+    action: 'text',
+    target_type: 'text',
+    target_id: 'uuid',
+    actor_organization_id: 'uuid',
+    actor_token_id: 'uuid',
+    actor_role: 'text',
+    actor_cli: 'text',
+    customer_id: 'uuid',
+    changes: 'json',
+    trace_id: 'text',
+  },
+}
+
+/**
+ * The database clock in integer microseconds, the transaction's start: one time for every record a
+ * change writes, as in the embedded store.
+ */
+const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
+
+const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
+ * (22P02) and would match an uppercase spelling. Anything else names nothing, as in the embedded
+ * store, where a key is compared as it is (identifiers arrive lowercased, CONTRACT section 4).
+ */
+export const isKey = (id: string) => KEY.test(id)
+
+/** Each table's bigint columns besides `created` and `modified` (a token's `expires`). */
+const BIGINT_COLUMNS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
+  Object.entries(COLUMNS).map(([table, columns]) => [table, Object.keys(columns).filter((column) => columns[column] === 'bigint')]),
+)
+
+/** A stored row of `table` as a record: bigint columns come back as strings. */
+export function toRecord<N extends TableName>(table: N, row: Record<string, unknown>): RecordOf<N> {
+  const record: Record<string, unknown> = { ...row, created: Number(row.created), modified: Number(row.modified) }
+  for (const column of BIGINT_COLUMNS[table]!) record[column] = Number(row[column])
+  return record as unknown as RecordOf<N>
+}
+
+/** The values of a new record's columns, in `COLUMNS` order. */
+export const insertValues = (table: TableName, record: object): unknown[] =>
+  Object.keys(COLUMNS[table]).map((column) => (record as Record<string, unknown>)[column] ?? null)
+
+export interface TableStatements {
+  readonly find: string
+  readonly findForShare: string
+  readonly findForUpdate: string
+  readonly findMany: string
+  readonly insert: string
+  /** Inserts unless any unique rule is taken (then returns no row). */
+  readonly insertIfAbsent: string
+}
+
+function tableStatements(table: TableName): TableStatements {
+  const key = PRIMARY_KEY[table]
+  const columns = Object.keys(COLUMNS[table])
+  const placeholders = columns.map((column, i) => `$${i + 1}::${COLUMNS[table][column]}`)
+  const insert = `INSERT INTO ${table} (${columns.join(', ')}, created, modified) VALUES (${placeholders.join(', ')}, ${NOW}, ${NOW})`
+  const find = `SELECT * FROM ${table} WHERE ${key} = $1::uuid`
+  return {
+    find,
+    findForShare: `${find} FOR SHARE`,
+    findForUpdate: `${find} FOR UPDATE`,
+    findMany: `SELECT * FROM ${table} WHERE ${key} = ANY($1::uuid[])`,
+    insert: `${insert} RETURNING *`,
+    // No conflict target: a taken enrollment tuple is waited for and skipped like a taken key, so
+    // the caller can tell the two apart by reading the key (see PostgresTx.insertIfAbsent).
+    insertIfAbsent: `${insert} ON CONFLICT DO NOTHING RETURNING *`,
+  }
+}
+
+export const STATEMENTS = Object.fromEntries(Object.keys(COLUMNS).map((table) => [table, tableStatements(table as TableName)])) as {
+  readonly [N in TableName]: TableStatements
+}
+
+const updates = new Map<string, string>()
+
+/**
+ * Sets `fields` ($2...) of the record whose key is $1; `modified` strictly increases even when
+ * another instance's clock, or this transaction's start, is behind the last change.
+ */
+export function updateStatement(table: TableName, fields: readonly string[]): string {
+  const cacheKey = `${table}:${fields.join(',')}`
+  let text = updates.get(cacheKey)
+  if (!text) {
+    const types = COLUMNS[table]
+    for (const field of fields) if (!types[field] || field === PRIMARY_KEY[table]) throw new Error(`${table}.${field} cannot be updated`)
+    const sets = fields.map((field, i) => `${field} = $${i + 2}::${types[field]}`)
+    text = `UPDATE ${table} SET ${sets.join(', ')}, modified = greatest(${NOW}, modified + 1) WHERE ${PRIMARY_KEY[table]} = $1::uuid RETURNING *`
+    updates.set(cacheKey, text)
+  }
+  return text
+}
+
+/** A statement and its parameters. */
+export interface Statement {
+  readonly text: string
+  readonly params: unknown[]
+}
+
+/** The enrollment field that names a consumer or an installation. */
+const ENROLLED_SIDE: Partial<Record<TableName, string>> = { consumers: 'consumer_id', installations: 'installation_id' }
+
+/** The conditions (and the scope) as one SQL condition over `t`; values appended to `params`. */
+function whereClause<N extends TableName>(table: N, scope: string | null | undefined, where: readonly Condition<N>[], params: unknown[]): string {
+  const parameter = (value: unknown, type: string) => (params.push(value), `$${params.length}::${type}`)
+  const column = (field: string): ColumnType => {
+    const type = COLUMNS[table][field] ?? (field === 'created' || field === 'modified' ? 'bigint' : undefined)
+    if (!type) throw new Error(`${table} has no field ${field}`)
+    return type
+  }
+  const parts: string[] = []
+  if (scope) parts.push(`t.organization_id = ${parameter(scope, 'uuid')}`)
+  for (const condition of where) {
+    if ('enrolled' in condition) {
+      const side = ENROLLED_SIDE[table]
+      if (!side) throw new Error(`${table} have no enrollments to filter by`)
+      if (!condition.in.some(isKey)) parts.push('false')
+      else {
+        const values = parameter(condition.in.filter(isKey), 'uuid[]')
+        parts.push(`EXISTS (SELECT 1 FROM enrollments e WHERE e.${side} = t.${PRIMARY_KEY[table]} AND e.${condition.enrolled} = ANY(${values}))`)
+      }
+    } else if ('in' in condition) {
+      const type = column(condition.field)
+      const values = type === 'uuid' ? condition.in.filter(isKey) : condition.in
+      parts.push(values.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`)
+    } else if ('match' in condition) {
+      column(condition.field)
+      const text = parameter(condition.text, 'text')
+      // Case-sensitive, with no pattern characters to escape (LIKE would treat % and _ specially).
+      const test = { exact: `t.${condition.field} = ${text}`, contains: `strpos(t.${condition.field}, ${text}) > 0`, startswith: `starts_with(t.${condition.field}, ${text})` }
+      parts.push(test[condition.match])
+    } else if ('has' in condition) {
+      column(condition.field)
+      parts.push(`${parameter(condition.has, 'text')} = ANY(t.${condition.field})`)
+    } else {
+      column(condition.field)
+      if (condition.from !== undefined) parts.push(`t.${condition.field} >= ${parameter(condition.from, 'bigint')}`)
+      if (condition.until !== undefined) parts.push(`t.${condition.field} <= ${parameter(condition.until, 'bigint')}`)
+    }
+  }
+  return parts.length > 0 ? parts.join(' AND ') : 'true'
+}
+
+/**
+ * One statement for a list query. Paged: one row per record of the page, each carrying `total`;
+ * a page past the end is one row of nulls with the total (the count joined to the page, so one
+ * round trip answers both).
+ */
+export function listStatement<N extends TableName>(query: ListQuery<N>): Statement {
+  const params: unknown[] = []
+  const condition = whereClause(query.table, query.scope, query.where, params)
+  const direction = query.order === 'desc' ? 'DESC' : 'ASC'
+  const order = `ORDER BY t.created ${direction}, t.${PRIMARY_KEY[query.table]} ${direction}`
+  if (!query.page) return { text: `SELECT t.* FROM ${query.table} t WHERE ${condition} ${order}`, params }
+  const limit = `$${params.push(query.page.size)}::bigint`
+  const offset = `$${params.push((query.page.number - 1) * query.page.size)}::bigint`
+  return {
+    text:
+      `SELECT c.total, p.* FROM (SELECT count(*) AS total FROM ${query.table} t WHERE ${condition}) c ` +
+      `LEFT JOIN LATERAL (SELECT t.* FROM ${query.table} t WHERE ${condition} ${order} LIMIT ${limit} OFFSET ${offset}) p ON true`,
+    params,
+  }
+}
+
+export function existsStatement<N extends TableName>(table: N, where: readonly Condition<N>[]): Statement {
+  const params: unknown[] = []
+  return { text: `SELECT EXISTS (SELECT 1 FROM ${table} t WHERE ${whereClause(table, null, where, params)}) AS found`, params }
+}

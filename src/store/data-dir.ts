@@ -1,0 +1,66 @@
+/**
+ * What keyward accepts as its data dir (the contract, section 12; README "The data dir"): a real
+ * directory (not a symbolic link) owned by the user running keyward, that is either keyward's
+ * already or holds nothing but dotfiles. Anything else is refused with a message saying what to fix,
+ * before anything in it changes; a directory that is not keyward's is never chmodded.
+ */
+import { chmod, lstat, mkdir, readdir } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import { isErrnoCode } from './fs-util'
+import { LOCK_FILE } from './lock'
+import { SECRET_FILE, SNAPSHOT_FILE } from './paths'
+
+/** A data dir keyward must not use as it is; the message says what to fix. */
+export class DataDirError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'DataDirError'
+  }
+}
+
+/** `missing`: nothing there yet; `unused`: empty or only dotfiles; `keyward`: a data dir of keyward's. */
+export type DataDirContents = 'missing' | 'unused' | 'keyward'
+
+/**
+ * Files only keyward writes; one of them makes a dir keyward's. The lock counts too: it is the first
+ * file a start creates, so a first start that died right after it must not leave a dir that is refused.
+ * `format` is written by the data format versions.
+ */
+const isKeywardFile = (name: string) =>
+  name === SECRET_FILE || name === SNAPSHOT_FILE || name === 'format' || name === LOCK_FILE || /^wal-.*\.log$/.test(name)
+
+/** Looks without changing anything; throws DataDirError for a dir keyward must not use. */
+export async function inspectDataDir(dir: string): Promise<DataDirContents> {
+  let info
+  try {
+    // resolve() drops a trailing slash, through which lstat would follow a link.
+    info = await lstat(resolve(dir))
+  } catch (error) {
+    if (isErrnoCode(error, 'ENOENT')) return 'missing'
+    throw error
+  }
+  if (info.isSymbolicLink()) throw new DataDirError(`data dir ${dir} is a symbolic link: give keyward the path of the directory itself`)
+  if (!info.isDirectory()) throw new DataDirError(`data dir ${dir} is not a directory`)
+  const uid = process.getuid!()
+  if (info.uid !== uid) {
+    throw new DataDirError(`data dir ${dir} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: run keyward as its owner, or chown it to uid ${uid}`)
+  }
+  const names = await readdir(dir)
+  if (names.some(isKeywardFile)) return 'keyward'
+  const others = names.filter((name) => !name.startsWith('.'))
+  if (others.length > 0) {
+    const shown = others.slice(0, 3).join(', ') + (others.length > 3 ? ', ...' : '')
+    throw new DataDirError(`data dir ${dir} is not keyward's: it holds other files (${shown}); give keyward an empty directory, or one that holds only dotfiles`)
+  }
+  return 'unused'
+}
+
+/** Refuses a dir keyward must not use; creates a missing one, and makes the data dir private (0700). */
+export async function prepareDataDir(dir: string): Promise<void> {
+  if ((await inspectDataDir(dir)) === 'missing') {
+    await mkdir(dir, { recursive: true, mode: 0o700 })
+    await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
+  }
+  const { mode } = await lstat(resolve(dir))
+  if ((mode & 0o777) !== 0o700) await chmod(dir, 0o700)
+}

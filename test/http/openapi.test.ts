@@ -1,0 +1,126 @@
+/**
+ * GET /openapi.json as a client generator meets it (docs/api.md, "The OpenAPI document"), and the
+ * check that test/support/harness.ts runs on every answer of the HTTP tests: it must fail where the
+ * document and an answer disagree.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createHarness, type Harness } from '../support/harness'
+import { answerChecker } from '../support/openapi-check'
+
+let h: Harness
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+let document: any
+let documentText: string
+beforeAll(async () => {
+  h = await createHarness()
+  const res = await h.request('GET', '/openapi.json', { token: null })
+  document = res.body
+  documentText = JSON.stringify(document)
+})
+afterAll(() => h.close())
+
+const operations = () =>
+  Object.entries(document.paths).flatMap(([path, methods]) =>
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    Object.entries(methods as Record<string, any>).map(([method, operation]) => ({ path, method, operation })),
+  )
+
+describe('the document', () => {
+  test('every route of the app is an operation with a unique operationId', () => {
+    const ids = operations().map((o) => o.operation.operationId)
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true)
+    expect(new Set(ids).size).toBe(ids.length)
+    const routes = h.app.routes.map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:([a-z_]+)/g, '{$1}')}`).sort()
+    expect(operations().map((o) => `${o.method} ${o.path}`).sort()).toEqual(routes)
+  })
+
+  test('servers is the configured public URL; the bearer scheme secures every /api operation', () => {
+    expect(document.servers).toEqual([{ url: 'http://keyward.test', description: 'This server' }])
+    expect(document.security).toEqual([{ bearer: [] }])
+    for (const { path, operation } of operations()) {
+      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !path.startsWith('/api/') })
+    }
+  })
+
+  test('every /api operation lists 401, 413, 415, 500 and 503, and only named problem responses for errors', () => {
+    for (const { path, operation } of operations()) {
+      const statuses = Object.keys(operation.responses)
+      if (path.startsWith('/api/')) for (const status of ['401', '413', '415', '500', '503']) expect(statuses).toContain(status)
+      for (const status of statuses.filter((s) => Number(s) >= 400)) {
+        expect(operation.responses[status].$ref).toStartWith('#/components/responses/')
+      }
+    }
+    const problem = document.components.responses.NotFound.content['application/problem+json'].schema
+    expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
+  })
+
+  test('idempotent creates answer 201 or 200, the other creates 201 only', () => {
+    const codes = (path: string) => Object.keys(document.paths[path].post.responses).filter((s) => s < '300')
+    for (const path of ['/api/consumers', '/api/installations', '/api/enrollments']) expect(codes(path)).toEqual(['200', '201'])
+    for (const path of ['/api/organizations', '/api/applications', '/api/enrollments/{enrollment_id}/keysets']) expect(codes(path)).toEqual(['201'])
+  })
+
+  test('paging parameters are integers with their bounds; list filters are repeatable UUID arrays', () => {
+    const parameter = (name: string) => document.paths['/api/consumers'].get.parameters.find((p: { name: string }) => p.name === name)
+    expect(parameter('page').schema).toEqual({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
+    expect(parameter('page_size').schema).toEqual({ type: 'integer', minimum: 1, maximum: 1000, default: 100 })
+    expect(parameter('consumer_ids')).toMatchObject({ style: 'form', explode: true, schema: { type: 'array', items: { format: 'uuid' } } })
+  })
+
+  test('the rules JSON Schema can say: UUID and environment patterns, non-blank descriptions, one of default and environment', () => {
+    const body = (method: string, path: string) => document.paths[path][method].requestBody.content['application/json'].schema
+    const pathParameter = document.paths['/api/consumers/{consumer_id}'].get.parameters[0]
+    expect(new RegExp(pathParameter.schema.pattern).test('6BEB3693-f0ca-4ba1-8157-999fc5e297be')).toBe(true)
+    expect(new RegExp(pathParameter.schema.pattern).test('not-a-uuid')).toBe(false)
+    const description = body('post', '/api/installations').properties.description
+    expect(description).toMatchObject({ minLength: 1, maxLength: 1024 })
+    expect(new RegExp(description.pattern).test(' \t ')).toBe(false)
+    expect(new RegExp(body('post', '/api/environments/{application_id}').properties.environment.pattern).test('pre-prod_2')).toBe(true)
+    expect(body('patch', '/api/organizations/{organization_id}/environments').oneOf).toEqual([{ required: ['default'] }, { required: ['environment'] }])
+    expect(body('post', '/api/consumers').properties.organization_id.description).toContain('required for vendor tokens')
+  })
+
+  test('success bodies are exact: records are named schemas without extra properties', () => {
+    const answer = document.paths['/api/consumers/{consumer_id}'].get.responses['200'].content['application/json'].schema
+    expect(answer.properties.consumer).toEqual({ $ref: '#/components/schemas/Consumer' })
+    expect(document.components.schemas.Consumer.additionalProperties).toBe(false)
+    const list = document.paths['/api/installations'].get.responses['200'].content['application/json'].schema
+    expect(list.anyOf).toHaveLength(2)
+  })
+})
+
+describe('the answer check', () => {
+  const check = () => answerChecker(documentText)
+  const json = new Headers({ 'content-type': 'application/json' })
+  const problemHeaders = new Headers({ 'content-type': 'application/problem+json' })
+  const consumer = { consumer_id: crypto.randomUUID(), state: 'active', created: '2025-01-31 09:15:02.123456 +00:00', modified: '2025-01-31 09:15:02.123456 +00:00' }
+  const problem = { type: 'about:blank', title: 'Not Found', status: 404, code: 'not_found', detail: 'x', trace_id: crypto.randomUUID() }
+
+  test('passes an answer that fits', () => {
+    check()('GET', `/api/consumers/${consumer.consumer_id}`, { status: 200, headers: json, body: { consumer, trace_id: crypto.randomUUID() } })
+    check()('GET', '/no/such/route', { status: 404, headers: problemHeaders, body: problem })
+  })
+
+  test('fails a status the operation does not list, an extra or missing field, a wrong type, an unknown route not 404', () => {
+    const url = `/api/consumers/${consumer.consumer_id}`
+    expect(() => check()('GET', url, { status: 201, headers: json, body: { consumer, trace_id: crypto.randomUUID() } })).toThrow('does not list for getConsumer')
+    expect(() => check()('GET', url, { status: 200, headers: json, body: { consumer: { ...consumer, extra: 1 }, trace_id: crypto.randomUUID() } })).toThrow('does not fit')
+    expect(() => check()('GET', url, { status: 200, headers: json, body: { consumer } })).toThrow('does not fit')
+    expect(() => check()('GET', url, { status: 200, headers: json, body: { consumer: { ...consumer, state: 'gone' }, trace_id: crypto.randomUUID() } })).toThrow('does not fit')
+    expect(() => check()('GET', url, { status: 404, headers: json, body: problem })).toThrow('content type application/json')
+    expect(() => check()('GET', '/no/such/route', { status: 200, headers: json, body: {} })).toThrow('no such operation')
+  })
+
+  test('the consumer list has `page` only as sent; the installation list has two shapes and no mix of them', () => {
+    const list = { consumers: [consumer], total: 1, page_size: 100 }
+    check()('GET', '/api/consumers', { status: 200, headers: json, body: list })
+    check()('GET', '/api/consumers?page=2', { status: 200, headers: json, body: { ...list, page: 2 } })
+    expect(() => check()('GET', '/api/consumers', { status: 200, headers: json, body: { ...list, page: '2' } })).toThrow('does not fit')
+    const installations: unknown[] = []
+    check()('GET', '/api/installations', { status: 200, headers: json, body: { installations, trace_id: crypto.randomUUID() } })
+    check()('GET', '/api/installations', { status: 200, headers: json, body: { installations, total: 0, page: 1, page_size: 100 } })
+    expect(() =>
+      check()('GET', '/api/installations', { status: 200, headers: json, body: { installations, total: 0, page: 1, page_size: 100, trace_id: crypto.randomUUID() } }),
+    ).toThrow('does not fit')
+  })
+})

@@ -1,0 +1,204 @@
+/**
+ * Which data dirs keyward accepts (the contract, section 12; README "The data dir"), and that a start
+ * that fails leaves nothing behind (section 11): the real CLI, `serve` and `init`, on dirs that are
+ * symbolic links, owned by another user or not keyward's; a `secret` left by a version with signed
+ * tokens is ignored, whatever it is. A refused dir is left exactly as it was: no file added, its
+ * mode unchanged.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../support/harness.ts'
+import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, type Result } from '../support/server-process.ts'
+
+setDefaultTimeout(15000)
+
+const dirs: string[] = []
+
+afterEach(async () => {
+  await killServers()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A fresh temp dir to build data dirs in. */
+function newParent(): string {
+  const parent = tempDir('keyward-data-dir-')
+  dirs.push(parent)
+  return parent
+}
+
+const keyward = (args: string[]) => run(keywardCommand(args))
+const serve = (data: string, ...args: string[]) => keyward(['serve', '--data', data, '--port', '0', ...args])
+
+/** Names and modes of what is in `dir`, and its own mode: what a refused start must not change. */
+function snapshotOf(dir: string): { mode: number; entries: string[] } {
+  return { mode: statSync(dir).mode & 0o777, entries: readdirSync(dir).sort() }
+}
+
+function expectRefused(result: Result, message: string): void {
+  expect(result.code).toBe(1)
+  expect(result.stdout).toBe('') // no token
+  expect(result.stderr).toContain(message)
+  expect(result.stderr).not.toContain('listening')
+}
+
+/** An initialised data dir. */
+async function initialised(): Promise<string> {
+  const data = join(newParent(), 'data')
+  expect((await keyward(['init', '--data', data])).code).toBe(0)
+  return data
+}
+
+const UID = process.getuid!()
+const OTHER_UID = 65534 // nobody
+const asRoot = UID === 0
+
+describe('the data dir', () => {
+  test('a symbolic link to a data dir is refused, with or without a trailing slash', async () => {
+    const data = await initialised()
+    const link = join(data, '..', 'link')
+    symlinkSync(data, link)
+    const issue = ['issue-token', '--data', link, '--org', '00000000-0000-4000-8000-000000000000', '--role', 'admin']
+    const [plain, slash, init, issued, listed] = await Promise.all([
+      serve(link),
+      serve(`${link}/`),
+      keyward(['init', '--data', link]),
+      keyward(issue),
+      keyward(['tokens', 'list', '--data', link]),
+    ])
+    expectRefused(plain, `data dir ${link} is a symbolic link: give keyward the path of the directory itself`)
+    expectRefused(slash, `data dir ${link}/ is a symbolic link`)
+    expectRefused(init, `data dir ${link} is a symbolic link`)
+    expectRefused(issued, `data dir ${link} is a symbolic link`)
+    expectRefused(listed, `data dir ${link} is a symbolic link`)
+  })
+
+  test.skipIf(!asRoot)('a dir owned by another user is refused and left as it was (run as root: the owner must be the running uid)', async () => {
+    const empty = join(newParent(), 'data')
+    mkdirSync(empty)
+    const initialisedDir = await initialised()
+    for (const data of [empty, initialisedDir]) {
+      chmodSync(data, 0o755)
+      chownSync(data, OTHER_UID, OTHER_UID)
+    }
+    const before = [snapshotOf(empty), snapshotOf(initialisedDir)]
+    const message = (data: string) =>
+      `data dir ${data} is owned by uid ${OTHER_UID}, not by uid ${UID} that runs keyward: run keyward as its owner, or chown it to uid ${UID}`
+    const [serveEmpty, initEmpty, serveInitialised] = await Promise.all([serve(empty), keyward(['init', '--data', empty]), serve(initialisedDir)])
+    expectRefused(serveEmpty, message(empty))
+    expectRefused(initEmpty, message(empty))
+    expectRefused(serveInitialised, message(initialisedDir))
+    expect([snapshotOf(empty), snapshotOf(initialisedDir)]).toEqual(before)
+  })
+
+  test('a dir holding files that are not keyward\'s is not adopted, by serve or init, and left as it was', async () => {
+    const data = join(newParent(), 'data')
+    mkdirSync(data, { mode: 0o755 })
+    chmodSync(data, 0o755)
+    writeFileSync(join(data, '.gitignore'), '*\n')
+    writeFileSync(join(data, 'notes.txt'), 'mine\n')
+    const before = snapshotOf(data)
+    const message = `data dir ${data} is not keyward's: it holds other files (notes.txt); give keyward an empty directory, or one that holds only dotfiles`
+    const [served, init] = await Promise.all([serve(data), keyward(['init', '--data', data])])
+    expectRefused(served, message)
+    expectRefused(init, message)
+    expect(snapshotOf(data)).toEqual(before)
+  })
+
+  test('a dir holding only dotfiles is initialised and made 0700; its dotfiles stay', async () => {
+    const data = join(newParent(), 'data')
+    mkdirSync(data, { mode: 0o755 })
+    chmodSync(data, 0o755)
+    writeFileSync(join(data, '.gitignore'), '*\n')
+    const server = await startServer(data)
+    const { token } = initLine(server)
+    expect((await api(server.url, token, 'GET', '/api/organizations')).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    expect(statSync(data).mode & 0o777).toBe(0o700)
+    expect(readdirSync(data)).toContain('.gitignore')
+    expect(readdirSync(data)).toContain('format')
+    expect(readdirSync(data)).not.toContain('secret') // tokens are recorded: there is no signing secret
+  })
+
+  test('init on a dir holding only dotfiles initialises it', async () => {
+    const data = join(newParent(), 'data')
+    mkdirSync(data)
+    writeFileSync(join(data, '.keep'), '')
+    const result = await keyward(['init', '--data', data])
+    expect(result.code).toBe(0)
+    expect(statSync(data).mode & 0o777).toBe(0o700)
+  })
+
+  test('a keyward data dir whose mode was loosened is made 0700 again', async () => {
+    const data = await initialised()
+    chmodSync(data, 0o755)
+    const server = await startServer(data)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    expect(statSync(data).mode & 0o777).toBe(0o700)
+  })
+
+  test('a data dir path that is a file is refused', async () => {
+    const file = join(newParent(), 'data')
+    writeFileSync(file, 'not a dir')
+    expectRefused(await serve(file), `data dir ${file} is not a directory`)
+  })
+})
+
+describe('the secret of a version with signed tokens', () => {
+  test('is ignored, whatever its mode, owner or kind: serve, issue-token and tokens list work', async () => {
+    const data = await initialised()
+    const secret = join(data, 'secret')
+    const kinds: [string, () => void][] = [
+      ['readable and writable by others', () => writeFileSync(secret, `${'ab'.repeat(32)}\n`, { mode: 0o666 })],
+      ['a symbolic link', () => (rmSync(secret, { recursive: true, force: true }), symlinkSync(join(data, '..', 'nowhere'), secret))],
+      ['a directory', () => (rmSync(secret, { recursive: true, force: true }), mkdirSync(secret))],
+    ]
+    for (const [kind, make] of kinds) {
+      make()
+      const server = await startServer(data)
+      const vendorId = (await api(server.url, '', 'GET', '/healthz')).status === 200 ? await vendorOf(data) : ''
+      const issued = await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer'])
+      expect({ kind, code: issued.code, stderr: issued.stderr }).toEqual({ kind, code: 0, stderr: '' })
+      expect((await api(server.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
+      expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    }
+  })
+})
+
+/** The vendor's id, from `tokens list` (its first token is the one init printed). */
+async function vendorOf(data: string): Promise<string> {
+  const listed = await keyward(['tokens', 'list', '--data', data])
+  expect(listed.code).toBe(0)
+  return JSON.parse(listed.stdout.split('\n')[0]!).organization_id as string
+}
+
+describe('a start that fails leaves nothing behind', () => {
+  /** Each start that cannot listen, on a missing dir and on one holding only a dotfile. */
+  async function expectNothingLeft(args: string[], message: string): Promise<void> {
+    const parent = newParent()
+    const missing = join(parent, 'missing')
+    const dotfilesOnly = join(parent, 'dotfiles-only')
+    mkdirSync(dotfilesOnly, { mode: 0o755 })
+    chmodSync(dotfilesOnly, 0o755)
+    writeFileSync(join(dotfilesOnly, '.gitignore'), '*\n')
+    const before = snapshotOf(dotfilesOnly)
+    const [intoMissing, intoDotfilesOnly] = await Promise.all([serve(missing, ...args), serve(dotfilesOnly, ...args)])
+    expectRefused(intoMissing, message)
+    expect(existsSync(missing)).toBe(false)
+    expectRefused(intoDotfilesOnly, message)
+    expect(snapshotOf(dotfilesOnly)).toEqual(before) // no secret, no log, no lock file, same mode
+  }
+
+  test('a port already taken', async () => {
+    const blocker = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data: () => {} } })
+    try {
+      await expectNothingLeft(['--port', String(blocker.port)], `cannot listen on 127.0.0.1:${blocker.port}: port ${blocker.port} is already in use`)
+    } finally {
+      blocker.stop(true)
+    }
+  })
+
+  test('a host that does not resolve', async () => {
+    await expectNothingLeft(['--host', 'no-such-host.invalid'], 'cannot listen on no-such-host.invalid:0')
+  })
+})

@@ -1,0 +1,228 @@
+/**
+ * Database mode with the real CLI (CONTRACT section 13): two `serve --database-url` instances on
+ * one fresh database answer as one server would. A change on one is seen by the next request to
+ * the other; uniqueness holds between them; a killed instance loses no acknowledged write; a
+ * database restart is a run of 503s, then recovery without restarting keyward.
+ * Skipped where no PostgreSQL answers (README, "Database mode").
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { createTestDatabase, databaseTestsCanRun, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
+import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
+
+const canRun = await databaseTestsCanRun()
+
+/** The database server may be restarted by this test: only the local one, by root, with Debian's tool. */
+const testHost = new URL(TEST_DATABASE_URL).hostname
+const canRestart = canRun && process.getuid?.() === 0 && Bun.which('pg_ctlcluster') !== null && ['127.0.0.1', 'localhost'].includes(testHost)
+
+describe('--database-url', () => {
+  test('anything but a postgres:// or postgresql:// URL is bad usage (exit 2), from the flag or the environment', async () => {
+    for (const [args, env] of [
+      [['serve', '--port', '0', '--database-url', 'mysql://db/keyward'], {}],
+      [['init', '--database-url', 'not a url'], {}],
+      [['issue-token', '--org', crypto.randomUUID(), '--role', 'admin'], { KEYWARD_DATABASE_URL: 'http://db/keyward' }],
+    ] as const) {
+      const result = await run(keywardCommand([...args]), env)
+      expect({ args, code: result.code }).toEqual({ args, code: 2 })
+      expect(result.stderr).toContain('--database-url must be a postgres:// or postgresql:// URL')
+      expect(result.stdout).toBe('')
+    }
+  })
+
+  test('a database that cannot be reached at start: exit 1 with a message, nothing printed on stdout', async () => {
+    const url = new URL(TEST_DATABASE_URL)
+    url.port = '1' // nothing listens there
+    const result = await run(keywardCommand(['serve', '--port', '0', '--database-url', url.toString()]))
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('the database cannot be reached')
+    expect(result.stdout).toBe('')
+  })
+})
+
+describe.skipIf(!canRun)('two instances on one database', () => {
+  let db: TestDatabase
+  let A: ServerProcess
+  let B: ServerProcess
+  let vendor: string
+  let vendorId: string
+  const customers: { id: string; token: string }[] = []
+
+  beforeAll(async () => {
+    db = await createTestDatabase()
+    // Started together on an empty database: exactly one initialises it and prints the token.
+    ;[A, B] = await Promise.all([startServer({ databaseUrl: db.url }), startServer({ databaseUrl: db.url })])
+    const printed = [A, B].filter((server) => server.stdout.text.trim() !== '')
+    expect(printed).toHaveLength(1)
+    ;({ token: vendor, organization_id: vendorId } = initLine(printed[0]!))
+    for (const name of ['C1', 'C2']) {
+      const created = await api(A.url, vendor, 'POST', '/api/organizations', { description: name, parent_id: vendorId })
+      expect(created.status).toBe(201)
+      const id = created.body.organization.organization_id as string
+      const issued = await run(keywardCommand(['issue-token', '--database-url', db.url, '--org', id, '--role', 'admin']))
+      expect(issued.code).toBe(0)
+      customers.push({ id, token: issued.stdout.trim() })
+    }
+  }, 60000)
+
+  afterAll(async () => {
+    await killServers()
+    await db?.drop()
+  })
+
+  test('issue-token for an unknown organization: exit 2', async () => {
+    const result = await run(keywardCommand(['issue-token', '--database-url', db.url, '--org', crypto.randomUUID(), '--role', 'viewer']))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('unknown organization')
+    expect(result.stdout).toBe('')
+  })
+
+  test('init on an initialised database exits 1 and prints nothing', async () => {
+    const init = await run(keywardCommand(['init', '--database-url', db.url]))
+    expect(init.code).toBe(1)
+    expect(init.stderr).toContain('already initialised')
+    expect(init.stdout).toBe('')
+  })
+
+  test('created on A, read on B', async () => {
+    const [c1] = customers
+    const consumerId = crypto.randomUUID()
+    const created = await api(A.url, c1!.token, 'POST', '/api/consumers', { consumer_id: consumerId })
+    expect(created.status).toBe(201)
+    const read = await api(B.url, c1!.token, 'GET', `/api/consumers/${consumerId}`)
+    expect(read.status).toBe(200)
+    expect(read.body.consumer).toEqual(created.body.consumer)
+  })
+
+  test('a customer suspended on A: its tokens are 401 on B at once, and work again once activated on B', async () => {
+    const c2 = customers[1]!
+    expect((await api(B.url, c2.token, 'GET', '/api/consumers')).status).toBe(200)
+    expect((await api(A.url, vendor, 'PATCH', `/api/organizations/${c2.id}/suspend`)).status).toBe(200)
+    expect((await api(B.url, c2.token, 'GET', '/api/consumers')).status).toBe(401)
+    expect((await api(B.url, vendor, 'PATCH', `/api/organizations/${c2.id}/activate`)).status).toBe(200)
+    expect((await api(A.url, c2.token, 'GET', '/api/consumers')).status).toBe(200)
+  })
+
+  test('one consumer id created at once on A and B: one customer gets 201 and 200, two customers 201 and 409', async () => {
+    const [c1, c2] = customers
+    for (let round = 0; round < 10; round++) {
+      const id = crypto.randomUUID()
+      const same = await Promise.all([A, B].map((server) => api(server.url, c1!.token, 'POST', '/api/consumers', { consumer_id: id })))
+      expect(same.map((r) => r.status).sort()).toEqual([200, 201])
+      expect(same[0]!.body.consumer).toEqual(same[1]!.body.consumer)
+
+      const contested = crypto.randomUUID()
+      const two = await Promise.all([
+        api(A.url, c1!.token, 'POST', '/api/consumers', { consumer_id: contested }),
+        api(B.url, c2!.token, 'POST', '/api/consumers', { consumer_id: contested }),
+      ])
+      expect(two.map((r) => r.status).sort()).toEqual([201, 409])
+    }
+  })
+
+  test('concurrent enrollments of one tuple: the same enrollment id is 201 and 200, another id 201 and 409', async () => {
+    const c1 = customers[0]!
+    const app = await api(A.url, c1.token, 'POST', '/api/applications', { organization_id: c1.id, description: 'App' })
+    expect(app.status).toBe(201)
+    const enroll = (server: ServerProcess, tuple: Record<string, string>, enrollmentId: string) =>
+      api(server.url, c1.token, 'POST', '/api/enrollments', { ...tuple, enrollment_id: enrollmentId, installation_description: 'Pixel 8' })
+    for (let round = 0; round < 10; round++) {
+      const tuple = { consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: app.body.application.application_id, environment: 'PRODUCTION' }
+      const enrollmentId = crypto.randomUUID()
+      const same = await Promise.all([enroll(A, tuple, enrollmentId), enroll(B, tuple, enrollmentId)])
+      expect(same.map((r) => r.status).sort()).toEqual([200, 201])
+
+      const fresh = { ...tuple, consumer_id: crypto.randomUUID() }
+      const other = await Promise.all([enroll(A, fresh, crypto.randomUUID()), enroll(B, fresh, crypto.randomUUID())])
+      expect(other.map((r) => r.status).sort()).toEqual([201, 409])
+      expect(other.find((r) => r.status === 409)!.body.code).toBe('already_enrolled')
+    }
+  })
+
+  test('kill -9 of an instance under write load loses no acknowledged write', async () => {
+    const c1 = customers[0]!
+    const victim = await startServer({ databaseUrl: db.url })
+    const acknowledged: string[] = []
+    let killed = false
+    // Four writers on the victim until it dies; it is killed once 100 writes are acknowledged.
+    const writer = async () => {
+      while (!killed || acknowledged.length < 100) {
+        const id = crypto.randomUUID()
+        try {
+          const res = await api(victim.url, c1.token, 'POST', '/api/consumers', { consumer_id: id })
+          if (res.status === 201) acknowledged.push(id)
+          else throw new Error(`unexpected ${res.status}`)
+        } catch (error) {
+          if (killed) return // the connection died with the server: not acknowledged
+          throw error
+        }
+      }
+    }
+    const writers = [writer(), writer(), writer(), writer()]
+    await waitFor('100 acknowledged writes', () => acknowledged.length >= 100, victim.proc)
+    killed = true
+    expect(await stopServer(victim, 'SIGKILL')).toBe(-9)
+    await Promise.all(writers)
+    const checks = await Promise.all(acknowledged.map((id) => api(B.url, c1.token, 'GET', `/api/consumers/${id}`)))
+    expect(checks.filter((r) => r.status !== 200).map((r) => r.status)).toEqual([])
+  }, 60000)
+
+  test.skipIf(!canRestart)('the database restarted under load: 503 database_unavailable, then recovery without restarting keyward', async () => {
+    const c1 = customers[0]!
+    const statuses = new Map<string, number>()
+    const acknowledged: string[] = []
+    let phase: 'before' | 'down' | 'after' = 'before'
+    const seenDown: number[] = []
+    const client = async () => {
+      for (let i = 0; phase !== 'after' || i < 20; i++) {
+        const id = crypto.randomUUID()
+        const res = i % 2 === 0 ? await api(A.url, c1.token, 'POST', '/api/consumers', { consumer_id: id }) : await api(A.url, c1.token, 'GET', '/api/consumers?page_size=5')
+        const key = res.status === 503 ? `503 ${res.body.code}` : String(res.status)
+        statuses.set(key, (statuses.get(key) ?? 0) + 1)
+        if (res.status === 201) acknowledged.push(id)
+        if (phase === 'down') seenDown.push(res.status)
+        if (phase === 'after' && res.status === 503) i = 0 // count 20 in a row after recovery
+      }
+    }
+    const clients = [client(), client()]
+    await waitFor('some traffic', () => acknowledged.length >= 20)
+    await pgctl('stop')
+    phase = 'down'
+    try {
+      await waitFor('requests answered 503 while the database is down', () => seenDown.filter((s) => s === 503).length >= 10)
+    } finally {
+      await pgctl('start')
+    }
+    phase = 'after'
+    await Promise.all(clients)
+    // Only these answers, ever: no 500, no hang; and the instance serves again by itself.
+    expect([...statuses.keys()].sort()).toEqual(['200', '201', '503 database_unavailable'])
+    expect(A.proc.exitCode).toBeNull()
+    const after = await api(A.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
+    expect(after.status).toBe(201)
+    const checks = await Promise.all(acknowledged.map((id) => api(B.url, c1.token, 'GET', `/api/consumers/${id}`)))
+    expect(checks.filter((r) => r.status !== 200)).toEqual([])
+  }, 90000)
+})
+
+/** Stops or starts the local cluster and waits until it is down or answering. */
+async function pgctl(action: 'stop' | 'start'): Promise<void> {
+  const result = await run(['pg_ctlcluster', '15', 'main', action])
+  if (result.code !== 0) throw new Error(`pg_ctlcluster ${action}: ${result.stderr}`)
+  if (action === 'start') {
+    const sql = new SQL({ url: TEST_DATABASE_URL, max: 1, connectionTimeout: 2 })
+    try {
+      for (let tries = 0; ; tries++) {
+        try {
+          await sql`SELECT 1`
+          return
+        } catch (error) {
+          if (tries > 200) throw error
+          await Bun.sleep(50) // polling the server until it accepts connections again
+        }
+      }
+    } finally {
+      await sql.close()
+    }
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * The data dir lock across PID namespaces (the contract, section 12), as two containers on one
+ * volume run it: each server is PID 1 of its own namespace, so no process id can tell them apart.
+ * The second `serve` (and `init`) is refused; the first keeps serving and loses nothing.
+ */
+import { afterEach, expect, setDefaultTimeout, test } from 'bun:test'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../support/harness.ts'
+import {
+  api,
+  canUsePidNamespaces,
+  initLine,
+  inNewPidNamespace,
+  isDataDirLocked,
+  keywardCommand,
+  killServers,
+  run,
+  startServer,
+  stopServer,
+  waitFor,
+} from '../support/server-process.ts'
+
+setDefaultTimeout(15000)
+
+const dirs: string[] = []
+
+afterEach(async () => {
+  await killServers()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+test.skipIf(!canUsePidNamespaces())('two servers in different PID namespaces on one data dir: the second exits 1, the first keeps serving', async () => {
+  const parent = tempDir('keyward-lock-')
+  dirs.push(parent)
+  const data = join(parent, 'data')
+  const first = await startServer(data, { wrap: inNewPidNamespace })
+  const { organization_id: vendorId, token } = initLine(first)
+
+  const second = await run(inNewPidNamespace(keywardCommand(['serve', '--data', data, '--port', '0'])))
+  expect(second.code).toBe(1)
+  expect(second.stdout).toBe('')
+  expect(second.stderr).toContain(`keyward: data dir ${data} is already in use by another running keyward`)
+  const init = await run(inNewPidNamespace(keywardCommand(['init', '--data', data])))
+  expect(init.code).toBe(1)
+  expect(init.stderr).toContain(`keyward: data dir ${data} is already in use by another running keyward`)
+
+  const customer = await api(first.url, token, 'POST', '/api/organizations', { description: 'Acme', parent_id: vendorId })
+  expect(customer.status).toBe(201)
+
+  // Killed outright, the first gives the lock up with its life; a third server has every acknowledged write.
+  expect(await stopServer(first, 'SIGKILL')).toBe(-9)
+  // (The server, PID 1 of its namespace, dies just after the wrapper we waited for.)
+  await waitFor('the killed server to be gone', () => !isDataDirLocked(data))
+  const third = await startServer(data, { wrap: inNewPidNamespace })
+  const read = await api(third.url, token, 'GET', `/api/organizations/${customer.body.organization.organization_id}`)
+  expect([read.status, read.body.organization.description]).toEqual([200, 'Acme'])
+  expect(await stopServer(third, 'SIGKILL')).toBe(-9)
+})

@@ -1,0 +1,142 @@
+/**
+ * The records the HTTP tests build and read, once for every resource: the usual tenants, their
+ * tokens, what CONTRACT section 2 answers each caller, and creating or reading a record as the
+ * vendor. Each takes the harness, so it serves both stores (test/support/harness.ts).
+ */
+import { expect } from 'bun:test'
+import { generateKeyPairSync } from 'node:crypto'
+import type { Actor } from './actors'
+import type { Harness } from './harness'
+
+export const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+export const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The fields of an enrollment's view (SPEC.md Enrollments), sorted. */
+export const ENROLLMENT_KEYS = [
+  'active_keyset_id',
+  'application_id',
+  'client_enclave_key',
+  'client_storage_key_shares',
+  'consumer_id',
+  'created',
+  'enrollment_id',
+  'environment',
+  'installation_id',
+  'modified',
+  'nickname',
+  'state',
+]
+
+type Environments = { default: string; supported: string }
+
+/** The vendor V; customers A and B, each with partner AP or BP. */
+export interface Tenants {
+  V: string
+  A: string
+  AP: string
+  B: string
+  BP: string
+}
+
+/** The usual tenants; A or B is enabled for virtual environments when `environments` says so. */
+export async function tenants(h: Harness, environments: { A?: Environments; B?: Environments } = {}): Promise<Tenants> {
+  const A = await h.createCustomer('A', environments.A)
+  const AP = await h.createPartner(A, 'AP')
+  const B = await h.createCustomer('B', environments.B)
+  const BP = await h.createPartner(B, 'BP')
+  return { V: h.vendorId, A, AP, B, BP }
+}
+
+/** A token of `actor`'s organization in `w`, with its role. */
+export const tokenOf = (h: Harness, w: Pick<Tenants, 'V' | 'A' | 'AP'>, actor: Actor) => h.token(w[actor.org], actor.role)
+
+/**
+ * What CONTRACT section 2 answers `actor` acting on a record of customer `owner` (A or B): out of
+ * scope 404, then 403 for a role or organization that may not change it, else `success`.
+ * `owned`: consumers, installations, enrollments, keysets (a partner changes its customer's).
+ * `applications`: applications and their environments (a partner only reads them).
+ */
+export function expectedStatus(rules: 'owned' | 'applications', actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
+  if (actor.org !== 'V' && owner !== 'A') return 404
+  if (kind === 'read') return success
+  if (actor.role === 'viewer' || (rules === 'applications' && actor.org === 'AP')) return 403
+  return success
+}
+
+/** A new application of `organizationId` (201 asserted), created with `token` (the vendor's by default). */
+export async function createApplication(h: Harness, organizationId: string, extra: Record<string, unknown> = {}, token?: string) {
+  const res = await h.request('POST', '/api/applications', { token, body: { organization_id: organizationId, description: 'App', ...extra } })
+  expect(res.status).toBe(201)
+  return res.body.application as Record<string, string>
+}
+
+/** The id of a new application; `allowed` its environments (comma-separated), else the customer's default. */
+export async function createApplicationId(h: Harness, organizationId: string, allowed?: string): Promise<string> {
+  return (await createApplication(h, organizationId, allowed ? { allowed_environments: allowed } : {})).application_id!
+}
+
+/** A consumer of `customer`, created with the vendor token. */
+export async function createConsumer(h: Harness, customer: string, id: string = crypto.randomUUID()) {
+  const res = await h.request('POST', '/api/consumers', { body: { consumer_id: id, organization_id: customer } })
+  expect(res.status).toBe(201)
+  return res.body.consumer as Record<string, string>
+}
+
+/** An installation of `customer`, created with the vendor token. */
+export async function createInstallation(h: Harness, customer: string, description = 'Pixel 8') {
+  const res = await h.request('POST', '/api/installations', { body: { installation_id: crypto.randomUUID(), description, organization_id: customer } })
+  expect(res.status).toBe(201)
+  return res.body.installation as Record<string, string>
+}
+
+export interface EnrollmentBody {
+  enrollment_id: string
+  consumer_id: string
+  installation_id: string
+  application_id: string
+  environment: string
+  installation_description: string
+}
+
+/** A body for POST /api/enrollments with new identifiers. */
+export function enrollmentBody(applicationId: string, environment: string, extra: Partial<EnrollmentBody> = {}): EnrollmentBody {
+  return {
+    enrollment_id: crypto.randomUUID(),
+    consumer_id: crypto.randomUUID(),
+    installation_id: crypto.randomUUID(),
+    application_id: applicationId,
+    environment,
+    installation_description: 'device',
+    ...extra,
+  }
+}
+
+/** A new enrollment (201 asserted) of a new consumer and installation. */
+export async function enroll(h: Harness, applicationId: string, environment: string) {
+  const res = await h.request('POST', '/api/enrollments', { body: enrollmentBody(applicationId, environment) })
+  expect(res.status).toBe(201)
+  return res.body.enrollment as Record<string, string | null>
+}
+
+const SINGULAR = { organizations: 'organization', applications: 'application', consumers: 'consumer', installations: 'installation', enrollments: 'enrollment' } as const
+
+/** The record as the vendor sees it (200 asserted). */
+export async function readAsVendor(h: Harness, resource: keyof typeof SINGULAR, id: string) {
+  const res = await h.request('GET', `/api/${resource}/${id}`)
+  expect(res.status).toBe(200)
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return res.body[SINGULAR[resource]] as Record<string, any>
+}
+
+/** The body of a request that must succeed (200 or 201); anything else throws with the answer. */
+export async function requestOk(h: Harness, method: string, path: string, body?: unknown, token?: string) {
+  const res = await h.request(method, path, { body, token })
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body
+}
+
+/** A new P-256 public key as a client sends it for a keyset: the standard base64 of its SPKI DER. */
+export function p256PublicKey(): string {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
+}

@@ -1,0 +1,365 @@
+/**
+ * The PostgreSQL storage on its own (docs/storage.md, "PostgreSQL"): migrations under the lock,
+ * timestamps, uniqueness under concurrency, list conditions, paging and order, transaction
+ * retries, lost connections. Skipped where no database server answers (README, "Database mode").
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { PostgresStorage } from '../../src/storage/postgres'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
+import { UniqueViolation, type Fresh, type ListQuery } from '../../src/storage/storage'
+import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
+
+const reachable = await databaseTestsCanRun()
+
+describe.skipIf(!reachable)('PostgreSQL storage', () => {
+  let db: TestDatabase
+  let storage: PostgresStorage
+  let admin: SQL
+  const customer = crypto.randomUUID()
+
+  beforeAll(async () => {
+    db = await createTestDatabase()
+    // Deadlocks are found after deadlock_timeout (1 s by default): sooner here, for the deadlock test.
+    const setup = new SQL({ url: db.url, max: 1 })
+    await setup.unsafe(`ALTER DATABASE ${new URL(db.url).pathname.slice(1)} SET deadlock_timeout = '100ms'`)
+    await setup.close()
+    storage = PostgresStorage.connect(db.url)
+    await storage.underMigrationLock(async () => {})
+    admin = new SQL({ url: db.url, max: 2 })
+  })
+  afterAll(async () => {
+    await storage?.close()
+    await admin?.close()
+    await db?.drop()
+  })
+
+  const consumer = (id = crypto.randomUUID(), organization_id = customer): Fresh<'consumers'> => ({ consumer_id: id, organization_id, state: 'active' })
+  const enrollment = (fields: Partial<Fresh<'enrollments'>> = {}): Fresh<'enrollments'> => ({
+    enrollment_id: crypto.randomUUID(),
+    organization_id: customer,
+    consumer_id: crypto.randomUUID(),
+    installation_id: crypto.randomUUID(),
+    application_id: crypto.randomUUID(),
+    environment: 'PRODUCTION',
+    active_keyset_id: null,
+    client_enclave_key: null,
+    state: 'active',
+    ...fields,
+  })
+
+  describe('migrations', () => {
+    test('instances starting together apply each migration once', async () => {
+      const other = await createTestDatabase()
+      const instances = [1, 2, 3].map(() => PostgresStorage.connect(other.url))
+      try {
+        const order: number[] = []
+        await Promise.all(instances.map((instance, i) => instance.underMigrationLock(async () => void order.push(i))))
+        expect(order.sort()).toEqual([0, 1, 2])
+        const sql = new SQL({ url: other.url, max: 1 })
+        const rows = await sql`SELECT version FROM schema_migrations ORDER BY version`
+        await sql.close()
+        expect(rows.map((row: { version: number }) => row.version)).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1))
+      } finally {
+        await Promise.all(instances.map((instance) => instance.close()))
+        await other.drop()
+      }
+    })
+
+    test('a schema newer than this program is refused, naming both versions', async () => {
+      const other = await createTestDatabase()
+      const instance = PostgresStorage.connect(other.url)
+      try {
+        await instance.underMigrationLock(async () => {})
+        const sql = new SQL({ url: other.url, max: 1 })
+        await sql`INSERT INTO schema_migrations (version, name) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`
+        await sql.close()
+        const refused = await instance.underMigrationLock(async () => 'ran').catch((error) => error)
+        expect(refused).toBeInstanceOf(SchemaTooNewError)
+        expect(refused.message).toContain(`version ${SCHEMA_VERSION + 1}`)
+        expect(refused.message).toContain(`version ${SCHEMA_VERSION})`)
+        expect(await instance.requireCurrentSchema().catch((error) => error)).toBeInstanceOf(SchemaTooNewError)
+      } finally {
+        await instance.close()
+        await other.drop()
+      }
+    })
+  })
+
+  describe('records and timestamps', () => {
+    test('insert sets created = modified from the database clock; find and findMany read it back', async () => {
+      const before = Date.now() * 1000
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      expect(record.created).toBe(record.modified)
+      expect(record.created).toBeGreaterThanOrEqual(before - 5_000_000) // the database's clock, not ours: loosely
+      expect(await storage.find('consumers', record.consumer_id)).toEqual(record)
+      const missing = crypto.randomUUID()
+      expect(await storage.findMany('consumers', [missing, record.consumer_id])).toEqual([undefined, record])
+    })
+
+    test('text that is not a lowercase UUID names nothing (as in the embedded store), never an error', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      for (const id of ['constructor', '', record.consumer_id.toUpperCase()]) {
+        expect(await storage.find('consumers', id)).toBeUndefined()
+        expect(await storage.transaction(async (tx) => tx.find('consumers', id, 'update'))).toBeUndefined()
+        expect(await storage.list({ table: 'consumers', where: [{ field: 'consumer_id', in: [id] }], order: 'asc' })).toEqual({ items: [], total: 0 })
+      }
+      expect(await storage.findMany('consumers', ['constructor', record.consumer_id])).toEqual([undefined, record])
+    })
+
+    test('modified strictly increases, even past a clock that is behind it', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      const future = record.modified + 3_600_000_000 // as if another instance's change was an hour ahead
+      await admin`UPDATE consumers SET modified = ${future} WHERE consumer_id = ${record.consumer_id}`
+      const changed = await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))
+      expect(changed.modified).toBe(future + 1)
+      expect(changed.created).toBe(record.created)
+      const again = await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'active' }))
+      expect(again.modified).toBe(future + 2)
+    })
+
+    test('organizations keep their environments (jsonb) and applications theirs (text[])', async () => {
+      const org = await storage.transaction((tx) =>
+        tx.insert('organizations', {
+          organization_id: crypto.randomUUID(),
+          parent_id: crypto.randomUUID(),
+          organization_type: 'customer',
+          description: 'Env "quoted" 100%',
+          state: 'active',
+          environments: { default: 'PROD', supported: ['DEV', 'PROD'] },
+        }),
+      )
+      expect(await storage.find('organizations', org.organization_id)).toMatchObject({ environments: { default: 'PROD', supported: ['DEV', 'PROD'] } })
+      const app = await storage.transaction((tx) =>
+        tx.insert('applications', {
+          application_id: crypto.randomUUID(),
+          organization_id: org.organization_id,
+          description: 'App',
+          environments: ['DEV', 'PROD'],
+          state: 'active',
+          api_key_hash: 'ab'.repeat(32),
+        }),
+      )
+      expect((await storage.find('applications', app.application_id))!.environments).toEqual(['DEV', 'PROD'])
+      expect(await storage.exists('applications', [{ field: 'environments', has: 'DEV' }, { field: 'organization_id', in: [org.organization_id] }])).toBe(true)
+      expect(await storage.exists('applications', [{ field: 'environments', has: 'TEST' }, { field: 'organization_id', in: [org.organization_id] }])).toBe(false)
+    })
+
+    test('a body that throws leaves nothing behind', async () => {
+      const id = crypto.randomUUID()
+      const failure = new Error('rule broken')
+      await expect(
+        storage.transaction(async (tx) => {
+          await tx.insert('consumers', consumer(id))
+          throw failure
+        }),
+      ).rejects.toBe(failure)
+      expect(await storage.find('consumers', id)).toBeUndefined()
+    })
+  })
+
+  describe('uniqueness', () => {
+    test('insert: a taken key or enrollment tuple is a UniqueViolation naming the rule', async () => {
+      const first = await storage.transaction((tx) => tx.insert('enrollments', enrollment()))
+      const sameKey = await storage.transaction((tx) => tx.insert('enrollments', enrollment({ enrollment_id: first.enrollment_id }))).catch((e) => e)
+      expect(sameKey).toBeInstanceOf(UniqueViolation)
+      expect(sameKey.rule).toBe('primary_key')
+      const { enrollment_id: _, ...tuple } = first
+      const sameTuple = await storage.transaction((tx) => tx.insert('enrollments', enrollment({ ...tuple, enrollment_id: crypto.randomUUID() }))).catch((e) => e)
+      expect(sameTuple).toBeInstanceOf(UniqueViolation)
+      expect(sameTuple.rule).toBe('enrollment_tuple')
+    })
+
+    test('insertIfAbsent at once from many connections: one inserts, the others get that record', async () => {
+      const id = crypto.randomUUID()
+      const results = await Promise.all(Array.from({ length: 8 }, () => storage.transaction((tx) => tx.insertIfAbsent('consumers', consumer(id)))))
+      expect(results.filter((r) => r.inserted)).toHaveLength(1)
+      const created = results.find((r) => r.inserted)!.record
+      for (const r of results) expect(r.record).toEqual(created)
+    })
+
+    test('concurrent enrollments of one tuple: one inserted; the same id is returned, another id is the tuple rule', async () => {
+      const tuple = enrollment()
+      const sameId = await Promise.all(Array.from({ length: 6 }, () => storage.transaction((tx) => tx.insertIfAbsent('enrollments', tuple))))
+      expect(sameId.filter((r) => r.inserted)).toHaveLength(1)
+      expect(new Set(sameId.map((r) => r.record.enrollment_id))).toEqual(new Set([tuple.enrollment_id]))
+
+      const fresh = enrollment()
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 6 }, () => storage.transaction((tx) => tx.insertIfAbsent('enrollments', { ...fresh, enrollment_id: crypto.randomUUID() }))),
+      )
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1)
+      for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ name: 'UniqueViolation', rule: 'enrollment_tuple' })
+    })
+  })
+
+  describe('transactions', () => {
+    test('a deadlock runs the losing body again, and both changes commit', async () => {
+      const [a, b] = await storage.transaction(async (tx) => [await tx.insert('consumers', consumer()), await tx.insert('consumers', consumer())])
+      let runs = 0
+      // Each holds one row and then asks for the other's, once both hold theirs: a certain deadlock.
+      let holding = 0
+      let bothHold!: () => void
+      const bothHolding = new Promise<void>((resolve) => (bothHold = resolve))
+      const crossing = (first: string, second: string, state: 'suspended' | 'active') =>
+        storage.transaction(async (tx) => {
+          runs++
+          await tx.find('consumers', first, 'update')
+          if (++holding === 2) bothHold()
+          await bothHolding
+          await tx.find('consumers', second, 'update')
+          return tx.update('consumers', first, { state })
+        })
+      const results = await Promise.all([crossing(a!.consumer_id, b!.consumer_id, 'suspended'), crossing(b!.consumer_id, a!.consumer_id, 'suspended')])
+      expect(results.map((r) => r.state)).toEqual(['suspended', 'suspended'])
+      // The victim ran again (more than once if its new try took the row before the winner woke).
+      expect(runs).toBeGreaterThanOrEqual(3)
+    })
+
+    test('a serialization failure runs the body again, a bounded number of times', async () => {
+      const serializationFailure = () => Object.assign(new Error('could not serialize access'), { errno: '40001' })
+      let runs = 0
+      const id = crypto.randomUUID()
+      const record = await storage.transaction(async (tx) => {
+        const inserted = await tx.insert('consumers', consumer(id))
+        if (++runs < 3) throw serializationFailure() // rolled back each time: the key is free again
+        return inserted
+      })
+      expect({ runs, id: record.consumer_id }).toEqual({ runs: 3, id })
+
+      let hopeless = 0
+      const outcome = await storage.transaction(async () => {
+        hopeless++
+        throw serializationFailure()
+      }).catch((error) => error)
+      expect(outcome.errno).toBe('40001')
+      expect(hopeless).toBe(5)
+    })
+
+    test('a find inside a transaction waits for a concurrent change of that row and sees it', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      let locked!: () => void
+      const isLocked = new Promise<void>((resolve) => (locked = resolve))
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      const suspending = storage.transaction(async (tx) => {
+        await tx.find('consumers', record.consumer_id, 'update')
+        locked()
+        await released
+        return tx.update('consumers', record.consumer_id, { state: 'suspended' })
+      })
+      await isLocked
+      const reading = storage.transaction(async (tx) => tx.find('consumers', record.consumer_id))
+      // Released only once the reader is waiting for the row lock, so it must see the change.
+      for (let waiting = 0; waiting === 0; ) {
+        ;[{ waiting }] = await admin`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+      }
+      release()
+      await suspending
+      expect((await reading)!.state).toBe('suspended')
+    })
+  })
+
+  describe('lists', () => {
+    const owner = crypto.randomUUID()
+    const other = crypto.randomUUID()
+    const ids: string[] = []
+    const descriptions = ['Pixel 8', 'pixel 7a', '100% Pixel_8', 'iPhone', 'Pixel 8']
+    let sameTime: string[] = []
+
+    beforeAll(async () => {
+      for (const description of descriptions) {
+        const record = await storage.transaction((tx) =>
+          tx.insert('installations', { installation_id: crypto.randomUUID(), organization_id: owner, description, state: 'unregistered' }),
+        )
+        ids.push(record.installation_id)
+      }
+      await storage.transaction((tx) => tx.insert('installations', { installation_id: crypto.randomUUID(), organization_id: other, description: 'Pixel 8', state: 'verified' }))
+      // One transaction: one `created` for all three, so the key orders them.
+      const three = await storage.transaction(async (tx) => {
+        const made = []
+        for (let i = 0; i < 3; i++) made.push(await tx.insert('consumers', consumer(crypto.randomUUID(), owner)))
+        return made
+      })
+      sameTime = three.map((c) => c.consumer_id).sort()
+    })
+
+    const installations = (where: ListQuery<'installations'>['where'], extra: Partial<ListQuery<'installations'>> = {}) =>
+      storage.list({ table: 'installations', scope: owner, where, order: 'asc', ...extra })
+
+    test('in creation order, desc reversed, scoped to the owner', async () => {
+      expect((await installations([])).items.map((r) => r.installation_id)).toEqual(ids)
+      expect((await installations([], { order: 'desc' })).items.map((r) => r.installation_id)).toEqual([...ids].reverse())
+      const consumers = await storage.list({ table: 'consumers', scope: owner, where: [], order: 'asc' })
+      expect(consumers.items.map((c) => c.consumer_id)).toEqual(sameTime)
+    })
+
+    test('text matches are case-sensitive, with % and _ taken literally', async () => {
+      const descriptionsOf = async (match: 'exact' | 'contains' | 'startswith', text: string) =>
+        (await installations([{ field: 'description', match, text }])).items.map((r) => r.description)
+      expect(await descriptionsOf('exact', 'Pixel 8')).toEqual(['Pixel 8', 'Pixel 8'])
+      expect(await descriptionsOf('contains', 'ixel')).toEqual(['Pixel 8', 'pixel 7a', '100% Pixel_8', 'Pixel 8'])
+      expect(await descriptionsOf('startswith', 'pixel')).toEqual(['pixel 7a'])
+      expect(await descriptionsOf('contains', '% P')).toEqual(['100% Pixel_8'])
+      expect(await descriptionsOf('contains', '_')).toEqual(['100% Pixel_8'])
+      expect(await descriptionsOf('startswith', '1_0')).toEqual([])
+    })
+
+    test('paging: total before paging, a page past the end is empty with the total', async () => {
+      const page2 = await installations([], { page: { number: 2, size: 2 } })
+      expect(page2).toEqual({ items: (await installations([])).items.slice(2, 4), total: 5 })
+      const last = await installations([], { page: { number: 2, size: 2 }, order: 'desc' })
+      expect(last.items.map((r) => r.installation_id)).toEqual([ids[2]!, ids[1]!])
+      expect(await installations([], { page: { number: 4, size: 2 } })).toEqual({ items: [], total: 5 })
+      expect(await installations([{ field: 'state', in: ['verified'] }], { page: { number: 1, size: 2 } })).toEqual({ items: [], total: 0 })
+    })
+
+    test('in: alternatives; an empty list matches nothing; from/until bound a timestamp', async () => {
+      const all = (await installations([])).items
+      const picked = await installations([{ field: 'installation_id', in: [ids[3]!, ids[1]!, crypto.randomUUID()] }])
+      expect(picked.items.map((r) => r.installation_id)).toEqual([ids[1]!, ids[3]!])
+      expect((await installations([{ field: 'installation_id', in: [] }])).total).toBe(0)
+      const window = await installations([{ field: 'created', from: all[1]!.created, until: all[3]!.created }])
+      expect(window.items.map((r) => r.installation_id)).toEqual(ids.slice(1, 4))
+    })
+
+    test('enrolled: consumers and installations with an enrollment of the given application', async () => {
+      const application = crypto.randomUUID()
+      const [c1, c2] = [crypto.randomUUID(), crypto.randomUUID()]
+      await storage.transaction(async (tx) => {
+        await tx.insert('consumers', consumer(c1, owner))
+        await tx.insert('consumers', consumer(c2, owner))
+        await tx.insert('enrollments', enrollment({ organization_id: owner, consumer_id: c1, installation_id: ids[0]!, application_id: application }))
+        await tx.insert('enrollments', enrollment({ organization_id: owner, consumer_id: c1, installation_id: ids[2]!, application_id: application }))
+      })
+      const enrolled = await storage.list({ table: 'consumers', scope: owner, where: [{ enrolled: 'application_id', in: [application] }], order: 'asc' })
+      expect(enrolled).toEqual({ items: [(await storage.find('consumers', c1))!], total: 1 })
+      const devices = await installations([{ enrolled: 'consumer_id', in: [c1] }])
+      expect(devices.items.map((r) => r.installation_id)).toEqual([ids[0]!, ids[2]!])
+      expect((await installations([{ enrolled: 'consumer_id', in: [] }])).total).toBe(0)
+    })
+  })
+
+  describe('a lost database', () => {
+    test('connections closed by the server: the next read and transaction still succeed', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(await storage.find('consumers', record.consumer_id)).toEqual(record)
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+    })
+
+    test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
+      const url = new URL(db.url)
+      url.port = '1' // nothing listens there
+      const nowhere = PostgresStorage.connect(url.toString())
+      try {
+        expect(await Promise.resolve(nowhere.find('consumers', crypto.randomUUID())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await nowhere.transaction((tx) => tx.insert('consumers', consumer())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+      } finally {
+        await nowhere.close()
+      }
+    })
+  })
+})

@@ -1,0 +1,51 @@
+/**
+ * Read routes on the embedded storage (src/http/context.ts, `readRoutes`): Elysia compiles them as
+ * synchronous functions, and an answer that waits for a write which then fails is still the 503
+ * problem (Elysia's error hook never sees the rejection of a handler it compiled as synchronous).
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import type { FileHandle } from 'node:fs/promises'
+import { createHarness, type Harness } from '../support/harness'
+import { expectProblem } from '../support/actors'
+
+let h: Harness
+
+beforeAll(async () => {
+  h = await createHarness()
+})
+afterAll(() => h.close())
+
+test('every GET /api route compiles to a synchronous handler', () => {
+  const routes = h.app.routes.filter((route) => route.method === 'GET' && route.path.startsWith('/api/'))
+  expect(routes.length).toBeGreaterThanOrEqual(13)
+  const kinds = routes.map((route) => [route.path, (route as unknown as { compile(): () => unknown }).compile().constructor.name])
+  expect(kinds).toEqual(routes.map((route) => [route.path, 'Function']))
+})
+
+test('a read that saw a write whose fsync then fails answers 503, not a dropped request', async () => {
+  const customer = await h.createCustomer('Reader')
+  const token = h.token(customer, 'admin')
+  await h.tokensRecorded() // a write of its own, made durable before the log is tampered with
+  // The log's next fsync is held until the read has seen the write, then fails.
+  const writer = (h.store as unknown as { writer: { file: FileHandle } }).writer
+  const good = writer.file
+  let failSync!: (error: Error) => void
+  const heldSync = new Promise<void>((_, reject) => (failSync = reject))
+  let syncs = 0
+  writer.file = new Proxy(good, {
+    get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? heldSync : target.datasync()) : Reflect.get(target, name, target)),
+  })
+  try {
+    const write = h.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } })
+    // Until the change is in memory and its log record waits for the fsync.
+    while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+    const read = h.request('GET', '/api/consumers', { token })
+    failSync(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+    expectProblem(await read, 503, 'storage_unavailable')
+    expectProblem(await write, 503, 'storage_unavailable')
+  } finally {
+    writer.file = good
+  }
+  const after = await h.request('GET', '/api/consumers', { token })
+  expect(after.body.total).toBe(0)
+})
