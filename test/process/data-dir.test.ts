@@ -6,7 +6,7 @@
  * mode unchanged.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, type Result } from '../support/server-process.ts'
@@ -150,13 +150,14 @@ describe('the secret of a version with signed tokens', () => {
     const secret = join(data, 'secret')
     const kinds: [string, () => void][] = [
       ['readable and writable by others', () => writeFileSync(secret, `${'ab'.repeat(32)}\n`, { mode: 0o666 })],
-      ['a symbolic link', () => (rmSync(secret, { recursive: true, force: true }), symlinkSync(join(data, '..', 'nowhere'), secret))],
-      ['a directory', () => (rmSync(secret, { recursive: true, force: true }), mkdirSync(secret))],
+      ['a symbolic link', () => symlinkSync(join(data, '..', 'nowhere'), secret)],
+      ['a directory', () => mkdirSync(secret)],
     ]
     for (const [kind, make] of kinds) {
+      rmSync(secret, { recursive: true, force: true })
       make()
       const server = await startServer(data)
-      const vendorId = (await api(server.url, '', 'GET', '/healthz')).status === 200 ? await vendorOf(data) : ''
+      const vendorId = await vendorOf(data)
       const issued = await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer'])
       expect({ kind, code: issued.code, stderr: issued.stderr }).toEqual({ kind, code: 0, stderr: '' })
       expect((await api(server.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
