@@ -27,8 +27,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { readSecret } from '../src/auth/secret'
-import { mintToken, type Role } from '../src/auth/tokens'
+import { EmbeddedStorage } from '../src/storage/embedded'
+import { createToken } from '../src/modules/tokens/service'
 import type { Keyset, Organization } from '../src/store/database'
 import { nowMicros } from '../src/store/clock'
 import { acquireDataDirLock } from '../src/store/lock'
@@ -137,22 +137,29 @@ async function buildWorld(work: string): Promise<World> {
     })
     done += batch
   }
+  // Recorded viewer tokens (README "Tokens"), as `keyward issue-token` records them.
+  const storage = new EmbeddedStorage(store)
+  const viewerToken = async (organizationId: string) => {
+    const organization = store.tables.organizations.get(organizationId)!
+    const grant = { organization, role: 'viewer' as const, ttlSeconds: 86_400, description: 'abuse benchmark' }
+    return (await storage.transaction((tx) => createToken(tx, grant, { cli: 'issue-token' }))).token
+  }
+  const victimToken = await viewerToken(victim.organizationId)
+  const attackerToken = await viewerToken(partner.organization_id)
+  const proberToken = await viewerToken(prober.organizationId)
   const records = Object.values(store.tables).reduce((sum, table) => sum + table.size, 0)
   await store.close()
   lock.release()
 
-  const secret = await readSecret(dir)
-  if (!secret) throw new Error(`${dir} has no secret`)
-  const token = (org: string, role: Role) => mintToken(secret, { org, role, exp: Math.floor(Date.now() / 1000) + 86_400 })
   return {
     dir,
-    victimToken: token(victim.organizationId, 'viewer'),
+    victimToken,
     victimEnrollment: victim.middleEnrollmentId!,
-    attackerToken: token(partner.organization_id, 'viewer'),
+    attackerToken,
     attacker: attacker.organizationId,
     attackerApplication: attacker.applicationIds[0]!,
     keysetEnrollment,
-    proberToken: token(prober.organizationId, 'viewer'),
+    proberToken,
     records,
   }
 }

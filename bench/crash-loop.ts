@@ -69,6 +69,7 @@ also land in compactions under load.
 | **acknowledged writes lost** | **${report.writesLost}** |
 | unexpected answers | ${report.unexpected.length} |
 | records at the end / record checks done | ${report.recordsAtEnd} / ${report.recordChecks} |
+| audit events compared with their records | ${report.eventChecks} |
 | duration | ${(report.durationMs / 1000).toFixed(1)} s |
 
 Result: **${verdict}**

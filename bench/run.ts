@@ -30,8 +30,6 @@
 import { link, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { readSecret } from '../src/auth/secret'
-import { mintToken } from '../src/auth/tokens'
 import { buildInChild, ENVIRONMENT, type BuildPlan } from './support/dataset'
 import { Children, freePort, normaliseResponse, onInterrupt, parseResponse, rawGet, tailOf, waitReady } from './support/servers'
 import { busyBeforeStart, cpuSeconds, machineBusySeconds, mib, ownCpuSeconds, procStatus, waitQuiet } from './support/system'
@@ -272,8 +270,6 @@ async function buildSet(work: string, size: number): Promise<DataSet> {
     children.spawn(cmd, options),
   )
   const customer = meta.customers[0]!
-  const secret = await readSecret(pristineDir)
-  if (!secret) throw new Error(`${pristineDir} has no secret`)
   const appsFile = join(work, `apps-${label}.txt`)
   await writeFile(appsFile, customer.applicationIds.join('\n') + '\n')
   return {
@@ -288,7 +284,7 @@ async function buildSet(work: string, size: number): Promise<DataSet> {
     readId: customer.middleEnrollmentId!,
     pageApp: customer.applicationIds[0]!,
     appsFile,
-    token: mintToken(secret, { org: customer.organizationId, role: 'admin', exp: Math.floor(Date.now() / 1000) + 7 * 86400 }),
+    token: customer.adminToken,
   }
 }
 

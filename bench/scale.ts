@@ -37,8 +37,6 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import type { TableName } from '../src/store/database'
-import { readSecret } from '../src/auth/secret'
-import { mintToken } from '../src/auth/tokens'
 import { buildInChild, type BuildPlan, type CustomerPlan } from './support/dataset'
 import { Children, freePort, onInterrupt, tailOf, waitReady } from './support/servers'
 import { busyBeforeStart, cpuSeconds, procStatus } from './support/system'
@@ -81,6 +79,7 @@ let workDir: string | undefined
 interface BuildMeta {
   readonly enrollments: number
   readonly vendorId: string
+  readonly vendorToken: string
   readonly customerId: string
   /** Applications of the big customer, all with the one environment ENVIRONMENT. */
   readonly applicationIds: string[]
@@ -119,6 +118,7 @@ async function build(work: string, enrollments: number): Promise<BuildMeta> {
   return {
     enrollments,
     vendorId: built.vendorId,
+    vendorToken: built.vendorToken,
     customerId: big.organizationId,
     applicationIds: big.applicationIds,
     counts: built.counts,
@@ -383,9 +383,7 @@ async function startServer(work: string, meta: BuildMeta): Promise<Server> {
   const startupSeconds = (performance.now() - started) / 1000
   const rssAtReady = await procStatus(proc.pid, 'VmRSS')
 
-  const secret = await readSecret(dir)
-  if (!secret) throw new Error(`${dir} has no secret`)
-  const token = mintToken(secret, { org: meta.vendorId, role: 'admin', exp: Math.floor(Date.now() / 1000) + 86400 })
+  const token = meta.vendorToken
   const appsFile = join(work, `apps-${meta.enrollments}.txt`)
   await writeFile(appsFile, meta.applicationIds.join('\n') + '\n')
   const totalConsumers = meta.counts.consumers

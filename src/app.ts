@@ -14,6 +14,9 @@ import { environmentsController } from './modules/environments'
 import { consumersController } from './modules/consumers'
 import { installationsController } from './modules/installations'
 import { enrollmentsController } from './modules/enrollments'
+import { tokensController } from './modules/tokens'
+import { auditController } from './modules/audit'
+import { TokenService } from './modules/tokens/service'
 import { ConsumerService } from './modules/consumers/service'
 import { InstallationService } from './modules/installations/service'
 import { EnrollmentService } from './modules/enrollments/service'
@@ -27,6 +30,7 @@ export function createApp(given: AppDeps, log: (line: string) => void = (line) =
   const consumers = new ConsumerService(deps.storage)
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
+  const tokens = new TokenService(deps.storage)
   const app = new Elysia()
     .use(foundation(log))
     // Only when configured: a global hook costs every request (see `withTraceId`).
@@ -58,6 +62,8 @@ export function createApp(given: AppDeps, log: (line: string) => void = (line) =
     .use(consumersController(deps, consumers))
     .use(installationsController(deps, installations))
     .use(enrollmentsController(deps, enrollments))
+    .use(tokensController(deps, tokens))
+    .use(auditController(deps))
   let document: unknown
   // Built on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.
   return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION, deps.config.publicUrl))), {

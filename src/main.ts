@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
 import { issueTokenCommand } from './cli/issue-token'
+import { tokensCommand } from './cli/tokens'
 import { backupCommand } from './cli/backup'
 import { restoreCommand } from './cli/restore'
 import { verifyCommand } from './cli/verify'
@@ -30,6 +31,7 @@ const commands = {
       'tls-key': fromEnv('KEYWARD_TLS_KEY'),
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
       'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
+      'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -43,6 +45,7 @@ const commands = {
         ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
         corsOrigins: v['cors-origin'] as string[],
+        auditRetention: v['audit-retention'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
@@ -59,6 +62,7 @@ const commands = {
       org: { type: 'string' },
       role: { type: 'string' },
       ttl: { type: 'string', default: '90d' },
+      description: { type: 'string' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -68,6 +72,18 @@ const commands = {
         org: v.org as string | undefined,
         role: v.role as string | undefined,
         ttl: v.ttl as string,
+        ...(v.description !== undefined ? { description: v.description as string } : {}),
+      }),
+  },
+  tokens: {
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, org: { type: 'string' }, help: HELP },
+    positionals: true,
+    run: (v: Record<string, unknown>, positionals: string[]) =>
+      tokensCommand({
+        data: v.data as string,
+        databaseUrl: databaseUrlOf(v['database-url']),
+        ...(v.org !== undefined ? { org: v.org as string } : {}),
+        positionals,
       }),
   },
   backup: {
@@ -80,8 +96,8 @@ const commands = {
     run: (v: Record<string, unknown>) => restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined }),
   },
   verify: {
-    options: { data: DATA, help: HELP },
-    run: (v: Record<string, unknown>) => verifyCommand({ data: v.data as string }),
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, help: HELP },
+    run: (v: Record<string, unknown>) => verifyCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']) }),
   },
 } as const
 
@@ -93,14 +109,15 @@ async function main(argv: string[]): Promise<number> {
   const name = first as keyof typeof commands
   const command = commands[name]
   let values: Record<string, unknown>
+  let positionals: string[]
   try {
-    ;({ values } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: false }))
+    ;({ values, positionals } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: 'positionals' in command }))
   } catch (error) {
     return usageError((error as Error).message, USAGE[name])
   }
   if (values.help) return print(USAGE[name])
   try {
-    return await command.run(values)
+    return await command.run(values, positionals)
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message, USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.

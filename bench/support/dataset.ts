@@ -20,6 +20,8 @@ import { SNAPSHOT_FILE } from '../../src/store/paths'
 import { acquireDataDirLock } from '../../src/store/lock'
 import { initialiseStorage } from '../../src/cli/init'
 import { EmbeddedStorage } from '../../src/storage/embedded'
+import { MAX_TOKEN_TTL_SECONDS } from '../../src/auth/tokens'
+import { createToken } from '../../src/modules/tokens/service'
 
 export const PUTS_PER_TRANSACTION = 1_000
 const COMMITS_IN_FLIGHT = 8
@@ -54,11 +56,15 @@ export interface BuiltCustomer {
   readonly enrollments: number
   /** The enrollment in the middle of the customer's enrollments (in creation order). */
   readonly middleEnrollmentId: string | null
+  /** An admin token of the customer (recorded in the data dir; valid 366 days). */
+  readonly adminToken: string
 }
 
 export interface BuildMeta {
   readonly dir: string
   readonly vendorId: string
+  /** The vendor admin token `init` printed. */
+  readonly vendorToken: string
   readonly customers: BuiltCustomer[]
   readonly counts: Record<TableName, number>
   /** Rows stored, all tables. */
@@ -82,7 +88,8 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
   const started = performance.now()
   // No compaction while loading (every 64 MiB it would rewrite the whole snapshot): one at close.
   const store = await Store.open(dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER, log })
-  const { organization_id: vendorId } = await initialiseStorage(new EmbeddedStorage(store), dir, 'Vendor')
+  const storage = new EmbeddedStorage(store)
+  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, 'Vendor', 'init')
 
   let batch: [TableName, unknown][] = []
   const inFlight: Promise<unknown>[] = []
@@ -163,9 +170,11 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
     }
   }
 
-  const built: BuiltCustomer[] = []
+  const built: Omit<BuiltCustomer, 'adminToken'>[] = []
+  const owners: Organization[] = []
   for (const [o, spec] of plan.customers.entries()) {
     const owner = customer(spec.description)
+    owners.push(owner)
     await put('organizations', owner)
     const apps: Application[] = []
     for (let a = 0; a < spec.applications; a++) {
@@ -194,6 +203,12 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
   }
   await flush()
   await Promise.all(inFlight)
+  const customers: BuiltCustomer[] = []
+  for (const [i, owner] of owners.entries()) {
+    const grant = { organization: owner, role: 'admin' as const, ttlSeconds: MAX_TOKEN_TTL_SECONDS, description: 'benchmark' }
+    const { token } = await storage.transaction((tx) => createToken(tx, grant, { cli: 'issue-token' }))
+    customers.push({ ...built[i]!, adminToken: token })
+  }
   const loaded = performance.now()
   const counts = Object.fromEntries(Object.entries(store.tables).map(([name, table]) => [name, table.size])) as Record<TableName, number>
   const records = Object.values(counts).reduce((a, b) => a + b, 0)
@@ -217,7 +232,8 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
   return {
     dir,
     vendorId,
-    customers: built,
+    vendorToken,
+    customers,
     counts,
     records,
     loadSeconds: (loaded - started) / 1000,

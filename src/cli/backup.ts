@@ -4,7 +4,7 @@
  *
  * The dir is read as a start would read it (store/read-only.ts: read again if a snapshot replaced
  * the one read meanwhile), every checksum checked, and what it holds is written as a fresh snapshot
- * with the `format` and `secret` files into one archive (store/backup-archive.ts). Every write
+ * with the `format` file into one archive (store/backup-archive.ts). Every write
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
@@ -14,13 +14,13 @@ import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
 import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
 import { fsyncDir } from '../store/fs-util'
-import { SECRET_FILE, SNAPSHOT_FILE } from '../store/paths'
+import { SNAPSHOT_FILE } from '../store/paths'
 import { writeSnapshot } from '../store/snapshot-file'
 import { UsageError } from './usage'
 import { checkDataDir, recordCounts } from './verify'
 
-/** The files of a backup, in the order restore writes them (the secret last: see restore.ts). */
-export const BACKUP_FILES = [SNAPSHOT_FILE, FORMAT_FILE, SECRET_FILE] as const
+/** The files of a backup, in the order restore writes them (the snapshot first: see restore.ts). */
+export const BACKUP_FILES = [SNAPSHOT_FILE, FORMAT_FILE] as const
 
 /**
  * In database mode (CONTRACT section 11; `--database-url` comes with it) the data is the database's,
@@ -53,7 +53,6 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
       await writeArchive(file, [
         { name: SNAPSHOT_FILE, path: snapshot },
         { name: FORMAT_FILE, bytes: Buffer.from(FORMAT_FILE_TEXT) },
-        { name: SECRET_FILE, bytes: checked.secretFile },
       ])
       await file.sync()
     } finally {

@@ -4,8 +4,8 @@
  * migrate or check the schema, initialise once.
  */
 import { PostgresStorage } from '../storage/postgres'
-import { mintToken, type Role } from '../auth/tokens'
-import { AlreadyInitialisedError, createVendor, isInitialised, type InitResult } from './init'
+import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
+import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
 
 /** The option as `parseArgs` declares it, for every command that can run on a database. */
@@ -35,8 +35,8 @@ export const describeDatabase = (url: string) => {
 }
 
 /**
- * Brings the schema up to date and, on a database without a vendor, creates the signing secret
- * and the vendor: all under the migration lock, so of several instances starting together on an
+ * Brings the schema up to date and, on a database without a vendor, creates the vendor and its
+ * first token: all under the migration lock, so of several instances starting together on an
  * empty database exactly one initialises it (and gets the result; the others get null).
  * `mustBeNew` (init): an initialised database is an error.
  */
@@ -46,15 +46,8 @@ export function prepareDatabase(storage: PostgresStorage, vendorDescription: str
       if (mustBeNew) throw new AlreadyInitialisedError(`${where} is already initialised`)
       return null
     }
-    return createVendor(storage, await storage.createSigningSecret(), vendorDescription)
+    return initialiseStorage(storage, vendorDescription, mustBeNew ? 'init' : 'serve')
   })
-}
-
-/** The signing secret of an initialised database (the commands that read it). */
-export async function databaseSecret(storage: PostgresStorage, where: string): Promise<Buffer> {
-  const secret = await storage.signingSecret()
-  if (!secret) throw new Error(`${where} is not initialised: run 'keyward init --database-url ...' or 'keyward serve --database-url ...' first`)
-  return secret
 }
 
 /** Runs `work` on a small pool to `url`, closed afterwards (the one-shot commands). */
@@ -67,7 +60,7 @@ export async function withDatabase<R>(url: string, work: (storage: PostgresStora
   }
 }
 
-/** `keyward init --database-url`: the schema, the secret and the vendor; exit 1 if already initialised. */
+/** `keyward init --database-url`: the schema, the vendor and its token; exit 1 if already initialised. */
 export function initDatabaseCommand(url: string, vendorDescription: string): Promise<number> {
   return withDatabase(url, async (storage) => {
     const result = (await prepareDatabase(storage, vendorDescription, true, describeDatabase(url)))!
@@ -76,14 +69,17 @@ export function initDatabaseCommand(url: string, vendorDescription: string): Pro
   })
 }
 
-/** `keyward issue-token --database-url`: an unknown organization is bad usage (exit 2). */
-export function issueTokenOnDatabase(url: string, org: string, role: Role, ttlSeconds: number): Promise<number> {
+/**
+ * `issue-token` and `tokens list|revoke` with `--database-url`: written to the database directly, in
+ * one transaction with its audit event. No server is asked: every instance reads a token's record
+ * on every request, so the change holds on the next request to any of them (README "Database mode").
+ */
+export function runOnDatabase(url: string, command: TokenCommand): Promise<TokenCommandAnswer> {
   return withDatabase(url, async (storage) => {
     await storage.requireCurrentSchema()
-    const secret = await databaseSecret(storage, describeDatabase(url))
-    const organization = await storage.find('organizations', org.toLowerCase())
-    if (!organization) throw new UsageError(`unknown organization '${org}'`)
-    process.stdout.write(mintToken(secret, { org: organization.organization_id, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds }) + '\n')
-    return 0
+    if (!(await isInitialised(storage))) {
+      throw new Error(`${describeDatabase(url)} is not initialised: run 'keyward init --database-url ...' or 'keyward serve --database-url ...' first`)
+    }
+    return performTokenCommand(storage, command)
   })
 }

@@ -1,18 +1,17 @@
 /**
- * `keyward init`, and the first-run initialisation of `serve`: the vendor organization, the
- * signing secret, and a vendor admin token printed once.
+ * `keyward init`, and the first-run initialisation of `serve`: the vendor organization and a vendor
+ * admin token, recorded with their audit events in one transaction, the token printed once.
  */
 import { Store } from '../store/store'
 import { EmbeddedStorage } from '../storage/embedded'
 import type { Storage } from '../storage/storage'
-import { createSecret, readSecret } from '../auth/secret'
-import { mintToken } from '../auth/tokens'
 import { acquireDataDirLock } from '../store/lock'
 import { prepareDataDir } from '../store/data-dir'
+import { DEFAULT_TOKEN_TTL, parseDuration } from '../auth/tokens'
+import { recordEvent } from '../modules/shared/audit'
+import { createToken } from '../modules/tokens/service'
 import { UsageError } from './usage'
 import { initDatabaseCommand } from './database'
-
-export const DEFAULT_TOKEN_TTL_SECONDS = 90 * 86400
 
 export class AlreadyInitialisedError extends Error {}
 
@@ -25,29 +24,25 @@ export interface InitResult {
 export const isInitialised = (storage: Storage) => storage.exists('organizations', [{ field: 'organization_type', in: ['vendor'] }])
 
 /**
- * Initialises storage that has no vendor yet, the signing secret of `dir` first: a crash between
- * the two is repaired by running init again.
+ * Initialises storage that has no vendor yet (a data dir, or a database under its migration lock:
+ * src/cli/database.ts); `command` (`init` or `serve`) is the events' actor.
  */
-export async function initialiseStorage(storage: Storage, dir: string, vendorDescription: string): Promise<InitResult> {
-  if (await isInitialised(storage)) throw new AlreadyInitialisedError(`data dir ${dir} is already initialised`)
-  const secret = (await readSecret(dir)) ?? (await createSecret(dir))
-  return createVendor(storage, secret, vendorDescription)
-}
-
-/** The vendor organization and its first admin token, signed with `secret`. */
-export async function createVendor(storage: Storage, secret: Buffer, vendorDescription: string): Promise<InitResult> {
-  const vendor = await storage.transaction((tx) =>
-    tx.insert('organizations', {
+export async function initialiseStorage(storage: Storage, vendorDescription: string, command: 'init' | 'serve'): Promise<InitResult> {
+  if (await isInitialised(storage)) throw new AlreadyInitialisedError('the data is already initialised')
+  const actor = { cli: command }
+  return storage.transaction(async (tx) => {
+    const vendor = await tx.insert('organizations', {
       organization_id: crypto.randomUUID(),
       parent_id: null,
       organization_type: 'vendor',
       description: vendorDescription,
       state: 'active',
       environments: null,
-    }),
-  )
-  const token = mintToken(secret, { org: vendor.organization_id, role: 'admin', exp: Math.floor(Date.now() / 1000) + DEFAULT_TOKEN_TTL_SECONDS })
-  return { organization_id: vendor.organization_id, token }
+    })
+    await recordEvent(tx, actor, 'vendor.init', { target: vendor.organization_id, customerId: null, before: null, after: vendor })
+    const { token } = await createToken(tx, { organization: vendor, role: 'admin', ttlSeconds: parseDuration(DEFAULT_TOKEN_TTL)!, description: `first vendor admin token (keyward ${command})` }, actor)
+    return { organization_id: vendor.organization_id, token }
+  })
 }
 
 export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
@@ -59,7 +54,9 @@ export async function initCommand(options: { data: string; databaseUrl?: string 
   try {
     const storage = new EmbeddedStorage(await Store.open(options.data))
     try {
-      const result = await initialiseStorage(storage, options.data, description)
+      const result = await initialiseStorage(storage, description, 'init').catch((error) => {
+        throw error instanceof AlreadyInitialisedError ? new AlreadyInitialisedError(`data dir ${options.data} is already initialised`) : error
+      })
       process.stdout.write(JSON.stringify(result) + '\n')
     } finally {
       await storage.close()

@@ -4,14 +4,18 @@
  * checked first (every checksum, the data format); only then is anything written: each file under a
  * temporary name, fsynced, renamed, mode 0600, the dir 0700 and fsynced.
  *
- * The secret goes last: a restore cut short leaves a dir without one, which `serve` refuses, and never
- * a secret beside no data, which `serve` would take for a new dir to initialise.
+ * The snapshot goes first, and it holds everything: a restore cut short before its rename leaves at
+ * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would
+ * take for new and initialise; cut short after it, the dir is whole (its format is then told from
+ * its files and labelled at the first start). A backup taken by a version with signed tokens also
+ * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
 import { chmod, lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
 import { FORMAT_FILE, parseDataFormat } from '../store/format'
 import { fsyncDir, isErrnoCode } from '../store/fs-util'
+import { SECRET_FILE } from '../store/paths'
 import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
 import { UsageError } from './usage'
 
@@ -28,7 +32,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   const { from, data } = options
   await requireEmptyOrMissing(data)
 
-  const members = await checkArchive(from, BACKUP_FILES)
+  const members = await checkArchive(from, [...BACKUP_FILES, SECRET_FILE])
   const member = (name: string) => {
     const found = members.find((m) => m.name === name)
     if (!found) throw new ArchiveDamageError(from, 0, `${name} is missing`)

@@ -7,11 +7,15 @@ export const USAGE = {
 Usage:
   keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
+                [--audit-retention DURATION]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
-  keyward issue-token --org ID --role ROLE [--ttl DURATION] [--data DIR | --database-url URL]
+  keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
+                      [--data DIR | --database-url URL]
+  keyward tokens list [--org ID] [--data DIR | --database-url URL]
+  keyward tokens revoke TOKEN_ID [--data DIR | --database-url URL]
   keyward backup --out FILE [--data DIR]
   keyward restore --from FILE --data DIR
-  keyward verify [--data DIR]
+  keyward verify [--data DIR | --database-url URL]
   keyward --help | --version
 
 Run 'keyward <command> --help' for a command's options.`,
@@ -42,11 +46,13 @@ Options:
   --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
                                  API from a browser; repeatable (env KEYWARD_CORS_ORIGIN,
                                  comma-separated; default: none)
+  --audit-retention DURATION     audit events older than this are dropped, like 400d
+                                 (env KEYWARD_AUDIT_RETENTION, default 400d)
   --help                         this text`,
   init: `Usage: keyward init [options]
 
-Creates the data dir, the vendor organization and the token-signing secret, and prints
-{"organization_id": "...", "token": "..."} (a vendor admin token) as one JSON line.
+Creates the data dir (or the database's schema) and the vendor organization, and prints
+{"organization_id": "...", "token": "..."} (a vendor admin token, shown once) as one JSON line.
 Fails (exit 1) if the data dir (or database) is already initialised, or the data dir is in
 use or not one keyward accepts.
 
@@ -59,18 +65,33 @@ Options:
   --help                        this text`,
   'issue-token': `Usage: keyward issue-token --org ID --role ROLE [options]
 
-Prints a bearer token for organization ID with role ROLE (admin, application_admin or
-viewer; 'administrator' means admin). Works while a server runs on the same data dir
-(or database).
+Records a bearer token for organization ID with role ROLE (admin, application_admin or
+viewer; 'administrator' means admin) and prints it: it is shown this once. Works while a
+server runs on the same data dir (the server records it, and accepts it at once) or database.
 
 Options:
-  --org ID          organization the token is issued to (required)
-  --role ROLE       admin | application_admin | viewer (required)
-  --ttl DURATION    lifetime like 45s, 30m, 12h, 90d (default 90d)
-  --data DIR        data directory (env KEYWARD_DATA, default ./data)
-  --database-url URL
-                    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
-  --help            this text`,
+  --org ID              organization the token is issued to (required)
+  --role ROLE           admin | application_admin | viewer (required)
+  --ttl DURATION        lifetime like 45s, 30m, 12h, 90d (default 90d, at most 366d)
+  --description TEXT    what the token is for (shown in token lists)
+  --data DIR            data directory (env KEYWARD_DATA, default ./data)
+  --database-url URL    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
+  --help                this text`,
+  tokens: `Usage: keyward tokens list [--org ID] [--data DIR | --database-url URL]
+       keyward tokens revoke TOKEN_ID [--data DIR | --database-url URL]
+
+list      prints every token's record (or organization ID's) as one JSON line each; no secrets
+revoke    revokes token TOKEN_ID: from its next request on it is refused (401); an unknown
+          TOKEN_ID exits 2
+
+Both work while a server runs on the same data dir (the server makes the change) or database,
+and a revocation has taken effect on every server before the command exits.
+
+Options:
+  --org ID              list only this organization's tokens
+  --data DIR            data directory (env KEYWARD_DATA, default ./data)
+  --database-url URL    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
+  --help                this text`,
   backup: `Usage: keyward backup --out FILE [options]
 
 Writes a consistent copy of the data dir to FILE (mode 0600; a tar file with SHA-256 checksums),
@@ -93,9 +114,11 @@ Options:
 
 Checks every file of the data dir without changing anything, also while a server runs on it.
 Intact: exit 0 and a summary (data format, log position, records per table). Damaged: exit 1
-and the file and byte offset of the first damage.
+and the file and byte offset of the first damage. With --database-url: checks that the
+database's schema is the version this keyward writes (exit 1 naming both otherwise).
 
 Options:
-  --data DIR     data directory (env KEYWARD_DATA, default ./data)
-  --help         this text`,
+  --data DIR            data directory (env KEYWARD_DATA, default ./data)
+  --database-url URL    check a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
+  --help                this text`,
 } as const

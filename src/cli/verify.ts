@@ -2,42 +2,50 @@
  * `keyward verify [--data DIR]`: reads every file of a data dir and checks every checksum, without
  * the lock and without writing, so it also runs beside a server (README "Backup, restore, verify").
  * Intact: exit 0 and a summary on stdout. Damaged: exit 1 naming the file and the offset of the first
- * damage, in the order a start reads them: `format`, the snapshot, the log segments, `secret`.
+ * damage, in the order a start reads them: `format`, the snapshot, the log segments. A `secret` file
+ * left by a version with signed tokens is not keyward's any more and is not read.
+ *
+ * With `--database-url`: the database's schema version is checked (CONTRACT section 11; its data is
+ * the database's to check).
  */
-import { readFile, stat } from 'node:fs/promises'
-import { join } from 'node:path'
-import { readSecret } from '../auth/secret'
+import { stat } from 'node:fs/promises'
 import { TABLE_NAMES, type Tables } from '../store/database'
 import { DATA_FORMAT } from '../store/format'
 import { isErrnoCode } from '../store/fs-util'
-import { SECRET_FILE } from '../store/paths'
 import { readDataDir, type DataDirContents } from '../store/read-only'
-import { isDamageError, RecoveryDamageError } from '../store/recovery'
-
-export interface CheckedDataDir extends DataDirContents {
-  /** The `secret` file as it is on disk. */
-  readonly secretFile: Buffer
-}
+import { isDamageError } from '../store/recovery'
+import { SCHEMA_VERSION, SchemaTooNewError } from '../storage/postgres/schema'
+import { describeDatabase, withDatabase } from './database'
 
 /** Every file of an initialised data dir read and checked; throws naming the first damage. */
-export async function checkDataDir(dir: string): Promise<CheckedDataDir> {
+export async function checkDataDir(dir: string): Promise<DataDirContents> {
   const info = await stat(dir).catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
   if (!info?.isDirectory()) throw new Error(`data dir ${dir} does not exist`)
   try {
     const contents = await readDataDir(dir)
-    const secretPath = join(dir, SECRET_FILE)
-    const secret = await readSecret(dir)
     if (contents.tables.organizations.size === 0) throw new Error(`data dir ${dir} holds no keyward data: it is not initialised`)
-    if (!secret) throw new RecoveryDamageError(secretPath, 0, 'missing: the token-signing secret of an initialised data dir')
-    return { ...contents, secretFile: await readFile(secretPath) }
+    return contents
   } catch (error) {
     if (isDamageError(error)) throw new Error(`data dir ${dir} is damaged: ${error.message}`)
     throw error
   }
 }
 
-export async function verifyCommand(options: { data: string }): Promise<number> {
-  // In database mode (a later change) verify checks the schema version instead (CONTRACT section 11).
+/** The schema version of the database at `url`: exit 0 when it is this keyward's, else exit 1 naming both. */
+async function verifyDatabase(url: string): Promise<number> {
+  const where = describeDatabase(url)
+  const found = await withDatabase(url, (storage) => storage.schemaVersion())
+  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(found)
+  if (found === 0) throw new Error(`${where} holds no keyward schema: it is not initialised`)
+  if (found < SCHEMA_VERSION) {
+    throw new Error(`${where} has schema version ${found}, older than this keyward's (version ${SCHEMA_VERSION}): run 'keyward serve' on it to migrate it`)
+  }
+  process.stdout.write(`keyward: ${where} has schema version ${found}, this keyward's\n`)
+  return 0
+}
+
+export async function verifyCommand(options: { data: string; databaseUrl?: string | undefined }): Promise<number> {
+  if (options.databaseUrl) return verifyDatabase(options.databaseUrl)
   const checked = await checkDataDir(options.data)
   process.stdout.write([`keyward: data dir ${options.data} is intact`, ...describeContents(checked)].join('\n') + '\n')
   return 0
@@ -45,8 +53,9 @@ export async function verifyCommand(options: { data: string }): Promise<number> 
 
 /** What a checked dir holds, a line each: format, log position, records per table, and a torn last write. */
 export function describeContents({ format, tables, recovered }: DataDirContents): string[] {
+  const noFile = format.source === 'detected' ? 'no format file; ' : ''
   const formatNote =
-    format.source !== 'detected' ? '' : format.version < DATA_FORMAT ? ` (no format file; upgraded to ${DATA_FORMAT} when next served)` : ' (no format file; labelled when next served)'
+    format.version < DATA_FORMAT ? ` (${noFile}upgraded to ${DATA_FORMAT} when next served)` : noFile ? ' (no format file; labelled when next served)' : ''
   const afterSnapshot = recovered.lastLsn - recovered.snapshotLsn
   const lines = [
     `data format: ${format.version}${formatNote}`,

@@ -3,7 +3,7 @@
  * records through these functions: a record out of the caller's scope is reported exactly like a
  * missing one (404), and scope is checked before role (403).
  */
-import type { Organization, RecordOf } from '../storage/records'
+import type { Organization, RecordOf, Token } from '../storage/records'
 import { then, type Maybe, type Reader } from '../storage/storage'
 import type { Principal } from './auth'
 import type { RequestBody } from './body'
@@ -72,6 +72,10 @@ export const may = {
   changeOrganizationEnvironments: (p: Principal) => p.role === 'admin' && !isPartner(p),
   changeApplications: (p: Principal) => (p.role === 'admin' || p.role === 'application_admin') && !isPartner(p),
   changeTenantData: (p: Principal) => p.role === 'admin' || p.role === 'application_admin',
+  /** CONTRACT section 9: admins only, for the organizations they read; a partner's admin for none. */
+  manageTokens: (p: Principal) => p.role === 'admin' && !isPartner(p),
+  /** CONTRACT section 10: the vendor's and a customer's admins and viewers. */
+  readAuditEvents: (p: Principal) => (p.role === 'admin' || p.role === 'viewer') && !isPartner(p),
 } as const
 
 export function authorize(allowed: boolean, what: string): void {
@@ -129,4 +133,29 @@ export function owningCustomer(reader: Reader, p: Principal, id: string | undefi
   if (id !== undefined) return customerNamed(reader, p, id)
   if (p.customerId === null) throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.')
   return then(reader.find('organizations', p.customerId), (customer) => customer!)
+}
+
+/** A token by path id, in scope when its organization is one the caller reads: 400 malformed, 404 otherwise. */
+export function findToken(reader: Reader, p: Principal, rawId: string): Maybe<Token> {
+  return then(reader.find('tokens', pathId(rawId, 'token_id')), (token) => {
+    if (!token) throw notFound('Token')
+    return then(reader.find('organizations', token.organization_id), (org) => {
+      if (!org || !reachesOrganization(p, org)) throw notFound('Token')
+      return token
+    })
+  })
+}
+
+/**
+ * The organization a new token is for (`organization_id` of POST /api/tokens): one the caller reads,
+ * else 404, checked before the role and the rest of the body like every POST. Undefined when the
+ * body names none (the body's validation reports it).
+ */
+export function tokenOrganization(reader: Reader, p: Principal, body: RequestBody | undefined): Maybe<Organization | undefined> {
+  const id = referencedId(body, 'organization_id')
+  if (id === undefined) return undefined
+  return then(reader.find('organizations', id), (org) => {
+    if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
+    return org
+  })
 }

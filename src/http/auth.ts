@@ -1,10 +1,12 @@
 /**
- * Who is calling: the bearer token's organization and role, checked against the live organization
- * records on every request (a suspended organization, or a partner of a suspended customer, is 401).
+ * Who is calling: the bearer token's record, found by the token_id the string carries and checked
+ * against its hash, state and expiry on every request (README "Tokens"), then its organization,
+ * checked against the live records too (a suspended organization, or a partner of a suspended
+ * customer, is 401; activated again, its unrevoked tokens work again).
  */
 import type { Organization } from '../storage/records'
 import { then, type Maybe, type Reader } from '../storage/storage'
-import { MAX_TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
+import { TOKEN_LENGTH, tokenIdOf, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
 export interface Principal {
@@ -12,27 +14,36 @@ export interface Principal {
   readonly role: Role
   /** The customer whose records the token reaches; null for the vendor, which reaches everything. */
   readonly customerId: string | null
+  /** The token's record id: the actor of the changes it makes, and in the request log. */
+  readonly tokenId: string
 }
 
+/** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
+const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
 // Scheme is case-insensitive (CONTRACT section 2); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
-/** Longer than any `Bearer <token>` can be (the scheme and blanks take far less than 64): refused unread. */
-const MAX_AUTHORIZATION_LENGTH = MAX_TOKEN_LENGTH + 64
+
+const invalid = () => unauthorized('The bearer token is invalid, expired or revoked.')
 
 export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
   const token = authorization && authorization.length <= MAX_AUTHORIZATION_LENGTH ? BEARER.exec(authorization)?.[1] : undefined
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
-  const claims = verifier.verify(token)
-  if (!claims) throw unauthorized('The bearer token is invalid or expired.')
-  return then(reader.find('organizations', claims.org), (organization) => {
-    if (!organization) throw unauthorized('The bearer token is invalid or expired.')
-    if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
-    if (organization.organization_type !== 'partner') {
-      return { organization, role: claims.role, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
-    }
-    return then(reader.find('organizations', organization.parent_id!), (customer) => {
-      if (!customer || customer.state !== 'active') throw unauthorized('The customer of this token is suspended.')
-      return { organization, role: claims.role, customerId: customer.organization_id }
+  const tokenId = tokenIdOf(token)
+  if (!tokenId) throw invalid()
+  return then(reader.find('tokens', tokenId), (record) => {
+    if (!record || !verifier.verify(token, record)) throw invalid()
+    if (record.state !== 'active' || record.expires <= Date.now() * 1000) throw invalid()
+    const role = record.role
+    return then(reader.find('organizations', record.organization_id), (organization) => {
+      if (!organization) throw invalid()
+      if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
+      if (organization.organization_type !== 'partner') {
+        return { organization, role, tokenId, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
+      }
+      return then(reader.find('organizations', organization.parent_id!), (customer) => {
+        if (!customer || customer.state !== 'active') throw unauthorized('The customer of this token is suspended.')
+        return { organization, role, tokenId, customerId: customer.organization_id }
+      })
     })
   })
 }

@@ -9,6 +9,7 @@ import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
 import { problemFor, withTraceId } from './foundation'
+import type { Actor } from '../modules/shared/audit'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -74,6 +75,9 @@ export const takesBody = {
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
+
+/** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
+export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })
 
 /** What a read route's handler is given. */
 export interface ReadContext {

@@ -13,6 +13,8 @@ import { ApplicationRecord, CreatedApplicationRecord } from '../modules/applicat
 import { ConsumerRecord } from '../modules/consumers/model'
 import { InstallationRecord } from '../modules/installations/model'
 import { EnrollmentRecord, KeysetRecord } from '../modules/enrollments/model'
+import { TokenRecord } from '../modules/tokens/model'
+import { AuditEventRecord } from '../modules/audit/model'
 
 /** A success answer: its JSON body's schema, or another content type described in words. */
 type Success = GenericSchema | { readonly description: string; readonly contentType: string }
@@ -50,6 +52,8 @@ const TAGS = {
   installations: 'A device, or an app in one browser instance.',
   enrollments: 'A consumer on an installation in an application and environment.',
   keysets: "An enrollment's keys; a new keyset retires the previous one.",
+  tokens: 'Bearer tokens: issued (the token string shown once), listed and revoked by admins.',
+  audit: 'Every change, who made it and what it changed; for admins and viewers of the vendor and of customers.',
   service: 'Liveness, this document and its page; no token needed.',
 } as const
 type Tag = keyof typeof TAGS
@@ -64,6 +68,8 @@ const COMPONENT_SCHEMAS: Record<string, GenericSchema> = {
   Installation: InstallationRecord,
   Enrollment: EnrollmentRecord,
   Keyset: KeysetRecord,
+  Token: TokenRecord,
+  AuditEvent: AuditEventRecord,
   Problem: ProblemBody,
 }
 
@@ -134,7 +140,8 @@ export function openApiDocument(
       title: 'keyward',
       version,
       description:
-        'Administration API for cryptographic device enrollment: organizations, applications and their environments, consumers, installations, enrollments and keysets. ' +
+        'Administration API for cryptographic device enrollment: organizations, applications and their environments, consumers, installations, enrollments and keysets; ' +
+        'the tokens that call it and the audit trail of every change. ' +
         'Every /api request carries `Authorization: Bearer <token>`; every failure is an RFC 9457 problem with a stable `code`. ' +
         'The reference in prose is docs/api.md in the repository.',
     },
@@ -144,7 +151,7 @@ export function openApiDocument(
     paths,
     components: {
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', description: 'A token from `keyward init`, `keyward serve` on first start, or `keyward issue-token`.' },
+        bearer: { type: 'http', scheme: 'bearer', description: 'A token from `keyward init`, `keyward serve` on first start, `keyward issue-token`, or POST /api/tokens.' },
       },
       schemas: componentSchemas(),
       headers: {

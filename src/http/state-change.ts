@@ -7,7 +7,8 @@ import type { Principal } from './auth'
 import type { RequestBody } from './body'
 import { ignoreBody } from './body'
 import { authorize } from './access'
-import { traceIdOf } from './context'
+import { actorOf, traceIdOf } from './context'
+import type { Actor } from '../modules/shared/audit'
 import type { Maybe } from '../storage/storage'
 
 export interface StateChange<R, A extends Record<string, unknown>> {
@@ -17,7 +18,7 @@ export interface StateChange<R, A extends Record<string, unknown>> {
   readonly allowed: (principal: Principal, record: R) => boolean
   /** Completes "This token's role or organization may not …" in the 403. */
   readonly action: string
-  readonly change: (record: R) => Promise<R>
+  readonly change: (record: R, actor: Actor) => Promise<R>
   /** The answer's body without the trace id, e.g. `{ consumer: consumerView(record) }`. */
   readonly answer: (record: R) => Maybe<A>
 }
@@ -35,6 +36,6 @@ export function stateChange<R, A extends Record<string, unknown>>(spec: StateCha
     const record = await spec.find(principal, params[spec.param]!)
     authorize(spec.allowed(principal, record), spec.action)
     ignoreBody(body)
-    return { ...(await spec.answer(await spec.change(record))), trace_id: traceIdOf(set) }
+    return { ...(await spec.answer(await spec.change(record, actorOf(principal, set)))), trace_id: traceIdOf(set) }
   }
 }

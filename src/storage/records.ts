@@ -81,6 +81,55 @@ export interface Keyset {
   readonly modified: number
 }
 
+export type Role = 'admin' | 'application_admin' | 'viewer'
+
+/**
+ * A bearer token's record (CONTRACT section 9). The token string itself is shown once and never
+ * stored: only its SHA-256 (`token_hash`), which cannot be used to authenticate (src/auth/tokens.ts).
+ * `expired` is not a stored state: it is derived from `expires` when the record is answered.
+ */
+export interface Token {
+  readonly token_id: string
+  /** The organization the token acts for. */
+  readonly organization_id: string
+  readonly role: Role
+  readonly description: string | null
+  readonly state: 'active' | 'revoked'
+  /** Microseconds, like the other timestamps. */
+  readonly expires: number
+  /** SHA-256 of the whole token string, hex. Never answered, logged or put in an event. */
+  readonly token_hash: string
+  readonly created: number
+  readonly modified: number
+}
+
+/**
+ * One audit event (CONTRACT section 10), stored flat so that every list filter is a plain
+ * condition; the answer nests `actor` and `target`. `created` is the event's `time`, the same
+ * instant as the change it records (written in the same transaction). Never changed once written;
+ * only retention drops it (`Storage.purgeAuditEvents`).
+ */
+export interface AuditEvent {
+  readonly event_id: string
+  /** `<type>.<verb>`, e.g. `consumer.create`. */
+  readonly action: string
+  readonly target_type: string
+  readonly target_id: string
+  /** Who acted: a token (organization, token, role) or a CLI command (`actor_cli`); the others null. */
+  readonly actor_organization_id: string | null
+  readonly actor_token_id: string | null
+  readonly actor_role: Role | null
+  readonly actor_cli: string | null
+  /** The customer whose data changed; null for the vendor's own organization and tokens. */
+  readonly customer_id: string | null
+  /** Field → [before, after]; never a secret or a hash of one. */
+  readonly changes: Readonly<Record<string, readonly [unknown, unknown]>>
+  /** The `x-trace-id` of the request that made the change; null for the CLI. */
+  readonly trace_id: string | null
+  readonly created: number
+  readonly modified: number
+}
+
 export interface RecordTypes {
   organizations: Organization
   applications: Application
@@ -88,6 +137,8 @@ export interface RecordTypes {
   installations: Installation
   enrollments: Enrollment
   keysets: Keyset
+  tokens: Token
+  audit_events: AuditEvent
 }
 export type TableName = keyof RecordTypes
 export type RecordOf<N extends TableName> = RecordTypes[N]
@@ -100,6 +151,8 @@ export const PRIMARY_KEY = {
   installations: 'installation_id',
   enrollments: 'enrollment_id',
   keysets: 'keyset_id',
+  tokens: 'token_id',
+  audit_events: 'event_id',
 } as const satisfies { [N in TableName]: keyof RecordOf<N> }
 
 export const TABLE_NAMES = Object.keys(PRIMARY_KEY) as TableName[]

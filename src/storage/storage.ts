@@ -114,6 +114,13 @@ export interface Storage extends Reader {
    * visible in memory a moment before its log record is on disk). Free when nothing is in flight.
    */
   settle<T>(value: T): Maybe<T>
+  /**
+   * Audit retention (CONTRACT section 10; docs/storage.md): drops up to `limit` of the oldest audit
+   * events whose time (`created`) is before `before`, as one durable change, and resolves with how
+   * many it dropped (0: none is that old). The only delete there is: nothing else is ever removed,
+   * and events are never changed. Called in the background in small batches, never by a request.
+   */
+  purgeAuditEvents(before: number, limit: number): Promise<number>
   close(): Promise<void>
 }
 

@@ -23,6 +23,15 @@ export const INDEX_FIELDS: { readonly [N in TableName]: IndexFields<N> } = {
     installation: ['installation_id'],
   },
   keysets: { enrollment: ['enrollment_id'], applicationEnvironment: ['application_id', 'environment'] },
+  tokens: { organization: ['organization_id'] },
+  // A customer's filter on actor tokens goes through the composite index, so it costs in proportion
+  // to that customer's own events even for a token (the vendor's) that acted on many customers.
+  audit_events: {
+    customer: ['customer_id'],
+    target: ['target_id'],
+    actorToken: ['actor_token_id'],
+    customerActorToken: ['customer_id', 'actor_token_id'],
+  },
 }
 
 /** The key a record is listed under in an index of `fields`; null (not listed) when a field is null. */

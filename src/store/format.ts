@@ -6,7 +6,11 @@
  *      an empty file); the secret is 64 hex digits without a checksum.
  *   2  log segments padded with zeros, so a file cut short is told from a torn write
  *      (log-format.ts); the secret carries a CRC-32. Written by later 0.1.0 builds without a
- *      `format` file, and by 0.2.0 with one.
+ *      `format` file, and by 0.2.0 builds before recorded tokens with one.
+ *   3  recorded tokens and audit events (tables `tokens` and `audit_events`, and the log's `drops`
+ *      of retention); no `secret` (one left by an older format is ignored). Nothing of format 2
+ *      changes meaning, so a format 2 dir is read as it is and only labelled 3; an older keyward
+ *      must not open a format 3 dir, which would lose its tokens and events.
  *
  * Records of either may hold fields no longer stored (an enrollment's `nickname`): reading drops
  * them (database.ts).
@@ -18,7 +22,6 @@
 import { open, readFile, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { VERSION } from '../version'
-import { secretHasChecksum } from '../auth/secret'
 import type { Tables } from './database'
 import { snapshotOf } from './tables-snapshot'
 import { fsyncDir, isErrnoCode } from './fs-util'
@@ -28,7 +31,7 @@ import { writeSnapshot } from './snapshot-file'
 import { listSegments, removeSegmentsBefore, SEGMENT_GROWTH_BYTES } from './wal'
 
 /** The format this program writes. */
-export const DATA_FORMAT = 2
+export const DATA_FORMAT = 3
 export const FORMAT_FILE = 'format'
 
 /** Whether the format pads its log segments (format 2 on, see the list above); recovery reads them by that. */
@@ -81,18 +84,15 @@ export function parseDataFormat(text: string, path: string, holder: string): num
 }
 
 /**
- * The format of a dir without a `format` file. Format 2 came with two signs in the same change: a
- * secret with a checksum, and log segments a whole number of growth steps long ending in zeros. Either
- * one means format 2; format 1 is assumed only when neither is there (a secret replaced by hand has no
- * checksum, so the segments are looked at as well).
+ * The format of a dir without a `format` file (written before it existed, format 1 or 2). Format 2
+ * pads its log segments: a whole number of growth steps long, ending in zeros. Format 1 is assumed
+ * when no segment is padded; a dir without segments is read alike by both (they differ only in the
+ * log), so guessing 1 for it costs only the rewrite of its snapshot. The `secret` of those formats
+ * is not looked at: it is ignored now (README "Tokens").
  */
 async function detectFormat(dir: string): Promise<DataFormat> {
   const segments = await listSegments(dir)
-  const checksummedSecret = await secretHasChecksum(dir)
-  if (checksummedSecret === null && segments.length === 0 && !(await exists(join(dir, SNAPSHOT_FILE)))) {
-    return { version: DATA_FORMAT, source: 'new' }
-  }
-  if (checksummedSecret) return { version: 2, source: 'detected' }
+  if (segments.length === 0 && !(await exists(join(dir, SNAPSHOT_FILE)))) return { version: DATA_FORMAT, source: 'new' }
   for (const segment of segments) {
     if (await isPadded(segment.path)) return { version: 2, source: 'detected' }
   }
@@ -117,9 +117,10 @@ async function isPadded(path: string): Promise<boolean> {
  * labels it. Format 1: everything is written as one snapshot and the unpadded segments are deleted
  * (the log writer then starts a padded one). In that order, and the label last: a crash at any point
  * leaves a dir that is still read as format 1 (at worst without segments) and upgraded again.
+ * Format 2: only the label changes (see the list above).
  */
 export async function upgradeDataDir(dir: string, format: DataFormat, tables: Tables, recovered: Recovered): Promise<Recovered> {
-  if (format.source === 'file') return recovered
+  if (format.source === 'file' && format.version === DATA_FORMAT) return recovered
   if (format.version === 1) {
     await writeSnapshot(join(dir, SNAPSHOT_FILE), snapshotOf(tables, recovered.lastLsn))
     await removeSegmentsBefore(dir, Infinity) // every one: all their records are in the snapshot

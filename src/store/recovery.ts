@@ -44,6 +44,8 @@ export interface Recovered {
 interface LogEntry {
   lsn: number
   puts: [string, Record<string, unknown>][]
+  /** Records removed by retention (`Transaction.dropOldest`), by id, oldest first. */
+  drops?: [string, string[]][]
 }
 
 export async function recover(
@@ -97,6 +99,11 @@ export async function recover(
           table.putStored(record)
           seen(record)
         }
+        for (const [name, ids] of entry.drops ?? []) {
+          const table = tableNamed(name)
+          if (!table) throw new RecoveryDamageError(segment.path, offset, `unknown table ${name}`)
+          table.removeIds(ids)
+        }
         lsn = entry.lsn
       }
       offset += LOG_HEADER_BYTES + payload.length
@@ -128,7 +135,9 @@ export async function recover(
 function parseEntry(payload: Uint8Array, file: string, offset: number): LogEntry {
   try {
     const entry = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength).toString('utf8')) as LogEntry
-    if (typeof entry.lsn !== 'number' || !Array.isArray(entry.puts)) throw new Error('not a log entry')
+    if (typeof entry.lsn !== 'number' || !Array.isArray(entry.puts) || !(entry.drops === undefined || Array.isArray(entry.drops))) {
+      throw new Error('not a log entry')
+    }
     return entry
   } catch (error) {
     throw new RecoveryDamageError(file, offset, `unreadable log record (${(error as Error).message})`)

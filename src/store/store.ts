@@ -12,6 +12,7 @@ import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Low } from 'lowdb'
 import { createTables, TABLE_NAMES, type RecordOf, type TableName, type Tables } from './database'
+import type { Table } from './table'
 import { advanceClockPast } from './clock'
 import { LogWriter, removeSegmentsBefore } from './wal'
 import { recover } from './recovery'
@@ -38,7 +39,8 @@ export interface StoreOptions {
   readonly onFatal?: (error: unknown) => void
 }
 
-type Undo = [table: TableName, id: string, previous: unknown]
+/** How to take one write back: a put's previous version (undefined: it was an insert), or dropped records. */
+type Undo = [table: TableName, id: string, previous: unknown] | [table: TableName, dropped: readonly unknown[]]
 
 interface PendingTransaction {
   readonly lsn: number
@@ -49,6 +51,8 @@ interface PendingTransaction {
 export class Transaction {
   readonly undo: Undo[] = []
   readonly puts: [TableName, unknown][] = []
+  /** Logged as `drops`: each table's removed ids, oldest first. */
+  readonly drops: [TableName, string[]][] = []
 
   constructor(private readonly tables: Tables) {}
 
@@ -57,6 +61,19 @@ export class Transaction {
     this.undo.push([table, this.tables[table].keyOf(record as never), previous])
     this.puts.push([table, record])
     return record
+  }
+
+  /**
+   * Removes the oldest `count` records of `table` (retention; docs/storage.md). Logged by id, so
+   * replaying the log removes exactly these; undone by putting them back at the head.
+   */
+  dropOldest(table: TableName, count: number): number {
+    const target = this.tables[table] as unknown as Table<unknown>
+    const dropped = target.removeOldest(count)
+    if (dropped.length === 0) return 0
+    this.undo.push([table, dropped])
+    this.drops.push([table, dropped.map((record) => target.keyOf(record))])
+    return dropped.length
   }
 }
 
@@ -118,14 +135,14 @@ export class Store {
       this.undo(tx.undo)
       return Promise.reject(error) // like every other failure here, so `.catch()` sees it too
     }
-    if (tx.puts.length === 0) {
+    if (tx.puts.length === 0 && tx.drops.length === 0) {
       // Nothing changed, but the answer may rest on state that is not durable yet.
       const barrier = this.readBarrier()
       return barrier ? barrier.then(() => result) : Promise.resolve(result)
     }
     const lsn = ++this.lastLsn
     this.pending.push({ lsn, undo: tx.undo })
-    const payload = Buffer.from(JSON.stringify({ lsn, puts: tx.puts }))
+    const payload = Buffer.from(JSON.stringify(tx.drops.length > 0 ? { lsn, puts: tx.puts, drops: tx.drops } : { lsn, puts: tx.puts }))
     const durable = this.writer.append(lsn, payload).then(() => result)
     this.newestPending = durable
     return durable
@@ -201,10 +218,11 @@ export class Store {
 
   private undo(entries: Undo[]): void {
     for (let i = entries.length - 1; i >= 0; i--) {
-      const [table, id, previous] = entries[i]!
-      const target = this.tables[table] as { put(r: unknown): unknown; remove(id: string): void }
-      if (previous === undefined) target.remove(id)
-      else target.put(previous)
+      const entry = entries[i]!
+      const target = this.tables[entry[0]] as unknown as Table<unknown>
+      if (entry.length === 2) target.restoreOldest(entry[1])
+      else if (entry[2] === undefined) target.remove(entry[1])
+      else target.put(entry[2])
     }
   }
 
@@ -240,16 +258,21 @@ export class Store {
       const table = this.tables[name] as unknown as {
         ids(): readonly string[]
         get(id: string): unknown
+        keyOf(record: unknown): string
         observer: ((id: string, previous: unknown) => void) | undefined
       }
       const asOfCapture = new Map<string, unknown>()
+      /** Records dropped by queued transactions: still there as of the capture, and the oldest of all. */
+      const dropped: unknown[] = []
       // Queued transactions are not durable yet: keep their pre-images. Newest first, within a
       // transaction too (it may change a record twice), so the earliest pre-image is set last and wins.
       for (let p = this.pending.length - 1; p >= 0; p--) {
         const undo = this.pending[p]!.undo
         for (let u = undo.length - 1; u >= 0; u--) {
-          const [t, id, previous] = undo[u]!
-          if (t === name) asOfCapture.set(id, previous ?? null)
+          const entry = undo[u]!
+          if (entry[0] !== name) continue
+          if (entry.length === 2) dropped.unshift(...entry[1])
+          else asOfCapture.set(entry[1], entry[2] ?? null)
         }
       }
       table.observer = (id, previous) => {
@@ -257,6 +280,8 @@ export class Store {
       }
       const ids = table.ids().slice()
       tables[name] = (function* () {
+        // Unless its insert is queued too: then it did not exist as of the capture either.
+        for (const record of dropped) if (asOfCapture.get(table.keyOf(record)) !== null) yield record
         for (const id of ids) {
           const record = asOfCapture.has(id) ? asOfCapture.get(id) : table.get(id)
           if (record !== null && record !== undefined) yield record

@@ -113,6 +113,65 @@ export class Table<T> {
     }
   }
 
+  /**
+   * Removes the oldest `count` records (the first in creation order) and returns them, oldest first.
+   * Retention's delete (audit events): the records leave the head of every list, so it costs the
+   * records removed and one move of each list, never a search.
+   */
+  removeOldest(count: number): T[] {
+    return this.removeIds(this.order.slice(0, count))
+  }
+
+  /**
+   * Removes these records, given oldest first; the replay of a logged `removeOldest`. They are
+   * expected at the head of the table (the same order the live process had), and are found
+   * anywhere otherwise, only slower.
+   */
+  removeIds(ids: readonly string[]): T[] {
+    const removed: T[] = []
+    for (const id of ids) {
+      const record = this.rows.get(id)
+      if (record === undefined) continue
+      this.observer?.(id, record)
+      this.rows.delete(id)
+      removed.push(record)
+    }
+    removeFromList(this.order, ids)
+    for (const [name, keysOf] of this.indexDefs) {
+      const index = this.indexes.get(name)!
+      for (const [key, keyIds] of idsByKey(removed, keysOf, this.keyOf)) {
+        const entry = index.get(key)
+        if (entry === undefined) continue
+        if (typeof entry === 'string') {
+          if (keyIds.includes(entry)) index.delete(key)
+          continue
+        }
+        removeFromList(entry, keyIds)
+        if (entry.length === 0) index.delete(key)
+        else if (entry.length === 1) index.replace(key, entry[0]!)
+      }
+    }
+    return removed
+  }
+
+  /** Undoes `removeOldest` (its log write failed): the records go back at the head, in order. */
+  restoreOldest(records: readonly T[]): void {
+    const ids = records.map((record) => this.keyOf(record))
+    for (const [i, record] of records.entries()) {
+      this.observer?.(ids[i]!, undefined)
+      this.rows.add(ids[i]!, record)
+    }
+    this.order.unshift(...ids)
+    for (const [name, keysOf] of this.indexDefs) {
+      const index = this.indexes.get(name)!
+      for (const [key, keyIds] of idsByKey(records, keysOf, this.keyOf)) {
+        const entry = index.get(key)
+        if (entry === undefined) index.add(key, keyIds.length === 1 ? keyIds[0]! : keyIds)
+        else index.replace(key, [...keyIds, ...(typeof entry === 'string' ? [entry] : entry)])
+      }
+    }
+  }
+
   /** Every id in creation order. The array is live: do not modify it; copy it to keep a view. */
   ids(): readonly string[] {
     return this.order
@@ -144,6 +203,32 @@ function appendTo(index: GenerationalMap<IndexEntry>, key: string, id: string): 
   if (entry === undefined) index.add(key, id)
   else if (typeof entry === 'string') index.replace(key, [entry, id])
   else entry.push(id)
+}
+
+/** The records' ids under each index key they are listed under, in the records' order. */
+function idsByKey<T>(records: readonly T[], keysOf: IndexKeys<T>, keyOf: (record: T) => string): Map<string, string[]> {
+  const byKey = new Map<string, string[]>()
+  for (const record of records) {
+    for (const key of keyList(keysOf(record))) {
+      const ids = byKey.get(key)
+      if (ids) ids.push(keyOf(record))
+      else byKey.set(key, [keyOf(record)])
+    }
+  }
+  return byKey
+}
+
+/** Removes `gone` (in list order) from `ids`: one splice when they are its head, as retention's are. */
+function removeFromList(ids: string[], gone: readonly string[]): void {
+  if (gone.length === 0) return
+  if (gone.every((id, i) => ids[i] === id)) {
+    ids.splice(0, gone.length)
+    return
+  }
+  const drop = new Set(gone)
+  let kept = 0
+  for (const id of ids) if (!drop.has(id)) ids[kept++] = id
+  ids.length = kept
 }
 
 function removeFromTail(ids: string[], id: string): void {

@@ -7,9 +7,13 @@
  * whatever the role, checked first), never written per cell; a denied call must change nothing (the
  * target read back by the vendor's admin, whole records compared), an allowed one must succeed (its
  * state is prepared so the change is not a no-op).
+ *
+ * Two rows come from the contract's later sections, in the table's words: tokens (section 9) and
+ * the audit trail (section 10). The audit trail is a list: a record out of scope is not a 404 there
+ * but simply not listed, so its calls are judged by what the answer lists.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Role } from '../../src/auth/tokens'
+import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 import { p256PublicKey } from '../support/fixtures'
 
@@ -52,6 +56,10 @@ const ACTIONS = [
   'consumers, installations, enrollments, keysets: create, change',
   /** Not a row of the table: its scope bullet and "viewer (read-only: every GET in its scope)". */
   'read customer-owned records in scope',
+  /** CONTRACT section 9: "only the admin role reads or changes tokens ... a vendor admin for any organization, a customer admin for itself and its partners, a partner admin for nobody". */
+  'tokens: read, issue, revoke',
+  /** CONTRACT section 10: "the admin and viewer roles of the vendor (every event) and of a customer (events whose customer_id is itself); others 403". */
+  'audit events: read',
 ] as const
 type Action = (typeof ACTIONS)[number]
 
@@ -65,6 +73,8 @@ const TABLE: Record<Action, readonly [Cell, Cell, Cell, Cell, Cell, Cell]> = {
   'applications and their environments: create, change': ['any', 'any', 'its own', 'its own', 403, 403],
   'consumers, installations, enrollments, keysets: create, change': ['any', 'any', 'its own', 'its own', "its customer's", 403],
   'read customer-owned records in scope': ['any', 'any', 'its own', 'its own', "its customer's", 'as its organization type reads'],
+  'tokens: read, issue, revoke': ['any', 403, 'itself and its partners', 403, 403, 403],
+  'audit events: read': ['all', 403, 'its own', 403, 403, 'as its organization type reads'],
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -101,10 +111,11 @@ const readerColumn = (c: Caller): Column =>
 
 /**
  * What a call is aimed at. `org`: an organization itself; `parent`: the parent_id of a new
- * organization ('omitted' when left out); `owned`: a record owned by customer `org`; `named`: the
- * `organization_id` a new application, consumer or installation is for.
+ * organization ('omitted' when left out); `owned`: a record owned by customer `org` (for the audit
+ * trail, 'V': the vendor's own); `named`: the `organization_id` a new application, consumer or
+ * installation is for; `token`: a token of organization `org`, or the organization a new one is for.
  */
-type Target = { readonly kind: 'org' | 'parent' | 'owned' | 'named'; readonly org: OrgName | 'omitted' }
+type Target = { readonly kind: 'org' | 'parent' | 'owned' | 'named' | 'token'; readonly org: OrgName | 'omitted' }
 
 /**
  * The scope bullet: the vendor reaches everything; a customer itself, its partners and what it
@@ -148,17 +159,31 @@ function covers(scope: Scope, c: Caller, t: Target): boolean {
   }
 }
 
-type Outcome = 'allowed' | number
+/** `hidden`: a list answers (200) without the target, which is outside what the caller reads. */
+type Outcome = 'allowed' | 'hidden' | number
+
+/** The table's cell for `c` under `action`. */
+function cellOf(action: Action, c: Caller): Scope | 403 | 404 {
+  const cells = TABLE[action]
+  let cell = cells[COLUMNS.indexOf(column(c))]!
+  if (cell === 'as its organization type reads') cell = cells[COLUMNS.indexOf(readerColumn(c))]!
+  if (cell === 'as its organization type reads') throw new Error(`${action}: the readers' own cell says "as its organization type reads"`)
+  return cell
+}
+
+/** A list has no 404: the role decides first, then the scope decides what it shows. */
+function expectedInList(action: Action, c: Caller, t: Target): Outcome {
+  const cell = cellOf(action, c)
+  if (cell === 403 || cell === 404) return cell
+  return reaches(c, t) && covers(cell, c, t) ? 'allowed' : 'hidden'
+}
 
 /** The answer the contract prescribes for `c` doing `action` on `t`. */
 function expected(action: Action, c: Caller, t: Target): Outcome {
   if (!reaches(c, t)) return 404
   // CONTRACT section 5: environment endpoints of anything but a customer enabled for them are 404.
   if (action.startsWith('organization environments') && !ENVIRONMENTS_ENABLED.includes(t.org as OrgName)) return 404
-  const cells = TABLE[action]
-  let cell = cells[COLUMNS.indexOf(column(c))]!
-  if (cell === 'as its organization type reads') cell = cells[COLUMNS.indexOf(readerColumn(c))]!
-  if (cell === 'as its organization type reads') throw new Error(`${action}: the readers' own cell says "as its organization type reads"`)
+  const cell = cellOf(action, c)
   if (cell === 403 || cell === 404) return cell
   // CONTRACT section 5: the organization_id of a new record must be a customer's (a body fault).
   if (t.kind === 'named' && KIND[t.org as OrgName] !== 'customer') return 400
@@ -185,6 +210,10 @@ interface Tenant {
   readonly enrollment: string
 }
 const TENANT = {} as Record<'A' | 'B', Tenant>
+/** A token of each organization (a viewer's, never used to call with): what the token endpoints aim at. */
+const TOKEN = {} as Record<OrgName, string>
+/** The fresh token a revocation is tried on (a revocation cannot be undone). */
+let revocable = ''
 
 const KEY = p256PublicKey()
 
@@ -231,6 +260,7 @@ beforeAll(async () => {
   await setUpTenant('B')
   ORG.AP2 = await h.createPartner(ORG.A, 'Second partner of A')
   ORG.C = await h.createCustomer('Customer C')
+  for (const org of ALL_ORGS) TOKEN[org] = tokenIdOf(h.token(ORG[org], 'viewer'))!
 })
 afterAll(() => h.close())
 
@@ -296,6 +326,8 @@ interface Endpoint {
   readonly readBack: (t: Target) => string[]
   /** Reads only: the list endpoint whose items must hold the target exactly when allowed. */
   readonly list?: { readonly path: string; readonly items: string; readonly id: (t: Target) => string; readonly key: string }
+  /** The call is itself a list (no 404): whether its answer shows the target. */
+  readonly listed?: (body: any, t: Target) => boolean // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 const orgTargets = (kind: 'org' | 'parent', names: readonly (OrgName | 'omitted')[]): Target[] => names.map((org) => ({ kind, org }))
@@ -306,6 +338,9 @@ const OWNED_TARGETS: Target[] = [
   { kind: 'owned', org: 'B' },
 ]
 const NAMED_TARGETS: Target[] = (['A', 'B', 'AP', 'AP2', 'V'] as const).map((org) => ({ kind: 'named', org }))
+const TOKEN_TARGETS: Target[] = ALL_ORGS.map((org) => ({ kind: 'token', org }))
+/** A record whose events the audit trail shows: an application of a tenant, or the vendor itself (`vendor.init`). */
+const auditTarget = (t: Target) => (t.org === 'V' ? ORG.V : tenant(t).app)
 const id = (t: Target) => ORG[t.org as OrgName]
 const tenant = (t: Target) => TENANT[t.org as 'A' | 'B']
 const orgPaths = (t: Target) => [`/api/organizations/${id(t)}`, '/api/organizations']
@@ -532,6 +567,41 @@ const ENDPOINTS: Record<Action, Endpoint[]> = {
       ...(list ? { list } : {}),
     }),
   ),
+  'tokens: read, issue, revoke': [
+    {
+      route: 'GET /api/tokens/:token_id',
+      targets: TOKEN_TARGETS,
+      call: (t) => ({ method: 'GET', path: `/api/tokens/${TOKEN[t.org as OrgName]}` }),
+      success: 200,
+      readBack: (t) => [`/api/tokens/${TOKEN[t.org as OrgName]}`],
+      list: { path: '/api/tokens?page_size=1000', items: 'tokens', key: 'token_id', id: (t) => TOKEN[t.org as OrgName] },
+    },
+    {
+      route: 'POST /api/tokens',
+      targets: TOKEN_TARGETS,
+      call: (t, c) => ({ method: 'POST', path: '/api/tokens', body: { organization_id: id(t), role: 'viewer', description: `by ${c.label}` } }),
+      success: 201,
+      readBack: () => ['/api/tokens?page_size=1000'],
+    },
+    {
+      route: 'PATCH /api/tokens/:token_id/revoke',
+      targets: TOKEN_TARGETS,
+      prepare: async (t) => void (revocable = tokenIdOf(h.token(id(t), 'viewer'))!),
+      call: () => ({ method: 'PATCH', path: `/api/tokens/${revocable}/revoke` }),
+      success: 200,
+      readBack: () => [`/api/tokens/${revocable}`],
+    },
+  ],
+  'audit events: read': [
+    {
+      route: 'GET /api/audit-events',
+      targets: [...OWNED_TARGETS, { kind: 'owned', org: 'V' }],
+      call: (t) => ({ method: 'GET', path: `/api/audit-events?target_ids=${auditTarget(t)}&page_size=1000` }),
+      success: 200,
+      readBack: () => [],
+      listed: (body, t) => (body.audit_events as { target: { id: string } }[]).some((event) => event.target.id === auditTarget(t)),
+    },
+  ],
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -548,7 +618,7 @@ test('every /api route falls under some action of the table', () => {
 
 test('the expectations use every kind of cell: allowed, 403 and 404 under each action', () => {
   for (const action of ACTIONS) {
-    const outcomes = new Set(CALLERS.flatMap((c) => ENDPOINTS[action].flatMap((e) => e.targets.map((t) => expected(action, c, t)))))
+    const outcomes = new Set(CALLERS.flatMap((c) => ENDPOINTS[action].flatMap((e) => e.targets.map((t) => (e.listed ? expectedInList : expected)(action, c, t)))))
     expect({ action, allowed: outcomes.has('allowed'), denied: outcomes.has(403) || outcomes.has(404) }).toEqual({ action, allowed: true, denied: true })
   }
 })
@@ -561,14 +631,17 @@ for (const action of ACTIONS) {
         const wrong: string[] = []
         for (const endpoint of ENDPOINTS[action]) {
           for (const target of endpoint.targets) {
-            const want = expected(action, caller, target)
+            const want = (endpoint.listed ? expectedInList : expected)(action, caller, target)
             await endpoint.prepare?.(target, caller)
             const before = await vendorView(endpoint.readBack(target))
             const call = endpoint.call(target, caller)
             const res = await h.request(call.method, call.path, { token, body: call.body })
             const where = `${endpoint.route} on ${target.kind} ${target.org}`
-            if (want === 'allowed') {
+            if (want === 'allowed' || want === 'hidden') {
               if (res.status !== endpoint.success) wrong.push(`${where}: ${res.status} ${res.body?.code ?? ''}, expected ${endpoint.success}`)
+              else if (endpoint.listed && endpoint.listed(res.body, target) !== (want === 'allowed')) {
+                wrong.push(`${where}: the target ${want === 'allowed' ? 'not listed' : 'listed'}, expected the opposite`)
+              }
             } else {
               if (res.status !== want) wrong.push(`${where}: ${res.status} ${res.body?.code ?? ''}, expected ${want}`)
               const after = await vendorView(endpoint.readBack(target))

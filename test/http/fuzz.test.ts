@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { createHmac } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
-import type { Role } from '../../src/auth/tokens'
+import { newToken, tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 import { requestOk, p256PublicKey } from '../support/fixtures'
 
@@ -41,23 +41,22 @@ const LEAKS = [/\bat [^\s"]*[/\\][^\s"]*:\d+/, /\n\s+at /, /node_modules/, /\.ts
 const leaks = (text: string) => LEAKS.some((re) => re.test(text))
 
 let h: Harness
-let secret: Buffer
 
 /** Records of every kind, in two tenants, and a pool of tokens and ids to aim with. */
 interface World {
-  readonly ids: Record<'organization_id' | 'application_id' | 'consumer_id' | 'installation_id' | 'enrollment_id', string[]>
+  readonly ids: Record<'organization_id' | 'application_id' | 'consumer_id' | 'installation_id' | 'enrollment_id' | 'token_id', string[]>
   /** Valid tokens: every role of the vendor, customers A and B, their partners. */
   readonly tokens: string[]
-  /** Tokens that authenticate nobody: expired, unknown or suspended organization, forged, odd claims. */
+  /** Tokens that authenticate nobody: expired, revoked, of a suspended organization, forged, of earlier versions. */
   readonly deadTokens: string[]
   readonly validKey: string
 }
 let world: World
 
-/** A token signed with the real secret over any claims at all: only the claims are odd. */
-function signed(claims: unknown): string {
+/** A token of earlier versions (HMAC-signed claims, no record), over any claims at all. */
+function earlierVersion(claims: unknown): string {
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url')
-  const signature = createHmac('sha256', secret).update('kw1.').update(body).digest('base64url')
+  const signature = createHmac('sha256', 'a secret of an old data dir').update('kw1.').update(body).digest('base64url')
   return `kw1.${body}.${signature}`
 }
 
@@ -88,13 +87,14 @@ async function tenant(name: string, environments?: { default: string; supported:
 beforeAll(async () => {
   // Snapshots every 32 KiB of log: compaction runs again and again under the fuzzing.
   h = await createHarness({ store: { compactAfterBytes: 32 * 1024 } })
-  secret = h.secret
   const a = await tenant('A', { default: 'PROD', supported: 'DEV,PROD' })
   const b = await tenant('B')
   const suspended = await h.createCustomer('Suspended')
   await requestOk(h, 'PATCH', `/api/organizations/${suspended}/suspend`)
   const vendorTokens = ROLES.map((role) => h.token(h.vendorId, role))
-  const [prefix, claims, signature] = h.vendorToken.split('.') as [string, string, string]
+  const revoked = h.token(h.vendorId, 'admin')
+  await requestOk(h, 'PATCH', `/api/tokens/${tokenIdOf(revoked)}/revoke`)
+  const [, id, secret] = h.vendorToken.split('_') as [string, string, string]
   world = {
     ids: {
       organization_id: [h.vendorId, ...a.orgs, ...b.orgs, suspended],
@@ -102,28 +102,28 @@ beforeAll(async () => {
       consumer_id: [a.consumer, b.consumer],
       installation_id: [a.installation, b.installation],
       enrollment_id: [a.enrollment, b.enrollment],
+      // Tokens to aim at (revoke, view), none of them one the fuzzing authenticates with.
+      token_id: [revoked, h.token(a.orgs[0]!, 'viewer'), h.token(b.orgs[0]!, 'admin')].map((token) => tokenIdOf(token)!),
     },
     tokens: [...vendorTokens, ...a.tokens, ...b.tokens],
     deadTokens: [
       h.token(h.vendorId, 'admin', -10),
-      h.token(crypto.randomUUID(), 'admin'),
       h.token(suspended, 'admin'),
-      `${prefix}.${claims}.${signature.slice(0, -2)}${signature.endsWith('AA') ? 'BB' : 'AA'}`,
-      `${prefix}.${claims}`,
-      signed({ org: h.vendorId, role: 'root', exp: 4e9 }),
-      signed({ org: h.vendorId, role: 'administrator', exp: 4e9 }),
-      signed({ org: h.vendorId.toUpperCase(), role: 'admin', exp: 4e9 }),
-      signed({ org: '__proto__', role: 'admin', exp: 4e9 }),
-      signed({ org: 'constructor', role: 'admin', exp: 4e9 }),
-      signed({ org: [h.vendorId], role: 'admin', exp: 4e9 }),
-      signed({ org: h.vendorId, role: 'admin', exp: '9999999999' }),
-      signed({ org: h.vendorId, role: ['admin'], exp: 4e9 }),
-      signed(null),
-      signed([h.vendorId, 'admin']),
-      'kw1.' + Buffer.from('{"org":').toString('base64url') + '.' + signature,
+      revoked,
+      `kw2_${id}_${secret.slice(0, -2)}${secret.endsWith('AA') ? 'BB' : 'AA'}`,
+      `kw2_${id}`,
+      `kw2_${id}_`,
+      `kw2_${id.toUpperCase()}_${secret}`,
+      `kw2_${'0'.repeat(32)}_${secret}`,
+      `kw2_${'f'.repeat(32)}_${'_'.repeat(43)}`,
+      newToken().token,
+      earlierVersion({ org: h.vendorId, role: 'admin', exp: 4e9 }),
+      earlierVersion({ org: '__proto__', role: 'admin', exp: 4e9 }),
+      earlierVersion(null),
     ],
     validKey: p256PublicKey(),
   }
+  await h.tokensRecorded() // the fuzzing calls app.handle itself
 })
 afterAll(() => h.close())
 
@@ -363,7 +363,7 @@ function carriesLeakMarkers(req: Req): boolean {
 // Generators.
 
 type IdKind = keyof World['ids']
-const ID_KINDS: IdKind[] = ['organization_id', 'application_id', 'consumer_id', 'installation_id', 'enrollment_id']
+const ID_KINDS: IdKind[] = ['organization_id', 'application_id', 'consumer_id', 'installation_id', 'enrollment_id', 'token_id']
 
 /** Path segments that are not identifiers at all, raw (already URL-encoded where needed). */
 const ODD_SEGMENTS = [
@@ -471,6 +471,10 @@ function validValue(name: string): fc.Arbitrary<unknown> {
       return fc.constantFrom({ default: 'PROD', supported: 'DEV,PROD' }, { default: 'dev', supported: ['dev'] })
     case 'client_enclave_key':
       return fc.constant(world.validKey)
+    case 'role':
+      return fc.constantFrom('admin', 'administrator', 'application_admin', 'viewer', 'root', 'Admin')
+    case 'ttl':
+      return fc.constantFrom('90d', '366d', '367d', '8784h', '8785h', '0d', '1s', '30m', '1y', '', '-1d')
     default:
       return fc.jsonValue({ maxDepth: 1 })
   }
@@ -681,7 +685,7 @@ function authorization(): fc.Arbitrary<string | null> {
           `Bearer ${t}${'T'.repeat(16_000)}`,
           `Bearer ${t.toUpperCase()}`,
           `Bearer ${t.slice(0, -1)}`,
-          `Bearer ${t.replace('kw1.', 'kw1..')}`,
+          `Bearer ${t.replace('kw2_', 'kw2__')}`,
           `Bearer ${t}\u00ff`,
           `Bearer ${encodeURIComponent(t)}=`,
         ][form]!,
@@ -698,8 +702,9 @@ function authorization(): fc.Arbitrary<string | null> {
         `Basic ${Buffer.from('admin:admin').toString('base64')}`,
         `Bearer ${'T'.repeat(8000)}`,
         'Bearer kw1.',
-        'Bearer kw1..',
         'Bearer kw1.e30.',
+        'Bearer kw2_',
+        'Bearer kw2__',
         'Bearer \u00ff\u00fe',
         'Negotiate abcdefghijklmnop',
       ),

@@ -1,11 +1,12 @@
 /**
  * Tenant isolation (CONTRACT section 2): two customers, each with a partner and full data. Every
  * id-taking endpoint called with the other tenant's ids, by each of the other tenant's tokens, is
- * 404 exactly like a missing id, and changes nothing (read back with the owner's token); no list
- * ever shows the other tenant's records, whatever ids its filters name.
+ * 404 exactly like a missing id, and changes nothing (read back with the owner's token, its audit
+ * trail included); no list ever shows the other tenant's records or counts them, whatever ids its
+ * filters name: tokens and audit events too.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Role } from '../../src/auth/tokens'
+import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { requestOk, p256PublicKey } from '../support/fixtures'
 
@@ -23,9 +24,11 @@ interface Tenant {
   readonly installation: string
   /** In app2 PROD, with a keyset. */
   readonly enrollment: string
+  /** A token of the customer's, not used to call with: what the token endpoints aim at. */
+  readonly tokenId: string
   /** Every token of the tenant: customer and partner, each role. */
   readonly tokens: { label: string; token: string }[]
-  /** The owner's view. */
+  /** The owner's view: its admin (who alone reads its tokens). */
   readonly owner: string
 }
 
@@ -67,7 +70,8 @@ async function tenant(name: string): Promise<Tenant> {
   const tokens = [customer, partner].flatMap((org) =>
     ROLES.map((role) => ({ label: `${org === customer ? 'customer' : 'partner'} ${role}`, token: h.token(org, role) })),
   )
-  return { name, customer, partner, app, app2, consumer, installation, enrollment, tokens, owner: h.token(customer, 'viewer') }
+  const tokenId = tokenIdOf(h.token(customer, 'viewer'))!
+  return { name, customer, partner, app, app2, consumer, installation, enrollment, tokenId, tokens, owner: h.token(customer, 'admin') }
 }
 
 let X: Tenant
@@ -96,6 +100,9 @@ async function snapshot(t: Tenant) {
     '/api/installations?page=1&page_size=1000',
     '/api/enrollments?page_size=1000',
     `/api/organizations/${t.customer}`,
+    `/api/tokens/${t.tokenId}`,
+    '/api/tokens?page_size=1000',
+    '/api/audit-events?page_size=1000',
   ]
   const out: Record<string, unknown> = {}
   for (const path of paths) {
@@ -122,6 +129,7 @@ function calls(t: Tenant, missing = false): Call[] {
   const installation = id(t.installation)
   const enrollment = id(t.enrollment)
   const customer = id(t.customer)
+  const token = id(t.tokenId)
   return [
     { method: 'GET', path: `/api/applications/${app}` },
     { method: 'PATCH', path: `/api/applications/${app}`, body: { description: 'taken over' } },
@@ -142,10 +150,13 @@ function calls(t: Tenant, missing = false): Call[] {
     { method: 'PATCH', path: `/api/enrollments/${enrollment}/activate` },
     { method: 'GET', path: `/api/enrollments/${enrollment}/keysets` },
     { method: 'POST', path: `/api/enrollments/${enrollment}/keysets`, body: { client_enclave_key: p256PublicKey() } },
+    { method: 'GET', path: `/api/tokens/${token}` },
+    { method: 'PATCH', path: `/api/tokens/${token}/revoke` },
     // Identifiers in bodies: the records they name are just as out of reach.
     { method: 'POST', path: '/api/applications', body: { organization_id: customer, description: 'planted' } },
     { method: 'POST', path: '/api/consumers', body: { consumer_id: crypto.randomUUID(), organization_id: customer } },
     { method: 'POST', path: '/api/installations', body: { installation_id: crypto.randomUUID(), description: 'planted', organization_id: customer } },
+    { method: 'POST', path: '/api/tokens', body: { organization_id: customer, role: 'admin' } },
     {
       method: 'POST',
       path: '/api/enrollments',
@@ -166,7 +177,7 @@ const route = (c: Call) => `${c.method} ${c.path.replace(/[0-9a-f]{8}-[0-9a-f]{4
 /** Names the calls before the tenants exist. */
 const PLACEHOLDER = (() => {
   const id = '00000000-0000-4000-8000-000000000000'
-  return { name: '', customer: id, partner: id, app: id, app2: id, consumer: id, installation: id, enrollment: id, tokens: [], owner: '' } satisfies Tenant
+  return { name: '', customer: id, partner: id, app: id, app2: id, consumer: id, installation: id, enrollment: id, tokenId: id, tokens: [], owner: '' } satisfies Tenant
 })()
 
 const NAMED = calls(PLACEHOLDER)
@@ -242,6 +253,10 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
         for (const match of JSON.stringify(body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)) theirIds.add(match[0])
       }
       for (const id of [a.app, a.app2, a.consumer, a.installation, a.enrollment]) theirIds.delete(id)
+      // Ids both tenants' records hold are no secret of the victim: the vendor's, whose token made them.
+      for (const body of Object.values(await snapshot(a))) {
+        for (const match of JSON.stringify(body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)) theirIds.delete(match[0])
+      }
       const victimFilter = [
         `organization_ids=${v.customer},${v.partner}`,
         `consumer_ids=${v.consumer}`,
@@ -254,9 +269,21 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
         for (const list of ['/api/consumers', '/api/installations', '/api/enrollments']) {
           for (const filter of victimFilter) lists.push(`${list}?${filter}`, `${list}?page=1&${filter}`)
         }
+        // Tokens: a customer's admin reads its own; the audit trail: a customer's admin and viewer.
+        const tokenLists = ['/api/tokens?page_size=1000', `/api/tokens?organization_ids=${v.customer},${v.partner}`, `/api/tokens?page=1&organization_ids=${v.customer}&state=active`]
+        const eventLists = [
+          '/api/audit-events?page_size=1000',
+          `/api/audit-events?target_ids=${[v.customer, v.partner, v.app, v.consumer, v.installation, v.enrollment, v.tokenId].join(',')}`,
+          `/api/audit-events?customer_ids=${v.customer}`,
+          `/api/audit-events?page=1&customer_ids=${v.customer},${a.customer}&actions=consumer.create`,
+        ]
+        const maySee = (list: string) =>
+          list.startsWith('/api/tokens') ? label === 'customer admin' : list.startsWith('/api/audit-events') ? label === 'customer admin' || label === 'customer viewer' : true
+        lists.push(...tokenLists, ...eventLists)
         for (const list of lists) {
           const res = await h.request('GET', list, { token })
-          expect({ label, list, status: res.status }).toEqual({ label, list, status: 200 })
+          const status = maySee(list) ? 200 : 403
+          expect({ label, list, status: res.status }).toEqual({ label, list, status })
           const leaked = [...JSON.stringify(res.body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)]
             .map((m) => m[0])
             .filter((id) => theirIds.has(id))
@@ -267,6 +294,22 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
         expect(own.body.enrollments.map((e: { enrollment_id: string }) => e.enrollment_id)).toContain(a.enrollment)
         const ownConsumers = await h.request('GET', `/api/consumers?consumer_ids=${a.consumer},${v.consumer}`, { token })
         expect(ownConsumers.body.consumers.map((c: { consumer_id: string }) => c.consumer_id)).toEqual([a.consumer])
+        if (maySee('/api/audit-events')) {
+          // Filters naming only the victim's records count nothing; the caller's own are there.
+          for (const filter of [`target_ids=${v.app},${v.enrollment}`, `customer_ids=${v.customer}`, `actor_token_ids=${tokenIdOf(v.owner)}`]) {
+            const res = await h.request('GET', `/api/audit-events?${filter}`, { token })
+            expect({ label, filter, total: res.body.total, events: res.body.audit_events.length }).toEqual({ label, filter, total: 0, events: 0 })
+          }
+          const own = await h.request('GET', `/api/audit-events?target_ids=${a.app},${v.app}`, { token })
+          expect(own.body.audit_events.map((e: { target: { id: string } }) => e.target.id)).toEqual([a.app])
+        }
+        if (maySee('/api/tokens')) {
+          const res = await h.request('GET', `/api/tokens?organization_ids=${v.customer},${v.partner}`, { token })
+          expect({ label, total: res.body.total }).toEqual({ label, total: 0 })
+          const own = await h.request('GET', `/api/tokens?organization_ids=${a.customer},${v.customer}`, { token })
+          expect(own.body.tokens.map((t: { token_id: string }) => t.token_id)).toContain(a.tokenId)
+          expect(own.body.tokens.every((t: { organization_id: string }) => t.organization_id === a.customer)).toBe(true)
+        }
       }
       expect(theirIds.has(v.enrollment) && theirIds.has(v.consumer) && theirIds.has(v.app)).toBe(true)
     })

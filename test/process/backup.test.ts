@@ -62,14 +62,14 @@ async function whileCompacting<T>(server: ServerProcess, work: Promise<T>): Prom
 }
 
 /** Restores `archive` into a new dir, checks the modes, and starts a server on it. */
-async function restoreAndServe(archive: string): Promise<ServerProcess> {
+async function restoreAndServe(archive: string): Promise<ServerProcess & { readonly data: string }> {
   const data = newPath('restored')
   const restored = await keyward(['restore', '--from', archive, '--data', data])
   expect(restored).toMatchObject({ code: 0, stderr: '' })
   expect(modeOf(data)).toBe(0o700)
-  expect(readdirSync(data).sort()).toEqual(['format', 'secret', 'snapshot.json'])
+  expect(readdirSync(data).sort()).toEqual(['format', 'snapshot.json']) // no secret: tokens are recorded
   for (const name of readdirSync(data)) expect([name, modeOf(join(data, name))]).toEqual([name, 0o600])
-  return startServer(data)
+  return { ...(await startServer(data)), data }
 }
 
 describe('backup beside a server under write load, compacting', () => {
@@ -137,7 +137,8 @@ describe('backup of a stopped dir', () => {
 
     const server = await restoreAndServe(archive)
     try {
-      const token = (await keyward(['issue-token', '--data', data, '--org', fixture.vendor_id, '--role', 'admin'])).stdout.trim()
+      // Issued beside the restored dir's server (the old dir's kw1 tokens are 401 in any case).
+      const token = (await keyward(['issue-token', '--data', server.data, '--org', fixture.vendor_id, '--role', 'admin'])).stdout.trim()
       expect(await dump(server.url, token)).toEqual(fixture.records)
     } finally {
       await stopServer(server, 'SIGKILL')
@@ -219,7 +220,6 @@ describe('restore refuses, and writes nothing', () => {
     await writeArchive(file, [
       { name: 'snapshot.json', bytes: Buffer.from('{}') },
       { name: 'format', bytes: Buffer.from(`${DATA_FORMAT + 1}\n`) },
-      { name: 'secret', bytes: Buffer.from('0'.repeat(64)) },
     ])
     await file.close()
     const target = newPath('target')
@@ -228,6 +228,27 @@ describe('restore refuses, and writes nothing', () => {
     expect(result.stderr).toContain(`is in data format ${DATA_FORMAT + 1}, newer than keyward`)
     expect(result.stderr).toContain(`(data format ${DATA_FORMAT} and older)`)
     expect(existsSync(target)).toBe(false)
+  })
+
+  test('an archive holding the secret of a version with signed tokens restores everything but the secret', async () => {
+    const data = newPath('signed-era')
+    const fixture = copyFixture('format-2-stopped', data)
+    // As such a version wrote it: the snapshot (of a clean stop, so it holds everything), the format, the secret.
+    const path = newPath('signed-era.tar')
+    const file = await open(path, 'wx', 0o600)
+    await writeArchive(file, [
+      { name: 'snapshot.json', path: join(data, 'snapshot.json') },
+      { name: 'format', bytes: Buffer.from('2\n') },
+      { name: 'secret', bytes: readFileSync(join(data, 'secret')) },
+    ])
+    await file.close()
+    const server = await restoreAndServe(path)
+    try {
+      const token = (await keyward(['issue-token', '--data', server.data, '--org', fixture.vendor_id, '--role', 'admin'])).stdout.trim()
+      expect(await dump(server.url, token)).toEqual(fixture.records)
+    } finally {
+      await stopServer(server, 'SIGKILL')
+    }
   })
 
   test('usage: --from and --data are required (exit 2)', async () => {

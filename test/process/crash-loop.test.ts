@@ -1,7 +1,8 @@
 /**
  * The crash loop, short (issue 4 item 1; the long run is bench/crash-loop.ts): a real server under
  * many concurrent clients doing every kind of write, SIGKILLed at random instants and restarted on
- * the same data dir. Every acknowledged write must survive with its acknowledged effect.
+ * the same data dir. Every acknowledged write must survive with its acknowledged effect, and the
+ * audit trail must match the records: no change without its event, no event without its change.
  * A failure prints its seed; CRASH_LOOP_SEED=<seed> repeats the same operations and delays.
  */
 import { afterAll, expect, test } from 'bun:test'
@@ -34,8 +35,9 @@ test('kill -9 at random instants loses no acknowledged write', async () => {
   expect([summary, report.unexpected]).toEqual([summary, []])
   expect(report.writesLost).toBe(0)
   expect(report.acknowledgedWrites).toBeGreaterThan(100)
+  expect(report.eventChecks).toBeGreaterThan(report.acknowledgedWrites) // every verification reads them all
   // Every kind of write was acknowledged at least once over the run.
-  for (const operation of ['organization create', 'organization update', 'application create', 'consumer create', 'installation create', 'enrollment create', 'keyset create']) {
+  for (const operation of ['organization create', 'organization update', 'application create', 'consumer create', 'installation create', 'enrollment create', 'keyset create', 'token create']) {
     expect([operation, report.acknowledgedByOperation[operation] ?? 0]).not.toEqual([operation, 0])
   }
 }, 60000)

@@ -6,15 +6,13 @@
  *   (a) a torn tail, as a crash mid-append leaves it: start, with a warning, and nothing lost;
  *   (b) a flipped byte, (c) a truncation: refused (exit 1, a message naming the file and the
  *       offset) or started with every record exactly as acknowledged. Never silently changed.
- *
- * A damaged secret is refused as well: never a server that accepts other tokens than it issued.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { cpSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { killServers, keywardCommand, run, startServer, stopServer, type ServerProcess } from '../support/server-process.ts'
-import { dump, type Dump } from '../support/sample-data.ts'
+import { killServers, startServer, stopServer, type ServerProcess } from '../support/server-process.ts'
+import { dumpAll, type Dump } from '../support/sample-data.ts'
 import { buildDamageTestDir, flip, logRecords as records, logSegmentNames } from '../support/damaged-dir.ts'
 import { encodeRecord, LOG_HEADER_BYTES } from '../../src/store/log-format.ts'
 
@@ -70,7 +68,7 @@ async function expectRefusedOrIntact(dir: string, file: string): Promise<'refuse
   }
   const { server } = outcome
   try {
-    expect(await dump(server.url, token)).toEqual(acknowledged)
+    expect(await dumpAll(server.url, token)).toEqual(acknowledged)
   } finally {
     await stopServer(server, 'SIGKILL')
   }
@@ -85,11 +83,11 @@ function flipped(file: string, at: number): string {
 }
 
 describe('the pristine dir', () => {
-  test('has a snapshot, two log segments after it, and the secret; starts with everything', async () => {
-    expect(readdirSync(pristine).sort()).toEqual(['format', 'secret', 'serve.lock', 'snapshot.json', ...wals()])
+  test('has a snapshot and two log segments after it; starts with everything', async () => {
+    expect(readdirSync(pristine).sort()).toEqual(['format', 'serve.lock', 'snapshot.json', ...wals()])
     expect(wals()).toHaveLength(2)
     for (const wal of wals()) expect(records(join(pristine, wal)).offsets.length).toBeGreaterThan(10)
-    expect(await expectRefusedOrIntact(copy(), 'secret')).toBe('intact')
+    expect(await expectRefusedOrIntact(copy(), 'snapshot.json')).toBe('intact')
   })
 })
 
@@ -109,7 +107,7 @@ describe('log segments', () => {
       const server = await startServer(dir)
       try {
         expect(server.stderr.text).toContain(`warning: ${path}: dropped an incomplete last record at offset ${end}`)
-        expect(await dump(server.url, token)).toEqual(acknowledged)
+        expect(await dumpAll(server.url, token)).toEqual(acknowledged)
         expect(statSync(path).size).toBe(size)
       } finally {
         await stopServer(server, 'SIGKILL')
@@ -189,35 +187,5 @@ describe('snapshot', () => {
     const dir = copy()
     truncateSync(join(dir, 'snapshot.json'), Math.floor(statSync(path()).size / 2))
     expect(await expectRefusedOrIntact(dir, 'snapshot.json')).toBe('refused')
-  })
-})
-
-describe('secret', () => {
-  test('a flipped byte anywhere: refused (never a server that takes other tokens than it issued)', async () => {
-    const size = statSync(join(pristine, 'secret')).size
-    for (const at of [0, 17, Math.floor(size / 2), 63, 64, size - 3]) {
-      expect(await expectRefusedOrIntact(flipped('secret', at), 'secret')).toBe('refused')
-    }
-  })
-
-  test('torn tail or truncation: refused, or started with the same secret (old tokens still valid)', async () => {
-    const size = statSync(join(pristine, 'secret')).size
-    const appended = copy()
-    writeFileSync(join(appended, 'secret'), Buffer.concat([readFileSync(join(pristine, 'secret')), Buffer.from('0a1b')]))
-    expect(await expectRefusedOrIntact(appended, 'secret')).toBe('refused')
-    for (const cut of [0, 10, 32, 63, size - 2]) {
-      const dir = copy()
-      truncateSync(join(dir, 'secret'), cut)
-      expect(await expectRefusedOrIntact(dir, 'secret')).toBe('refused')
-    }
-  })
-
-  test('missing on an initialised dir: refused, not a server that cannot check tokens', async () => {
-    const dir = copy()
-    rmSync(join(dir, 'secret'))
-    const result = await run(keywardCommand(['serve', '--data', dir, '--port', '0']))
-    expect(result.code).toBe(1)
-    expect(result.stderr).toContain(join(dir, 'secret'))
-    expect(result.stderr).not.toContain('listening')
   })
 })

@@ -1,13 +1,16 @@
 /**
  * Database mode with the real CLI (CONTRACT section 13): two `serve --database-url` instances on
  * one fresh database answer as one server would. A change on one is seen by the next request to
- * the other; uniqueness holds between them; a killed instance loses no acknowledged write; a
- * database restart is a run of 503s, then recovery without restarting keyward.
+ * the other (a revocation too: 401 on the next request to either, also when the CLI revokes with
+ * --database-url and no server is asked); uniqueness holds between them; a killed instance loses no
+ * acknowledged write; a database restart is a run of 503s, then recovery without restarting
+ * keyward. `verify --database-url` checks the schema version.
  * Skipped where no PostgreSQL answers (README, "Database mode").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { createTestDatabase, databaseTestsCanRun, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
+import { SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
 const canRun = await databaseTestsCanRun()
@@ -82,6 +85,43 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     expect(init.code).toBe(1)
     expect(init.stderr).toContain('already initialised')
     expect(init.stdout).toBe('')
+  })
+
+  test('a token revoked on A is 401 on B at once; revoked by the CLI, on both before the command exits', async () => {
+    const c1 = customers[0]!
+    const issued = await api(A.url, c1.token, 'POST', '/api/tokens', { organization_id: c1.id, role: 'viewer' })
+    expect(issued.status).toBe(201)
+    const { secret, token } = issued.body
+    expect((await api(B.url, secret, 'GET', '/api/consumers')).status).toBe(200)
+    expect((await api(A.url, c1.token, 'PATCH', `/api/tokens/${token.token_id}/revoke`)).status).toBe(200)
+    expect((await api(B.url, secret, 'GET', '/api/consumers')).status).toBe(401)
+    expect((await api(A.url, secret, 'GET', '/api/consumers')).status).toBe(401)
+
+    // The CLI writes to the database itself: a token it issues works on both at once, and one it
+    // revokes is 401 on both as soon as it exits.
+    const cli = await run(keywardCommand(['issue-token', '--database-url', db.url, '--org', c1.id, '--role', 'viewer', '--description', 'cli']))
+    expect(cli).toMatchObject({ code: 0, stderr: '' })
+    const cliToken = cli.stdout.trim()
+    for (const server of [A, B]) expect((await api(server.url, cliToken, 'GET', '/api/consumers')).status).toBe(200)
+    const listed = await run(keywardCommand(['tokens', 'list', '--database-url', db.url, '--org', c1.id]))
+    expect(listed.code).toBe(0)
+    const records = listed.stdout.trim().split('\n').map((line) => JSON.parse(line))
+    expect(records.map((r) => [r.description, r.state])).toEqual([[null, 'active'], [null, 'revoked'], ['cli', 'active']])
+    expect(listed.stdout).not.toContain(cliToken.slice(37)) // no secret in a record
+    const revoked = await run(keywardCommand(['tokens', 'revoke', records[2].token_id, '--database-url', db.url]))
+    expect(revoked).toEqual({ code: 0, stdout: '', stderr: '' })
+    for (const server of [A, B]) expect((await api(server.url, cliToken, 'GET', '/api/consumers')).status).toBe(401)
+    const unknown = await run(keywardCommand(['tokens', 'revoke', crypto.randomUUID(), '--database-url', db.url]))
+    expect(unknown.code).toBe(2)
+
+    // Each change has its event, the CLI's with the command as the actor, readable on either instance.
+    const events = await api(B.url, vendor, 'GET', `/api/audit-events?target_ids=${token.token_id},${records[2].token_id}`)
+    expect(events.body.audit_events.map((e: { action: string; actor: unknown }) => [e.action, e.actor])).toEqual([
+      ['token.create', { organization_id: c1.id, token_id: expect.any(String), role: 'admin' }],
+      ['token.revoke', { organization_id: c1.id, token_id: expect.any(String), role: 'admin' }],
+      ['token.create', { cli: 'issue-token' }],
+      ['token.revoke', { cli: 'tokens revoke' }],
+    ])
   })
 
   test('created on A, read on B', async () => {
@@ -203,6 +243,31 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     const checks = await Promise.all(acknowledged.map((id) => api(B.url, c1.token, 'GET', `/api/consumers/${id}`)))
     expect(checks.filter((r) => r.status !== 200)).toEqual([])
   }, 90000)
+})
+
+describe.skipIf(!canRun)('verify --database-url', () => {
+  test("a database of this keyward's schema: exit 0; none, or a newer one: exit 1 naming both versions", async () => {
+    const db = await createTestDatabase()
+    try {
+      const verify = () => run(keywardCommand(['verify', '--database-url', db.url]))
+      const empty = await verify()
+      expect(empty.code).toBe(1)
+      expect(empty.stderr).toContain('not initialised')
+      expect((await run(keywardCommand(['init', '--database-url', db.url]))).code).toBe(0)
+      const current = await verify()
+      expect(current).toMatchObject({ code: 0, stderr: '' })
+      expect(current.stdout).toContain(`schema version ${SCHEMA_VERSION}`)
+      const sql = new SQL({ url: db.url, max: 1 })
+      await sql`INSERT INTO schema_migrations (version, name) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`
+      await sql.close()
+      const newer = await verify()
+      expect(newer.code).toBe(1)
+      expect(newer.stderr).toContain(`version ${SCHEMA_VERSION + 1}`)
+      expect(newer.stderr).toContain(`(version ${SCHEMA_VERSION})`)
+    } finally {
+      await db.drop()
+    }
+  })
 })
 
 /** Stops or starts the local cluster and waits until it is down or answering. */

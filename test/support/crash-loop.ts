@@ -13,7 +13,11 @@
  *   - a record's state must be its latest acknowledged state, or, if a write to it got no answer
  *     (the kill cut it off), the state that write would have made: unanswered writes may or may not
  *     have happened, acknowledged ones must have;
- *   - nothing may exist that no write created.
+ *   - nothing may exist that no write created;
+ *   - the audit trail matches the records (CONTRACT section 10): every record has its one create
+ *     event, and its `modified` is the time of the newest event about it (a change that lost its
+ *     event, or an event that lost its change, would leave the two apart); every event is about a
+ *     record that exists; a token is revoked exactly when it has a revoke event.
  *
  * Each client writes its own records one request at a time, so "latest" is simply the last answer;
  * the concurrency (and the group commit it drives) comes from the many clients. After a restart the
@@ -60,6 +64,8 @@ export interface CrashLoopReport {
   readonly unansweredWrites: number
   /** Of those, the ones found done after the restart. */
   readonly unansweredFoundDone: number
+  /** Audit events read back and compared with the records, over all verifications. */
+  readonly eventChecks: number
   /** Records whose latest acknowledged state was not found after a restart: must be 0. */
   readonly writesLost: number
   /** What was lost or appeared from nowhere, one line each (empty when all is well). */
@@ -76,7 +82,7 @@ export interface CrashLoopReport {
 // ---------------------------------------------------------------------------------------------
 // The model: what each record should look like
 
-type Kind = 'organization' | 'environments' | 'application' | 'consumer' | 'installation' | 'enrollment' | 'keyset'
+type Kind = 'organization' | 'environments' | 'application' | 'consumer' | 'installation' | 'enrollment' | 'keyset' | 'token'
 type Fields = Record<string, unknown>
 
 /** In a pending effect: the field changes to a value we cannot know (a new keyset's id). */
@@ -102,6 +108,7 @@ const VIEW_FIELDS: Record<Kind, readonly string[]> = {
     'modified',
   ],
   keyset: ['enrollment_id', 'environment', 'state', 'created'],
+  token: ['organization_id', 'role', 'state', 'created'],
 }
 
 interface Tracked {
@@ -193,7 +200,7 @@ export async function runCrashLoop(options: CrashLoopOptions): Promise<CrashLoop
 
 /** An unanswered create of a record whose id the server picks: it may have happened. */
 interface UnknownCreate {
-  readonly kind: 'organization' | 'application' | 'keyset'
+  readonly kind: 'organization' | 'application' | 'keyset' | 'token'
   /** What the record would look like (compared fields). */
   readonly fields: Fields
   /** Takes the record on when it turns out to exist. */
@@ -229,6 +236,7 @@ class CrashLoop {
     killsDuringStartup: 0,
     tornTailWarnings: 0,
     recordChecks: 0,
+    eventChecks: 0,
   }
   private readonly segments = new Set<string>()
   private readonly lost: string[] = []
@@ -300,6 +308,7 @@ class CrashLoop {
       tornTailWarnings: this.counts.tornTailWarnings,
       recordsAtEnd: [...this.records.values()].filter((r) => r.acked !== null).length,
       recordChecks: this.counts.recordChecks,
+      eventChecks: this.counts.eventChecks,
       durationMs: Math.round(performance.now() - started),
     }
   }
@@ -418,18 +427,22 @@ class CrashLoop {
   async verify(): Promise<void> {
     const actual = new Map<string, Fields>()
     const put = (kind: Kind, id: string, body: Fields) => actual.set(`${kind}:${id}`, pick(kind, body))
-    const [organizations, applications, consumers, installations, enrollments] = await Promise.all([
+    const [organizations, applications, consumers, installations, enrollments, tokens, events] = await Promise.all([
       this.fetch('/api/organizations').then((b) => b.organizations as Fields[]),
       this.fetch('/api/applications').then((b) => b.applications as Fields[]),
       this.fetchPaged('/api/consumers', 'consumers'),
       this.fetchPaged('/api/installations', 'installations'),
       this.fetchPaged('/api/enrollments', 'enrollments'),
+      this.fetchPaged('/api/tokens', 'tokens'),
+      this.fetchPaged('/api/audit-events', 'audit_events'),
     ])
     for (const o of organizations) if (o.organization_id !== this.vendorId) put('organization', o.organization_id as string, o)
     for (const a of applications) put('application', a.application_id as string, a)
     for (const c of consumers) put('consumer', c.consumer_id as string, c)
     for (const i of installations) put('installation', i.installation_id as string, i)
     for (const e of enrollments) put('enrollment', e.enrollment_id as string, e)
+    // The vendor's own tokens (the one init printed) are nobody's writes here.
+    for (const t of tokens) if (t.organization_id !== this.vendorId) put('token', t.token_id as string, t)
 
     // Records nobody acknowledged: each must be an unanswered create of that kind, taken on.
     for (const [key, fields] of actual) {
@@ -462,6 +475,8 @@ class CrashLoop {
       }
     })
 
+    this.checkAuditTrail(events, { organizations, applications, consumers, installations, enrollments, tokens }, keysetLists.flatMap((list) => list.keysets as Fields[]), readableIds)
+
     for (const record of [...this.records.values()]) {
       const enrollmentId = (record.acked ?? record.pending)?.enrollment_id as string
       if (record.kind === 'keyset' && !readableIds.has(enrollmentId)) continue // its application is suspended: next time
@@ -482,6 +497,57 @@ class CrashLoop {
     // Unanswered creates that did not happen.
     this.unknownCreates.length = 0
     for (const client of this.clients) client.settle()
+  }
+
+  /**
+   * The audit trail against the records as read back (see the top of this file). Keysets are seen
+   * only while their application is active: the events of the others are checked next time.
+   */
+  private checkAuditTrail(events: Fields[], records: Record<string, Fields[]>, keysets: Fields[], readableEnrollments: Set<string>): void {
+    const newest = new Map<string, string>()
+    const creates = new Map<string, number>()
+    const revokes = new Map<string, number>()
+    const touch = (id: string, time: string) => {
+      if (!(newest.get(id)! >= time)) newest.set(id, time)
+    }
+    for (const event of events) {
+      this.counts.eventChecks++
+      const action = event.action as string
+      const target = (event.target as Fields).id as string
+      touch(target, event.time as string)
+      // A keyset's creation changes its enrollment too (one event, CONTRACT section 10).
+      if (action === 'keyset.create') touch(((event.changes as Record<string, unknown[]>).enrollment_id as string[])[1]!, event.time as string)
+      if (action.endsWith('.create') || action === 'vendor.init') creates.set(target, (creates.get(target) ?? 0) + 1)
+      if (action === 'token.revoke') revokes.set(target, (revokes.get(target) ?? 0) + 1)
+    }
+    const exists = new Set<string>()
+    const idOf = (kind: string, record: Fields) => record[`${kind}_id`] as string
+    for (const [list, kind] of [['organizations', 'organization'], ['applications', 'application'], ['consumers', 'consumer'], ['installations', 'installation'], ['enrollments', 'enrollment']] as const) {
+      for (const record of records[list]!) {
+        const id = idOf(kind, record)
+        exists.add(id)
+        if (creates.get(id) !== 1) this.lost.push(`${kind} ${id}: ${creates.get(id) ?? 0} create events`)
+        if (newest.get(id) !== record.modified) this.lost.push(`${kind} ${id}: modified ${record.modified}, its newest event ${newest.get(id)}`)
+      }
+    }
+    for (const token of records.tokens!) {
+      const id = token.token_id as string
+      exists.add(id)
+      if (creates.get(id) !== 1) this.lost.push(`token ${id}: ${creates.get(id) ?? 0} create events`)
+      if ((revokes.get(id) ?? 0) !== (token.state === 'revoked' ? 1 : 0)) this.lost.push(`token ${id}: ${token.state}, ${revokes.get(id) ?? 0} revoke events`)
+    }
+    for (const keyset of keysets) {
+      const id = keyset.keyset_id as string
+      exists.add(id)
+      if (creates.get(id) !== 1 || newest.get(id)! < (keyset.created as string)) this.lost.push(`keyset ${id}: created ${keyset.created}, ${creates.get(id) ?? 0} create events`)
+    }
+    for (const event of events) {
+      const target = (event.target as Fields).id as string
+      if (exists.has(target)) continue
+      const enrollment = event.action === 'keyset.create' ? ((event.changes as Record<string, unknown[]>).enrollment_id as string[])[1]! : null
+      if (enrollment !== null && !readableEnrollments.has(enrollment)) continue // its application is suspended: next time
+      this.lost.push(`event ${event.action} ${event.event_id} is about ${target}, which does not exist`)
+    }
   }
 
   private compare(record: Tracked, found: Fields | undefined): string | null {
@@ -547,7 +613,7 @@ export async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (
 // ---------------------------------------------------------------------------------------------
 // One client: a customer and everything under it, written one request at a time
 
-const LIMITS = { partners: 2, applications: 3, consumers: 6, installations: 6, enrollments: 10 }
+const LIMITS = { partners: 2, applications: 3, consumers: 6, installations: 6, enrollments: 10, tokens: 4 }
 
 class Client {
   private customer: string | null = null
@@ -556,6 +622,7 @@ class Client {
   private consumers: string[] = []
   private installations: string[] = []
   private enrollments: string[] = []
+  private tokens: string[] = []
   private counter = 0
 
   constructor(
@@ -599,6 +666,7 @@ class Client {
     else if (kind === 'consumer') drop(this.consumers)
     else if (kind === 'installation') drop(this.installations)
     else if (kind === 'enrollment') drop(this.enrollments)
+    else if (kind === 'token') drop(this.tokens)
   }
 
   /** After a verification: nothing to do yet (the model reads state from the tracked records). */
@@ -652,6 +720,8 @@ class Client {
       () => this.toggleEnrollment(),
       () => this.createKeyset(),
       () => this.createKeyset(),
+      () => (this.tokens.length < LIMITS.tokens ? this.createToken() : null),
+      () => this.revokeToken(),
     ]
     for (;;) {
       const step = this.random.pick(options)()
@@ -1031,6 +1101,33 @@ class Client {
         })
       },
     }
+  }
+
+  // Tokens ---------------------------------------------------------------------------------------
+
+  private createToken(): WriteStep {
+    const organization_id = this.someOrganization()
+    const fields = { organization_id, role: 'viewer', state: 'active' }
+    return {
+      operation: 'token create',
+      method: 'POST',
+      path: '/api/tokens',
+      body: { organization_id, role: 'viewer', ttl: '1d' },
+      expect: 201,
+      unanswered: () => this.loop.maybeCreated({ kind: 'token', fields, adopt: (id) => this.tokens.push(id) }),
+      acknowledged: (body) => {
+        const token = body.token as Fields
+        this.loop.acknowledge('token', token.token_id as string, token)
+        this.tokens.push(token.token_id as string)
+      },
+    }
+  }
+
+  private revokeToken(): WriteStep | null {
+    const active = this.tokens.filter((id) => this.state('token', id).state === 'active')
+    if (active.length === 0) return null
+    const id = this.random.pick(active)
+    return this.change('token revoke', 'token', id, 'PATCH', `/api/tokens/${id}/revoke`, undefined, { state: 'revoked' }, 'token')
   }
 
   /** A change to one record whose answer (under `field`) shows its new state. */

@@ -6,7 +6,7 @@ import { expect } from 'bun:test'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { initLine, startServer, stopServer } from './server-process'
-import { dump, writeRecords, type Dump } from './sample-data'
+import { dumpAll, writeRecords, type Dump } from './sample-data'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format'
 
 export interface DamageTestDir {
@@ -35,8 +35,9 @@ export async function buildDamageTestDir(dir: string): Promise<DamageTestDir> {
   rmSync(join(dir, 'snapshot.json.tmp'), { recursive: true })
   const third = await startServer(dir)
   await writeRecords(third.url, token, vendorId, 3) // the newest segment
-  const acknowledged = await dump(third.url, token)
+  const acknowledged = await dumpAll(third.url, token)
   expect(await stopServer(third, 'SIGKILL')).toBe(-9)
+  rmSync(join(dir, 'control.sock')) // left by the kill; a socket is no file to copy or check
   return { token, vendorId, acknowledged }
 }
 

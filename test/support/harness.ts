@@ -1,5 +1,5 @@
 /**
- * An app on a fresh store, called through `app.handle` (no network), with helpers to mint tokens
+ * An app on a fresh store, called through `app.handle` (no network), with helpers to issue tokens
  * and to build the usual tenant layout. The store is the embedded one on a new data dir, or with
  * KEYWARD_TEST_STORE=postgres a new PostgreSQL database (test/support/database.ts), dropped by
  * `close`: the same HTTP tests run on both.
@@ -14,8 +14,8 @@ import { prepareDatabase } from '../../src/cli/database'
 import { EmbeddedStorage } from '../../src/storage/embedded'
 import { PostgresStorage } from '../../src/storage/postgres'
 import type { Storage } from '../../src/storage/storage'
-import { readSecret } from '../../src/auth/secret'
-import { mintToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { newToken, TokenVerifier, type Role } from '../../src/auth/tokens'
+import { createToken } from '../../src/modules/tokens/service'
 import { createTestDatabase, TEST_STORE } from './database'
 import { answerChecker, type AnswerCheck } from './openapi-check'
 
@@ -44,7 +44,6 @@ interface TestStore {
   readonly storage: Storage
   /** The embedded engine under `storage` (for tests of the embedded store only). */
   readonly store?: Store
-  readonly secret: Buffer
   readonly vendorId: string
   readonly vendorToken: string
   close(): Promise<void>
@@ -54,12 +53,12 @@ async function embeddedStore(options: StoreOptions | undefined): Promise<TestSto
   const dir = tempDir()
   const store = await Store.open(dir, { log: () => {}, ...options })
   const storage = new EmbeddedStorage(store)
-  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, dir, 'Vendor')
+  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, 'Vendor', 'init')
   const close = async () => {
     await store.close()
     rmSync(dir, { recursive: true, force: true })
   }
-  return { storage, store, secret: (await readSecret(dir))!, vendorId, vendorToken, close }
+  return { storage, store, vendorId, vendorToken, close }
 }
 
 async function postgresStore(): Promise<TestStore> {
@@ -71,17 +70,17 @@ async function postgresStore(): Promise<TestStore> {
     await storage.close()
     await database.drop()
   }
-  return { storage, secret: (await storage.signingSecret())!, vendorId, vendorToken, close }
+  return { storage, vendorId, vendorToken, close }
 }
 
 export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
   const testStore = TEST_STORE === 'postgres' ? await postgresStore() : await embeddedStore(options.store)
-  const { storage, secret, vendorId, vendorToken, close } = testStore
+  const { storage, vendorId, vendorToken, close } = testStore
   const logged: string[] = []
   const app = createApp(
     {
       storage,
-      verifier: new TokenVerifier(secret),
+      verifier: new TokenVerifier(),
       config: {
         publicUrl: 'http://keyward.test',
         autoVerifyInstallations: options.autoVerifyInstallations ?? false,
@@ -91,8 +90,27 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
     (line) => logged.push(line),
   )
 
-  const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) =>
-    mintToken(secret, { org, role, exp: Math.floor(Date.now() / 1000) + ttlSeconds })
+  /** Token records being written: every request waits for them, so a token works from the next request on. */
+  const issuing = new Set<Promise<unknown>>()
+  const tokensRecorded = () => Promise.all(issuing)
+
+  /**
+   * A token of `org` with `role`, recorded through the storage as `keyward issue-token` records one
+   * (with its `token.create` event). The string is known at once; the record follows in a moment,
+   * and `request` (or `tokensRecorded`, for callers of `app.handle`) waits for it. A negative
+   * `ttlSeconds` makes an expired token.
+   */
+  const token = (org: string, role: Role = 'admin', ttlSeconds = 3600) => {
+    const issued = newToken()
+    const recorded = storage.transaction(async (tx) => {
+      const organization = await tx.find('organizations', org)
+      if (!organization) throw new Error(`harness: no organization ${org} to issue a token for`)
+      return createToken(tx, { organization, role, ttlSeconds, description: null }, { cli: 'issue-token' }, issued)
+    })
+    issuing.add(recorded)
+    recorded.finally(() => issuing.delete(recorded))
+    return issued.token
+  }
 
   let checkAnswer: AnswerCheck | undefined
   /** Every answer is checked against the app's OpenAPI document (see openapi-check.ts). */
@@ -103,6 +121,7 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
   }
 
   async function request(method: string, path: string, init: RequestOptions = {}): Promise<ApiResponse> {
+    await tokensRecorded()
     const headers: Record<string, string> = { ...init.headers }
     const auth = init.token === undefined ? vendorToken : init.token
     if (auth !== null) headers.authorization ??= `Bearer ${auth}`
@@ -137,5 +156,5 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
 
   /** The embedded engine, for tests of the embedded store only (test/unit). */
   const store = testStore.store!
-  return { storage, store, secret, app, vendorId, vendorToken, token, request, createCustomer, createPartner, logged, close }
+  return { storage, store, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, close }
 }

@@ -25,8 +25,6 @@
 import { readdirSync } from 'node:fs'
 import { api, initLine, keywardCommand, run, startServer, stopServer, type ApiResponse, type ServeOptions } from './server-process'
 import { Random, mapLimited, newClientKey } from './crash-loop'
-import { readSecret } from '../../src/auth/secret'
-import { mintToken } from '../../src/auth/tokens'
 
 export interface LoadOptions {
   readonly dataDir: string
@@ -585,14 +583,13 @@ class LoadRun {
       wanted.push([o.customer, 'viewer', (token) => (set.viewer = token)])
       wanted.push([o.partner, 'admin', (token) => (set.partner = token)])
     })
-    // The first by the real command, beside the running server; the others by the function it calls
-    // with the same secret (a process each costs 0.1-0.5 s on a busy machine: seconds in all).
+    // The first by the real command, beside the running server; the others through the API (a
+    // process each costs 0.1-0.5 s on a busy machine: seconds in all).
     const [first, ...rest] = wanted
     first![2](await this.issueToken(first![0], first![1]))
-    const secret = await readSecret(this.options.dataDir)
-    if (!secret) throw new Error('set-up: no signing secret in the data dir')
-    const exp = Math.floor(Date.now() / 1000) + 24 * 3600
-    for (const [org, role, keep] of rest) keep(mintToken(secret, { org, role: role as 'admin' | 'application_admin' | 'viewer', exp }))
+    for (const [org, role, keep] of rest) {
+      keep((await this.must(vendor, 'POST', '/api/tokens', { organization_id: org, role, ttl: '1d' }, 201)).secret as string)
+    }
 
     orgs.forEach((o, t) => {
       this.tenants.push({

@@ -35,6 +35,15 @@ export async function dump(url: string, token: string): Promise<Dump> {
   return out
 }
 
+/** `dump` and the tokens and audit events too (of this version: older builds have neither). */
+export async function dumpAll(url: string, token: string): Promise<Dump> {
+  const out = await dump(url, token)
+  const get = async (path: string) => (await api(url, token, 'GET', path)).body
+  for (const t of (await get('/api/tokens?page=1&page_size=1000')).tokens) out[`token ${t.token_id}`] = t
+  for (const e of (await get('/api/audit-events?page=1&page_size=1000')).audit_events) out[`audit event ${e.event_id}`] = e
+  return out
+}
+
 async function expectOk(res: Promise<{ status: number; body: unknown }>, status = 201) {
   const answer = await res
   expect([answer.status, answer.body]).toEqual([status, expect.anything()])

@@ -40,7 +40,7 @@ describe('a dir without a format file', () => {
     expect(await readDataFormat(dir)).toEqual({ version: 1, source: 'detected' })
   })
 
-  test('format 2, its secret replaced by hand (no checksum): still format 2, by its padded log', async () => {
+  test('format 2, its secret replaced by hand (the secret is not looked at): still format 2, by its padded log', async () => {
     const dir = newDir()
     copyFixture('format-2-stopped', dir)
     expect(await readDataFormat(dir)).toEqual({ version: 2, source: 'detected' })
@@ -55,6 +55,22 @@ describe('a dir without a format file', () => {
     await store.close()
     unlinkSync(join(dir, 'format'))
     expect(await readDataFormat(dir)).toEqual({ version: 2, source: 'detected' })
+  })
+})
+
+describe('a dir labelled format 2 (before recorded tokens)', () => {
+  test('is read as it is, and only labelled 3 when opened for writing', async () => {
+    const dir = newDir()
+    copyFixture('format-2-stopped', dir)
+    writeFileSync(join(dir, 'format'), '2\n')
+    expect(await readDataFormat(dir)).toEqual({ version: 2, source: 'file' })
+    const before = (await readDataDir(dir)).tables
+    const store = await Store.open(dir, { log: () => {} })
+    expect(store.tables.consumers.size).toBe(before.consumers.size)
+    expect(store.tables.tokens.size).toBe(0) // its tokens were signed, never recorded
+    await store.close()
+    expect(await readDataFormat(dir)).toEqual({ version: 3, source: 'file' })
+    expect(DATA_FORMAT).toBe(3)
   })
 })
 

@@ -1,13 +1,13 @@
 /**
  * The PostgreSQL storage on its own (docs/storage.md, "PostgreSQL"): migrations under the lock,
  * timestamps, uniqueness under concurrency, list conditions, paging and order, transaction
- * retries, lost connections. Skipped where no database server answers (README, "Database mode").
+ * retries, lost connections; tokens and audit events, and retention's delete. Skipped where no database server answers (README, "Database mode").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
-import { SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
+import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
 import { UniqueViolation, type Fresh, type ListQuery } from '../../src/storage/storage'
 import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
 
@@ -85,6 +85,28 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await other.drop()
       }
     })
+  })
+
+  test('a database of schema version 1 (signed tokens) is migrated: signing_secret dropped, tokens and audit_events there', async () => {
+    const other = await createTestDatabase()
+    const sql = new SQL({ url: other.url, max: 1 })
+    const instance = PostgresStorage.connect(other.url)
+    try {
+      // As version 1 left it: its schema, its row, and a signing secret.
+      await sql.unsafe(MIGRATIONS[0]!.sql)
+      await sql`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`
+      await sql`INSERT INTO schema_migrations (version, name) VALUES (1, ${MIGRATIONS[0]!.name})`
+      await sql`INSERT INTO signing_secret (secret) VALUES (${new Uint8Array(32)})`
+      expect(await instance.schemaVersion()).toBe(1)
+      await instance.underMigrationLock(async () => {})
+      expect(await instance.schemaVersion()).toBe(SCHEMA_VERSION)
+      const [tables] = await sql`SELECT to_regclass('signing_secret') AS secret, to_regclass('tokens') AS tokens, to_regclass('audit_events') AS events`
+      expect(tables).toEqual({ secret: null, tokens: 'tokens', events: 'audit_events' })
+    } finally {
+      await instance.close()
+      await sql.close()
+      await other.drop()
+    }
   })
 
   describe('records and timestamps', () => {
@@ -338,6 +360,125 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       const devices = await installations([{ enrolled: 'consumer_id', in: [c1] }])
       expect(devices.items.map((r) => r.installation_id)).toEqual([ids[0]!, ids[2]!])
       expect((await installations([{ enrolled: 'consumer_id', in: [] }])).total).toBe(0)
+    })
+  })
+
+  describe('tokens and audit events', () => {
+    const token = (fields: Partial<Fresh<'tokens'>> = {}): Fresh<'tokens'> => ({
+      token_id: crypto.randomUUID(),
+      organization_id: customer,
+      role: 'viewer',
+      description: null,
+      state: 'active',
+      expires: Date.now() * 1000 + 3_600_000_000,
+      token_hash: 'cd'.repeat(32),
+      ...fields,
+    })
+    const event = (fields: Partial<Fresh<'audit_events'>> = {}): Fresh<'audit_events'> => ({
+      event_id: Bun.randomUUIDv7(),
+      action: 'consumer.create',
+      target_type: 'consumer',
+      target_id: crypto.randomUUID(),
+      actor_organization_id: customer,
+      actor_token_id: crypto.randomUUID(),
+      actor_role: 'admin',
+      actor_cli: null,
+      customer_id: customer,
+      changes: { state: [null, 'active'] },
+      trace_id: crypto.randomUUID(),
+      ...fields,
+    })
+
+    test('a token keeps `expires` as a number; lists by organization, state and expiry', async () => {
+      const organization = crypto.randomUUID()
+      const now = Date.now() * 1000
+      const live = await storage.transaction((tx) => tx.insert('tokens', token({ organization_id: organization, description: 'CI' })))
+      const expired = await storage.transaction((tx) => tx.insert('tokens', token({ organization_id: organization, expires: now - 1 })))
+      const revoked = await storage.transaction(async (tx) => {
+        const inserted = await tx.insert('tokens', token({ organization_id: organization }))
+        return tx.update('tokens', inserted.token_id, { state: 'revoked' })
+      })
+      expect(await storage.find('tokens', live.token_id)).toEqual(live)
+      expect(typeof live.expires).toBe('number')
+      const ids = async (where: ListQuery<'tokens'>['where']) =>
+        (await storage.list({ table: 'tokens', where: [{ field: 'organization_id', in: [organization] }, ...where], order: 'asc' })).items.map((t) => t.token_id)
+      expect(await ids([])).toEqual([live.token_id, expired.token_id, revoked.token_id])
+      expect(await ids([{ field: 'state', in: ['active'] }, { field: 'expires', from: now + 1 }])).toEqual([live.token_id])
+      expect(await ids([{ field: 'state', in: ['active'] }, { field: 'expires', until: now }])).toEqual([expired.token_id])
+      expect(await ids([{ field: 'state', in: ['revoked'] }])).toEqual([revoked.token_id])
+    })
+
+    test('an event keeps its changes as recorded: field order, nested values, nulls', async () => {
+      const changes = {
+        state: ['active', 'suspended'],
+        environments: [null, { default: 'PROD', supported: ['DEV', 'PROD'] }],
+        description: ['a "quoted" 100%', null],
+        modified: ['2026-01-01 00:00:00.000000 +00:00', '2026-01-02 00:00:00.000000 +00:00'],
+      } as const
+      const recorded = await storage.transaction((tx) => tx.insert('audit_events', event({ changes, actor_organization_id: null, actor_token_id: null, actor_role: null, actor_cli: 'init', trace_id: null, customer_id: null })))
+      const found = (await storage.find('audit_events', recorded.event_id))!
+      expect(found).toEqual(recorded)
+      expect(found.changes).toEqual(changes)
+      expect(Object.keys(found.changes)).toEqual(Object.keys(changes))
+    })
+
+    test("events by target, customer, actor token and action, within a time range, in time order", async () => {
+      const mine = crypto.randomUUID()
+      const target = crypto.randomUUID()
+      const actor = crypto.randomUUID()
+      const made: { event_id: string; created: number }[] = []
+      for (const action of ['consumer.create', 'consumer.suspend', 'consumer.activate'] as const) {
+        // Separate transactions: separate times, in order.
+        made.push(await storage.transaction((tx) => tx.insert('audit_events', event({ action, target_id: target, customer_id: mine, actor_token_id: actor }))))
+      }
+      await storage.transaction((tx) => tx.insert('audit_events', event({ customer_id: mine }))) // another target, another actor
+      const ids = async (where: ListQuery<'audit_events'>['where'], order: 'asc' | 'desc' = 'asc') =>
+        (await storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [mine] }, ...where], order })).items.map((e) => e.event_id)
+      const all = made.map((e) => e.event_id)
+      expect(await ids([{ field: 'target_id', in: [target] }])).toEqual(all)
+      expect(await ids([{ field: 'target_id', in: [target] }], 'desc')).toEqual([...all].reverse())
+      expect(await ids([{ field: 'actor_token_id', in: [actor] }])).toEqual(all)
+      expect(await ids([{ field: 'action', in: ['consumer.suspend', 'consumer.activate'] }, { field: 'target_id', in: [target] }])).toEqual(all.slice(1))
+      expect(await ids([{ field: 'target_id', in: [target] }, { field: 'created', from: made[1]!.created, until: made[1]!.created }])).toEqual([all[1]!])
+      expect(await ids([{ field: 'target_id', in: [target] }, { field: 'created', from: made[1]!.created }])).toEqual(all.slice(1))
+    })
+
+    test('purgeAuditEvents drops the oldest events before a time, at most `limit` at once, and nothing newer', async () => {
+      await admin`DELETE FROM audit_events`
+      const base = 1_000_000_000_000_000 // far in the past, well before every other event
+      const events = []
+      for (let i = 0; i < 7; i++) events.push(await storage.transaction((tx) => tx.insert('audit_events', event())))
+      for (const [i, e] of events.entries()) await admin`UPDATE audit_events SET created = ${base + i}, modified = ${base + i} WHERE event_id = ${e.event_id}`
+      expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(2)
+      expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(2)
+      expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(1)
+      expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(0)
+      const left = await storage.list({ table: 'audit_events', where: [], order: 'asc' })
+      expect(left.items.map((e) => e.event_id)).toEqual(events.slice(5).map((e) => e.event_id))
+    })
+
+    test('purges by two instances at once drop each old event once', async () => {
+      await admin`DELETE FROM audit_events`
+      const old = 1_000_000_000_000_000
+      for (let batch = 0; batch < 4; batch++) {
+        await storage.transaction(async (tx) => {
+          for (let i = 0; i < 50; i++) await tx.insert('audit_events', event())
+        })
+      }
+      await admin`UPDATE audit_events SET created = ${old}`
+      const other = PostgresStorage.connect(db.url, { maxConnections: 2 })
+      try {
+        const purge = async (instance: PostgresStorage) => {
+          let dropped = 0
+          for (let count = -1; count !== 0; dropped += count) count = await instance.purgeAuditEvents(old + 1, 10)
+          return dropped
+        }
+        const [a, b] = await Promise.all([purge(storage), purge(other)])
+        expect(a + b).toBe(200)
+        expect((await storage.list({ table: 'audit_events', where: [], order: 'asc' })).total).toBe(0)
+      } finally {
+        await other.close()
+      }
     })
   })
 

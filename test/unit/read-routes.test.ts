@@ -25,6 +25,7 @@ test('every GET /api route compiles to a synchronous handler', () => {
 test('a read that saw a write whose fsync then fails answers 503, not a dropped request', async () => {
   const customer = await h.createCustomer('Reader')
   const token = h.token(customer, 'admin')
+  await h.tokensRecorded() // a write of its own, made durable before the log is tampered with
   // The log's next fsync is held until the read has seen the write, then fails.
   const writer = (h.store as unknown as { writer: { file: FileHandle } }).writer
   const good = writer.file

@@ -9,7 +9,7 @@ import { open, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { Store, type StoreOptions } from '../../src/store/store.ts'
-import type { Consumer } from '../../src/store/database.ts'
+import type { AuditEvent, Consumer } from '../../src/store/database.ts'
 import { listSegments, StorageUnavailableError, type Segment } from '../../src/store/wal.ts'
 import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot, writeSnapshot } from '../../src/store/snapshot-file.ts'
@@ -686,14 +686,13 @@ describe('files', () => {
     const dir = newDir()
     chmodSync(dir, 0o755)
     const { store } = await openStore(dir)
-    await initialiseStorage(new EmbeddedStorage(store), dir, 'Vendor') // the signing secret too
+    await initialiseStorage(new EmbeddedStorage(store), 'Vendor', 'init')
     await put(store, consumer('a', 1))
     await store.compact()
     await put(store, consumer('b', 2))
     await store.close()
     expect(statSync(dir).mode & 0o777).toBe(0o700)
     const names = readdirSync(dir)
-    expect(names).toContain('secret')
     expect(names).toContain(SNAPSHOT)
     expect(names.some((n) => n.startsWith('wal-'))).toBe(true)
     for (const name of names) expect([name, statSync(join(dir, name)).mode & 0o777]).toEqual([name, 0o600])
@@ -754,5 +753,102 @@ describe('data dirs from before the enrollment nickname was derived', () => {
     const { store } = await openStore(dir)
     expect(Object.hasOwn(store.tables.enrollments.get(stored.enrollment_id)!, 'nickname')).toBe(false)
     expect(store.tables.enrollments.get(stored.enrollment_id)).toEqual(stored as never)
+  })
+})
+
+describe('retention: dropping the oldest records (audit events)', () => {
+  const event = (n: number, customer: string | null = 'c1'): AuditEvent => ({
+    event_id: `e${String(n).padStart(3, '0')}`,
+    action: 'consumer.create',
+    target_type: 'consumer',
+    target_id: `t${n % 3}`,
+    actor_organization_id: null,
+    actor_token_id: null,
+    actor_role: null,
+    actor_cli: 'test',
+    customer_id: customer,
+    changes: {},
+    trace_id: null,
+    created: n,
+    modified: n,
+  })
+  const addEvents = (store: Store, from: number, to: number) =>
+    store.commit((tx) => {
+      for (let n = from; n <= to; n++) tx.put('audit_events', event(n, n % 2 === 0 ? 'c1' : null))
+    })
+  const eventIds = (store: Store) => [...store.tables.audit_events.ids()]
+  /** Copies of the events' index lists (the table's own are live). */
+  const indexLists = (store: Store) => ({
+    customer: [...store.tables.audit_events.idsBy('customer', 'c1')],
+    targets: ['t0', 't1', 't2'].map((t) => [...store.tables.audit_events.idsBy('target', t)]),
+  })
+  const closeWithoutSnapshot = async (store: Store) => {
+    await (store as unknown as { writer: { close(): Promise<void> } }).writer.close()
+    stores.splice(stores.indexOf(store), 1)
+  }
+
+  test('the oldest go, from the table and every index; replayed from the log; kept out of snapshots', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await addEvents(store, 1, 10)
+    expect(await store.commit((tx) => tx.dropOldest('audit_events', 4))).toBe(4)
+    expect(eventIds(store)).toEqual(['e005', 'e006', 'e007', 'e008', 'e009', 'e010'])
+    expect(indexLists(store)).toEqual({ customer: ['e006', 'e008', 'e010'], targets: [['e006', 'e009'], ['e007', 'e010'], ['e005', 'e008']] })
+    const expected = indexLists(store)
+    await closeWithoutSnapshot(store)
+
+    const replayed = (await openStore(dir)).store
+    expect(eventIds(replayed)).toEqual(['e005', 'e006', 'e007', 'e008', 'e009', 'e010'])
+    expect(indexLists(replayed)).toEqual(expected)
+    await replayed.commit((tx) => tx.dropOldest('audit_events', 1))
+    await replayed.compact()
+    expect((await readSnapshot(join(dir, SNAPSHOT)))!.tables.audit_events!.map((e) => (e as AuditEvent).event_id)).toEqual(['e006', 'e007', 'e008', 'e009', 'e010'])
+    await replayed.close()
+    stores.splice(stores.indexOf(replayed), 1)
+    const again = (await openStore(dir)).store
+    expect(eventIds(again)).toEqual(['e006', 'e007', 'e008', 'e009', 'e010'])
+  })
+
+  test('a drop whose log write fails is undone: the records are back at the head, in order, in every index', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await addEvents(store, 1, 6)
+    const before = { ids: eventIds(store), indexes: indexLists(store) }
+    const restore = await refuseWrites(writerOf(store), writerOf(store).currentSegment.path)
+    const drop = store.commit((tx) => tx.dropOldest('audit_events', 3))
+    expect(eventIds(store)).toEqual(['e004', 'e005', 'e006']) // applied at once, not durable yet
+    await expect(drop).rejects.toBeInstanceOf(StorageUnavailableError)
+    expect({ ids: eventIds(store), indexes: indexLists(store) }).toEqual(before)
+    await restore()
+    await addEvents(store, 7, 7)
+    expect(eventIds(store)).toEqual(['e001', 'e002', 'e003', 'e004', 'e005', 'e006', 'e007'])
+  })
+
+  test('a snapshot taken while a drop is queued still holds the dropped records', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await addEvents(store, 1, 4)
+    const writing = addEvents(store, 5, 5) // being written when the compaction asks for a turn
+    const drop = store.commit((tx) => tx.dropOldest('audit_events', 2)) // queued when the view is taken
+    const compaction = store.compact()
+    await Promise.all([writing, drop, compaction])
+    const snapshot = (await readSnapshot(join(dir, SNAPSHOT)))!
+    expect(snapshot.lsn).toBe(2)
+    expect(snapshot.tables.audit_events!.map((e) => (e as AuditEvent).event_id)).toEqual(['e001', 'e002', 'e003', 'e004', 'e005'])
+    await store.close()
+    stores.splice(stores.indexOf(store), 1)
+    expect(eventIds((await openStore(dir)).store)).toEqual(['e003', 'e004', 'e005'])
+  })
+
+  test('purgeAuditEvents drops only events older than the cutoff, at most `limit` at a time', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    const storage = new EmbeddedStorage(store)
+    await addEvents(store, 1, 10)
+    expect(await storage.purgeAuditEvents(8, 3)).toBe(3)
+    expect(await storage.purgeAuditEvents(8, 3)).toBe(3)
+    expect(await storage.purgeAuditEvents(8, 3)).toBe(1)
+    expect(await storage.purgeAuditEvents(8, 3)).toBe(0)
+    expect(eventIds(store)).toEqual(['e008', 'e009', 'e010'])
   })
 })

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -46,7 +46,7 @@ export const applicationsController = (deps: AppDeps) => {
         authorize(may.changeApplications(principal), 'register applications')
         const input = parseBody(CreateApplicationBody, body)
         const customer = await customerNamed(storage, principal, input.organization_id)
-        const { application, apiKey } = await service.create(customer, input)
+        const { application, apiKey } = await service.create(customer, input, actorOf(principal, set))
         set.status = 201
         set.headers['cache-control'] = 'no-store' // the answer carries the api_key, shown this once
         return {
@@ -69,7 +69,7 @@ export const applicationsController = (deps: AppDeps) => {
         const app = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), 'change applications')
         const { description } = parseBody(UpdateApplicationBody, body)
-        return { application: await view(await service.updateDescription(app, description)), trace_id: traceIdOf(set) }
+        return { application: await view(await service.updateDescription(app, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       { ...takesBody, detail: doc({
           operationId: 'updateApplication',
@@ -82,12 +82,12 @@ export const applicationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:application_id/suspend',
-      stateChange({ ...changeState, action: 'suspend applications', change: (app) => service.setState(app, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend applications', change: (app, actor) => service.setState(app, 'suspended', actor) }),
       { ...takesBody, detail: doc({ operationId: 'suspendApplication', summary: 'Suspend an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:application_id/activate',
-      stateChange({ ...changeState, action: 'activate applications', change: (app) => service.setState(app, 'active') }),
+      stateChange({ ...changeState, action: 'activate applications', change: (app, actor) => service.setState(app, 'active', actor) }),
       { ...takesBody, detail: doc({ operationId: 'activateApplication', summary: 'Activate an application', tag: 'applications', responses: { 200: ApplicationAnswer }, errors: [403, 409] }) },
     )
 }

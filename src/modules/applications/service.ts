@@ -6,6 +6,7 @@ import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
 import { transition } from '../shared/state'
+import { recordEvent, type Actor } from '../shared/audit'
 import type { CreateApplicationInput } from './model'
 
 export class ApplicationService {
@@ -17,7 +18,7 @@ export class ApplicationService {
   }
 
   /** The new application and its api_key, which is shown once and stored only as a hash. */
-  create(customer: Organization, input: CreateApplicationInput): Promise<{ application: Application; apiKey: string }> {
+  create(customer: Organization, input: CreateApplicationInput, actor: Actor): Promise<{ application: Application; apiKey: string }> {
     const apiKey = `kwk_${randomBytes(24).toString('base64url')}`
     return this.storage.transaction(async (tx) => {
       // Read again in the transaction: an environment removed meanwhile must not be handed out.
@@ -36,15 +37,23 @@ export class ApplicationService {
       // SPEC rule 3: a supplied id is used unless it is already registered; then a random one is.
       const requested = input.application_id ? await tx.insertIfAbsent('applications', { application_id: input.application_id, ...fields }) : null
       const application = requested?.inserted ? requested.record : await tx.insert('applications', { application_id: crypto.randomUUID(), ...fields })
+      await recordEvent(tx, actor, 'application.create', { target: application.application_id, customerId: application.organization_id, before: null, after: application })
       return { application, apiKey }
     })
   }
 
-  updateDescription(app: Application, description: string): Promise<Application> {
-    return this.storage.transaction((tx) => tx.update('applications', app.application_id, { description }))
+  updateDescription(app: Application, description: string, actor: Actor): Promise<Application> {
+    const id = app.application_id
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('applications', id, 'update'))!
+      const changed = await tx.update('applications', id, { description })
+      await recordEvent(tx, actor, 'application.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
+      return changed
+    })
   }
 
-  setState(app: Application, state: Application['state']): Promise<Application> {
-    return transition(this.storage, 'applications', app.application_id, state, state === 'active' ? ['suspended'] : ['active'])
+  setState(app: Application, state: Application['state'], actor: Actor): Promise<Application> {
+    const [action, allowedFrom] = state === 'active' ? (['application.activate', ['suspended']] as const) : (['application.suspend', ['active']] as const)
+    return transition(this.storage, actor, { table: 'applications', id: app.application_id, to: state, allowedFrom, action })
   }
 }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -40,7 +40,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         authorize(may.changeTenantData(principal), 'create consumers')
         const input = parseBody(CreateConsumerBody, body)
         const customer = await owningCustomer(storage, principal, input.organization_id)
-        const { record, created } = await service.create(customer, input.consumer_id)
+        const { record, created } = await service.create(customer, input.consumer_id, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { consumer: consumerView(record), trace_id: traceIdOf(set) }
       },
@@ -56,12 +56,12 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     )
     .patch(
       '/:consumer_id/suspend',
-      stateChange({ ...changeState, action: 'suspend consumers', change: (consumer) => service.setState(consumer, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend consumers', change: (consumer, actor) => service.setState(consumer, 'suspended', actor) }),
       { ...takesBody, detail: doc({ operationId: 'suspendConsumer', summary: 'Suspend a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:consumer_id/activate',
-      stateChange({ ...changeState, action: 'activate consumers', change: (consumer) => service.setState(consumer, 'active') }),
+      stateChange({ ...changeState, action: 'activate consumers', change: (consumer, actor) => service.setState(consumer, 'active', actor) }),
       { ...takesBody, detail: doc({ operationId: 'activateConsumer', summary: 'Activate a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer }, errors: [403, 409] }) },
     )
 }

@@ -3,6 +3,7 @@ import type { Consumer, Organization } from '../../storage/records'
 import { then, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
+import type { Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { ConsumerListInput } from './model'
@@ -10,12 +11,13 @@ import type { ConsumerListInput } from './model'
 export class ConsumerService {
   constructor(private readonly storage: Storage) {}
 
-  create(customer: Organization, consumerId: string): Promise<Created<Consumer>> {
-    return this.storage.transaction((tx) => createConsumer(tx, customer, consumerId))
+  create(customer: Organization, consumerId: string, actor: Actor): Promise<Created<Consumer>> {
+    return this.storage.transaction((tx) => createConsumer(tx, customer, consumerId, actor))
   }
 
-  setState(consumer: Consumer, state: Consumer['state']): Promise<Consumer> {
-    return transition(this.storage, 'consumers', consumer.consumer_id, state, state === 'active' ? ['suspended'] : ['active'])
+  setState(consumer: Consumer, state: Consumer['state'], actor: Actor): Promise<Consumer> {
+    const [action, allowedFrom] = state === 'active' ? (['consumer.activate', ['suspended']] as const) : (['consumer.suspend', ['active']] as const)
+    return transition(this.storage, actor, { table: 'consumers', id: consumer.consumer_id, to: state, allowedFrom, action })
   }
 
   list(p: Principal, q: ConsumerListInput): Maybe<Page<Consumer>> {
@@ -39,6 +41,6 @@ export class ConsumerService {
 }
 
 /** Inside a transaction, so enrollment creation can add its consumer atomically. */
-export function createConsumer(tx: Tx, customer: Organization, consumerId: string): Promise<Created<Consumer>> {
-  return createOrFind(tx, 'consumers', { consumer_id: consumerId, organization_id: customer.organization_id, state: 'active' })
+export function createConsumer(tx: Tx, customer: Organization, consumerId: string, actor: Actor): Promise<Created<Consumer>> {
+  return createOrFind(tx, actor, 'consumers', { consumer_id: consumerId, organization_id: customer.organization_id, state: 'active' })
 }

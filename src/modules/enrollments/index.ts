@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -59,7 +59,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
         }
         const customer = (await storage.find('organizations', app.organization_id))!
-        const { record, created } = await service.create(app, customer, input)
+        const { record, created } = await service.create(app, customer, input, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },
@@ -76,12 +76,12 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .patch(
       '/:enrollment_id/suspend',
-      stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment) => service.setState(enrollment, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend enrollments', change: (enrollment, actor) => service.setState(enrollment, 'suspended', actor) }),
       { ...takesBody, detail: doc({ operationId: 'suspendEnrollment', summary: 'Suspend an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:enrollment_id/activate',
-      stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment) => service.setState(enrollment, 'active') }),
+      stateChange({ ...changeState, action: 'activate enrollments', change: (enrollment, actor) => service.setState(enrollment, 'active', actor) }),
       { ...takesBody, detail: doc({ operationId: 'activateEnrollment', summary: 'Activate an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer }, errors: [403, 409] }) },
     )
     .get(
@@ -107,7 +107,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         const { client_enclave_key } = parseBody(CreateKeysetBody, body)
         const key = await parseP256PublicKey(client_enclave_key)
         // The enrollment may have changed while the key was checked: the service re-reads it.
-        const updated = await service.addKeyset(enrollment, key)
+        const updated = await service.addKeyset(enrollment, key, actorOf(principal, set))
         set.status = 201
         return { enrollment: enrollmentView(updated), trace_id: traceIdOf(set) }
       },

@@ -4,6 +4,7 @@ import { then, UniqueViolation, type Maybe, type Page, type Storage, type Tx } f
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/state'
+import { recordEvent, type Actor } from '../shared/audit'
 import type { Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import { createConsumer } from '../consumers/service'
@@ -26,7 +27,7 @@ export class EnrollmentService {
    * `application` was found in scope. Inside the transaction it must still be active and have the
    * environment; a missing consumer or installation is created in its customer.
    */
-  create(application: Application, customer: Organization, input: CreateEnrollmentInput): Promise<Created<Enrollment>> {
+  create(application: Application, customer: Organization, input: CreateEnrollmentInput, actor: Actor): Promise<Created<Enrollment>> {
     return this.storage.transaction(async (tx) => {
       const existing = await tx.find('enrollments', input.enrollment_id)
       if (existing) return sameEnrollment(existing, input)
@@ -42,9 +43,9 @@ export class EnrollmentService {
         if (committed) return sameEnrollment(committed, input)
         throw alreadyEnrolled()
       }
-      const consumer = (await createConsumer(tx, customer, input.consumer_id)).record
+      const consumer = (await createConsumer(tx, customer, input.consumer_id, actor)).record
       if (consumer.state === 'suspended') throw conflict('consumer_suspended', 'The consumer is suspended.')
-      const installation = (await this.installations.createIn(tx, customer, input.installation_id, input.installation_description)).record
+      const installation = (await this.installations.createIn(tx, customer, input.installation_id, input.installation_description, actor)).record
       if (installation.state === 'suspended') throw conflict('installation_suspended', 'The installation is suspended.')
       try {
         const { record, inserted } = await tx.insertIfAbsent('enrollments', {
@@ -56,7 +57,9 @@ export class EnrollmentService {
           state: 'active',
         })
         // Inserted at the same moment by another request: answered as if it had come first.
-        return inserted ? { record, created: true } : sameEnrollment(record, input)
+        if (!inserted) return sameEnrollment(record, input)
+        await recordEvent(tx, actor, 'enrollment.create', { target: record.enrollment_id, customerId: record.organization_id, before: null, after: record })
+        return { record, created: true }
       } catch (error) {
         if (error instanceof UniqueViolation && error.rule === 'enrollment_tuple') throw alreadyEnrolled()
         throw error
@@ -64,12 +67,16 @@ export class EnrollmentService {
     })
   }
 
-  setState(enrollment: Enrollment, state: Enrollment['state']): Promise<Enrollment> {
-    return transition(this.storage, 'enrollments', enrollment.enrollment_id, state, state === 'active' ? ['suspended'] : ['active'])
+  setState(enrollment: Enrollment, state: Enrollment['state'], actor: Actor): Promise<Enrollment> {
+    const [action, allowedFrom] = state === 'active' ? (['enrollment.activate', ['suspended']] as const) : (['enrollment.suspend', ['active']] as const)
+    return transition(this.storage, actor, { table: 'enrollments', id: enrollment.enrollment_id, to: state, allowedFrom, action })
   }
 
-  /** A new active keyset for an active enrollment of an active application; the previous one is retired. */
-  addKeyset(enrollment: Enrollment, clientEnclaveKey: string): Promise<Enrollment> {
+  /**
+   * A new active keyset for an active enrollment of an active application; the previous one is
+   * retired. One event, `keyset.create` (CONTRACT section 10), for the whole change.
+   */
+  addKeyset(enrollment: Enrollment, clientEnclaveKey: string, actor: Actor): Promise<Enrollment> {
     return this.storage.transaction(async (tx) => {
       const current = (await tx.find('enrollments', enrollment.enrollment_id, 'update'))!
       const app = requireActive((await tx.find('applications', current.application_id))!)
@@ -88,6 +95,7 @@ export class EnrollmentService {
         client_enclave_key: clientEnclaveKey,
         state: 'active',
       })
+      await recordEvent(tx, actor, 'keyset.create', { target: keyset.keyset_id, customerId: current.organization_id, before: null, after: keyset })
       return tx.update('enrollments', current.enrollment_id, { active_keyset_id: keyset.keyset_id, client_enclave_key: clientEnclaveKey })
     })
   }

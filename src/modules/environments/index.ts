@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwned, may } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -42,7 +42,7 @@ export const environmentsController = (deps: AppDeps) => {
         const { app, customer } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
-        const changed = await service.add(app, customer, environment)
+        const changed = await service.add(app, customer, environment, actorOf(principal, set))
         return {
           ...applicationEnvironments(changed),
           message: `Environment ${environment} added to application ${changed.application_id}.`,
@@ -64,7 +64,7 @@ export const environmentsController = (deps: AppDeps) => {
         const { app } = await find(principal, params.application_id)
         authorize(may.changeApplications(principal), "change an application's environments")
         const { environment } = parseBody(EnvironmentBody, body)
-        return { ...applicationEnvironments(await service.remove(app, environment)), trace_id: traceIdOf(set) }
+        return { ...applicationEnvironments(await service.remove(app, environment, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       { ...takesBody, detail: doc({
           operationId: 'removeApplicationEnvironment',

@@ -6,12 +6,13 @@ import type { Application, Organization } from '../../storage/records'
 import type { Storage, Tx } from '../../storage/storage'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import { supportedEnvironments } from '../shared/environments'
+import { recordEvent, type Actor } from '../shared/audit'
 
 export class EnvironmentService {
   constructor(private readonly storage: Storage) {}
 
-  add(app: Application, customer: Organization, name: string): Promise<Application> {
-    return this.change(app, async (tx, environments) => {
+  add(app: Application, customer: Organization, name: string, actor: Actor): Promise<Application> {
+    return this.change(app, actor, 'application_environments.add', async (tx, environments) => {
       const current = (await tx.find('organizations', customer.organization_id))!
       if (!supportedEnvironments(current).includes(name)) throw badRequest('unknown_environment', `${name} is not a supported environment of this customer.`)
       if (environments.includes(name)) throw conflict('environment_exists', `The application already has ${name}.`)
@@ -19,8 +20,8 @@ export class EnvironmentService {
     })
   }
 
-  remove(app: Application, name: string): Promise<Application> {
-    return this.change(app, async (tx, environments) => {
+  remove(app: Application, name: string, actor: Actor): Promise<Application> {
+    return this.change(app, actor, 'application_environments.remove', async (tx, environments) => {
       if (!environments.includes(name)) throw notFound(`Environment ${name} of this application`)
       if (environments.length === 1) throw conflict('last_environment', 'An application keeps at least one environment.')
       if (await tx.exists('keysets', [{ field: 'application_id', in: [app.application_id] }, { field: 'environment', in: [name] }])) {
@@ -30,10 +31,18 @@ export class EnvironmentService {
     })
   }
 
-  private change(app: Application, decide: (tx: Tx, environments: readonly string[]) => Promise<readonly string[]>): Promise<Application> {
+  private change(
+    app: Application,
+    actor: Actor,
+    action: 'application_environments.add' | 'application_environments.remove',
+    decide: (tx: Tx, environments: readonly string[]) => Promise<readonly string[]>,
+  ): Promise<Application> {
+    const id = app.application_id
     return this.storage.transaction(async (tx) => {
-      const current = (await tx.find('applications', app.application_id, 'update'))!
-      return tx.update('applications', app.application_id, { environments: await decide(tx, current.environments) })
+      const current = (await tx.find('applications', id, 'update'))!
+      const changed = await tx.update('applications', id, { environments: await decide(tx, current.environments) })
+      await recordEvent(tx, actor, action, { target: id, customerId: changed.organization_id, before: current, after: changed })
+      return changed
     })
   }
 }

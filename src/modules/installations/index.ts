@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -56,7 +56,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         authorize(may.changeTenantData(principal), 'create installations')
         const input = parseBody(CreateInstallationBody, body)
         const customer = await owningCustomer(storage, principal, input.organization_id)
-        const { record, created } = await service.create(customer, input.installation_id, input.description)
+        const { record, created } = await service.create(customer, input.installation_id, input.description, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { installation: installationView(record), trace_id: traceIdOf(set) }
       },
@@ -79,7 +79,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const installation = await find(principal, params.installation_id)
         authorize(may.changeTenantData(principal), 'change installations')
         const { description } = parseBody(UpdateInstallationBody, body)
-        return { installation: installationView(await service.updateDescription(installation, description)), trace_id: traceIdOf(set) }
+        return { installation: installationView(await service.updateDescription(installation, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       { ...takesBody, detail: doc({
           operationId: 'updateInstallation',
@@ -92,12 +92,12 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .patch(
       '/:installation_id/suspend',
-      stateChange({ ...changeState, action: 'suspend installations', change: (installation) => service.suspend(installation) }),
+      stateChange({ ...changeState, action: 'suspend installations', change: (installation, actor) => service.suspend(installation, actor) }),
       { ...takesBody, detail: doc({ operationId: 'suspendInstallation', summary: 'Suspend an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:installation_id/verify',
-      stateChange({ ...changeState, action: 'verify installations', change: (installation) => service.verify(installation) }),
+      stateChange({ ...changeState, action: 'verify installations', change: (installation, actor) => service.verify(installation, actor) }),
       { ...takesBody, detail: doc({ operationId: 'verifyInstallation', summary: 'Verify an installation', tag: 'installations', responses: { 200: InstallationAnswer }, errors: [403, 409] }) },
     )
 }

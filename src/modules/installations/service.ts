@@ -3,6 +3,7 @@ import type { Installation, Organization } from '../../storage/records'
 import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
+import { recordEvent, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
@@ -22,13 +23,13 @@ export class InstallationService {
     private readonly autoVerify: boolean,
   ) {}
 
-  create(customer: Organization, installationId: string, description: string): Promise<Created<Installation>> {
-    return this.storage.transaction((tx) => this.createIn(tx, customer, installationId, description))
+  create(customer: Organization, installationId: string, description: string, actor: Actor): Promise<Created<Installation>> {
+    return this.storage.transaction((tx) => this.createIn(tx, customer, installationId, description, actor))
   }
 
   /** Inside a transaction, so enrollment creation can add its installation atomically. */
-  createIn(tx: Tx, customer: Organization, installationId: string, description: string): Promise<Created<Installation>> {
-    return createOrFind(tx, 'installations', {
+  createIn(tx: Tx, customer: Organization, installationId: string, description: string, actor: Actor): Promise<Created<Installation>> {
+    return createOrFind(tx, actor, 'installations', {
       installation_id: installationId,
       organization_id: customer.organization_id,
       description,
@@ -36,16 +37,24 @@ export class InstallationService {
     })
   }
 
-  updateDescription(installation: Installation, description: string): Promise<Installation> {
-    return this.storage.transaction((tx) => tx.update('installations', installation.installation_id, { description }))
+  updateDescription(installation: Installation, description: string, actor: Actor): Promise<Installation> {
+    const id = installation.installation_id
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('installations', id, 'update'))!
+      const changed = await tx.update('installations', id, { description })
+      await recordEvent(tx, actor, 'installation.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
+      return changed
+    })
   }
 
-  suspend(installation: Installation): Promise<Installation> {
-    return transition(this.storage, 'installations', installation.installation_id, 'suspended', ['unregistered', 'verified'])
+  suspend(installation: Installation, actor: Actor): Promise<Installation> {
+    const change = { table: 'installations', id: installation.installation_id, to: 'suspended', allowedFrom: ['unregistered', 'verified'], action: 'installation.suspend' } as const
+    return transition(this.storage, actor, change)
   }
 
-  verify(installation: Installation): Promise<Installation> {
-    return transition(this.storage, 'installations', installation.installation_id, 'verified', ['unregistered', 'suspended'])
+  verify(installation: Installation, actor: Actor): Promise<Installation> {
+    const change = { table: 'installations', id: installation.installation_id, to: 'verified', allowedFrom: ['unregistered', 'suspended'], action: 'installation.verify' } as const
+    return transition(this.storage, actor, change)
   }
 
   list(p: Principal, q: InstallationListInput): Maybe<Page<Installation>> {

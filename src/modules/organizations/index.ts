@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
@@ -46,7 +46,7 @@ export const organizationsController = (deps: AppDeps) => {
         if (parentId !== undefined && isVendor(principal) && !(await storage.find('organizations', parentId))) throw notFound('Parent organization')
         authorize(may.createOrganization(principal), 'create organizations')
         const input = parseBody(CreateOrganizationBody, body)
-        const org = await service.create(principal, input)
+        const org = await service.create(principal, input, actorOf(principal, set))
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }
       },
@@ -65,7 +65,7 @@ export const organizationsController = (deps: AppDeps) => {
         const org = await findOrganization(storage, principal, params.organization_id)
         authorize(may.updateOrganization(principal), 'update organizations')
         const { description } = parseBody(UpdateOrganizationBody, body)
-        return { organization: organizationFull(await service.updateDescription(org, description)), trace_id: traceIdOf(set) }
+        return { organization: organizationFull(await service.updateDescription(org, description, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       { ...takesBody, detail: doc({
           operationId: 'updateOrganization',
@@ -78,12 +78,12 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .patch(
       '/:organization_id/suspend',
-      stateChange({ ...changeState, action: 'suspend this organization', change: (org) => service.setState(org, 'suspended') }),
+      stateChange({ ...changeState, action: 'suspend this organization', change: (org, actor) => service.setState(org, 'suspended', actor) }),
       { ...takesBody, detail: doc({ operationId: 'suspendOrganization', summary: 'Suspend an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .patch(
       '/:organization_id/activate',
-      stateChange({ ...changeState, action: 'activate this organization', change: (org) => service.setState(org, 'active') }),
+      stateChange({ ...changeState, action: 'activate this organization', change: (org, actor) => service.setState(org, 'active', actor) }),
       { ...takesBody, detail: doc({ operationId: 'activateOrganization', summary: 'Activate an organization', tag: 'organizations', responses: { 200: OrganizationAnswer }, errors: [403, 409] }) },
     )
     .get(
@@ -104,10 +104,10 @@ export const organizationsController = (deps: AppDeps) => {
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const input = parseBody(ChangeEnvironmentsBody, body)
         if (input.default !== undefined) {
-          return { ...environmentSet(await service.setDefaultEnvironment(org, input.default), 'organization_id'), trace_id: traceIdOf(set) }
+          return { ...environmentSet(await service.setDefaultEnvironment(org, input.default, actorOf(principal, set)), 'organization_id'), trace_id: traceIdOf(set) }
         }
         // SPEC.md's quirk, kept: the add answer names the organization's id `application_id`.
-        return { ...environmentSet(await service.addEnvironment(org, input.environment!), 'application_id'), trace_id: traceIdOf(set) }
+        return { ...environmentSet(await service.addEnvironment(org, input.environment!, actorOf(principal, set)), 'application_id'), trace_id: traceIdOf(set) }
       },
       {
         ...takesBody,
@@ -128,7 +128,7 @@ export const organizationsController = (deps: AppDeps) => {
         const org = await findEnvironmentCustomer(storage, principal, params.organization_id)
         authorize(may.changeOrganizationEnvironments(principal), 'change organization environments')
         const { environment } = parseBody(RemoveEnvironmentBody, body)
-        return { ...environmentSet(await service.removeEnvironment(org, environment), 'application_id'), trace_id: traceIdOf(set) }
+        return { ...environmentSet(await service.removeEnvironment(org, environment, actorOf(principal, set)), 'application_id'), trace_id: traceIdOf(set) }
       },
       { ...takesBody, detail: doc({
           operationId: 'removeOrganizationEnvironment',

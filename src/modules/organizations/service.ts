@@ -8,6 +8,7 @@ import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
 import { transition } from '../shared/state'
+import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
 
 export class OrganizationService {
   constructor(private readonly storage: Storage) {}
@@ -23,7 +24,7 @@ export class OrganizationService {
   }
 
   /** The new organization's parent decides its type: the vendor → a customer, a customer → a partner. */
-  create(p: Principal, input: CreateOrganizationInput): Promise<Organization> {
+  create(p: Principal, input: CreateOrganizationInput, actor: Actor): Promise<Organization> {
     return this.storage.transaction(async (tx) => {
       const parent = await this.parentFor(tx, p, input.parent_id)
       const type = parent.organization_type === 'vendor' ? 'customer' : 'partner'
@@ -33,7 +34,7 @@ export class OrganizationService {
         ])
       }
       const envs = input.supported_environments
-      return tx.insert('organizations', {
+      const org = await tx.insert('organizations', {
         organization_id: crypto.randomUUID(),
         parent_id: parent.organization_id,
         organization_type: type,
@@ -41,6 +42,8 @@ export class OrganizationService {
         state: 'active',
         environments: envs ? { default: envs.default, supported: envs.supported } : null,
       })
+      await recordEvent(tx, actor, 'organization.create', { target: org.organization_id, customerId: customerIdOf(org), before: null, after: org })
+      return org
     })
   }
 
@@ -68,34 +71,41 @@ export class OrganizationService {
     return parent
   }
 
-  updateDescription(org: Organization, description: string): Promise<Organization> {
-    return this.storage.transaction((tx) => tx.update('organizations', org.organization_id, { description }))
+  updateDescription(org: Organization, description: string, actor: Actor): Promise<Organization> {
+    const id = org.organization_id
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('organizations', id, 'update'))!
+      const changed = await tx.update('organizations', id, { description })
+      await recordEvent(tx, actor, 'organization.update', { target: id, customerId: customerIdOf(changed), before: current, after: changed })
+      return changed
+    })
   }
 
-  setState(org: Organization, state: 'active' | 'suspended'): Promise<Organization> {
+  setState(org: Organization, state: 'active' | 'suspended', actor: Actor): Promise<Organization> {
     // An organization's type never changes, so this needs no transaction of its own.
     if (org.organization_type === 'vendor') {
       return Promise.reject(conflict('vendor_always_active', 'The vendor organization cannot be suspended or activated.'))
     }
-    return transition(this.storage, 'organizations', org.organization_id, state, state === 'active' ? ['suspended'] : ['active'])
+    const [action, allowedFrom] = state === 'active' ? (['organization.activate', ['suspended']] as const) : (['organization.suspend', ['active']] as const)
+    return transition(this.storage, actor, { table: 'organizations', id: org.organization_id, to: state, allowedFrom, action })
   }
 
-  setDefaultEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, async (envs) => {
+  setDefaultEnvironment(org: Organization, name: string, actor: Actor): Promise<Organization> {
+    return this.changeEnvironments(org, actor, 'organization_environments.set_default', async (envs) => {
       if (!envs.supported.includes(name)) throw conflict('environment_not_supported', `${name} is not a supported environment of this organization.`)
       return envs.default === name ? null : { default: name, supported: envs.supported }
     })
   }
 
-  addEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, async (envs) => {
+  addEnvironment(org: Organization, name: string, actor: Actor): Promise<Organization> {
+    return this.changeEnvironments(org, actor, 'organization_environments.add', async (envs) => {
       if (envs.supported.includes(name)) throw conflict('environment_exists', `${name} is already a supported environment.`)
       return { default: envs.default, supported: [...envs.supported, name].sort() }
     })
   }
 
-  removeEnvironment(org: Organization, name: string): Promise<Organization> {
-    return this.changeEnvironments(org, async (envs, tx) => {
+  removeEnvironment(org: Organization, name: string, actor: Actor): Promise<Organization> {
+    return this.changeEnvironments(org, actor, 'organization_environments.remove', async (envs, tx) => {
       if (!envs.supported.includes(name)) throw notFound(`Environment ${name}`)
       if (envs.default === name) throw conflict('environment_is_default', `${name} is the default environment; set another default first.`)
       if (await tx.exists('applications', [{ field: 'organization_id', in: [org.organization_id] }, { field: 'environments', has: name }])) {
@@ -105,12 +115,21 @@ export class OrganizationService {
     })
   }
 
-  /** `decide` returns the new set, or null when nothing changes (answered 200, nothing written). */
-  private changeEnvironments(org: Organization, decide: (envs: EnvironmentSet, tx: Tx) => Promise<EnvironmentSet | null>): Promise<Organization> {
+  /** `decide` returns the new set, or null when nothing changes (answered 200, nothing written, no event). */
+  private changeEnvironments(
+    org: Organization,
+    actor: Actor,
+    action: 'organization_environments.add' | 'organization_environments.remove' | 'organization_environments.set_default',
+    decide: (envs: EnvironmentSet, tx: Tx) => Promise<EnvironmentSet | null>,
+  ): Promise<Organization> {
+    const id = org.organization_id
     return this.storage.transaction(async (tx) => {
-      const current = (await tx.find('organizations', org.organization_id, 'update'))!
+      const current = (await tx.find('organizations', id, 'update'))!
       const environments = await decide(current.environments!, tx)
-      return environments ? tx.update('organizations', org.organization_id, { environments }) : current
+      if (!environments) return current
+      const changed = await tx.update('organizations', id, { environments })
+      await recordEvent(tx, actor, action, { target: id, customerId: customerIdOf(changed), before: current, after: changed })
+      return changed
     })
   }
 }

@@ -6,6 +6,7 @@
 import type { RecordOf } from '../../storage/records'
 import type { Fresh, Tx } from '../../storage/storage'
 import { conflict } from '../../http/errors'
+import { recordEvent, type Actor } from './audit'
 
 export interface Created<T> {
   readonly record: T
@@ -13,8 +14,13 @@ export interface Created<T> {
   readonly created: boolean
 }
 
-export async function createOrFind<N extends 'consumers' | 'installations'>(tx: Tx, table: N, record: Fresh<N>): Promise<Created<RecordOf<N>>> {
+/** Records `consumer.create` or `installation.create` when it created the record (none for an existing one). */
+export async function createOrFind<N extends 'consumers' | 'installations'>(tx: Tx, actor: Actor, table: N, record: Fresh<N>): Promise<Created<RecordOf<N>>> {
   const { record: stored, inserted } = await tx.insertIfAbsent(table, record)
   if (stored.organization_id !== record.organization_id) throw conflict('id_owned_by_another_customer', 'This id belongs to another customer.')
+  if (inserted) {
+    const [action, target] = table === 'consumers' ? (['consumer.create', (stored as RecordOf<'consumers'>).consumer_id] as const) : (['installation.create', (stored as RecordOf<'installations'>).installation_id] as const)
+    await recordEvent(tx, actor, action, { target, customerId: stored.organization_id, before: null, after: stored })
+  }
   return { record: stored, created: inserted }
 }

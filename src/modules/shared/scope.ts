@@ -4,15 +4,19 @@
  * and no timing depends on what that tenant has. The storage relies on it (see `ListQuery.scope`).
  */
 import type { Principal } from '../../http/auth'
-import type { OwnedTable } from '../../http/access'
+import { reachesOrganization, type OwnedTable } from '../../http/access'
 import type { RecordOf, TableName } from '../../storage/records'
 import { all, then, type Condition, type EnrollmentLink, type Maybe, type Reader } from '../../storage/storage'
 
 export interface IdFilter<N extends TableName> {
   /** What it filters on: a field of the listed records, or their enrollments (consumers, installations). */
   readonly on: { readonly field: keyof RecordOf<N> & string } | { readonly enrolled: EnrollmentLink }
-  /** The table the identifiers name; `customers` for organization ids (only customers own records). */
-  readonly names: OwnedTable | 'customers'
+  /**
+   * What the identifiers name: records of a customer-owned table; `customers` (only customers own
+   * records); `organizations`, those the caller reads (tokens belong to any); `event_targets`, the
+   * records audit events are about.
+   */
+  readonly names: OwnedTable | 'customers' | 'organizations' | 'event_targets'
   /** The request's values; absent or empty: no filter. */
   readonly ids: readonly string[] | undefined
 }
@@ -25,12 +29,36 @@ export function scopedConditions<N extends TableName>(reader: Reader, p: Princip
   )
 }
 
-/** `ids` whose record the caller's customer owns (all of them for the vendor). */
+/** `ids` whose record is inside the caller's scope (all of them for the vendor). */
 function ownIds(reader: Reader, p: Principal, names: IdFilter<TableName>['names'], ids: readonly string[]): Maybe<readonly string[]> {
   const customerId = p.customerId
   if (customerId === null) return ids
   if (names === 'customers') return ids.filter((id) => id === customerId)
+  if (names === 'organizations') return then(reader.findMany('organizations', ids), (orgs) => ids.filter((_, i) => orgs[i] !== undefined && reachesOrganization(p, orgs[i]!)))
+  if (names === 'event_targets') return then(all(ids.map((id) => targetOf(reader, customerId, id))), (kept) => kept.filter((id) => id !== null))
   return then(reader.findMany(names, ids), (records) => ids.filter((_, i) => records[i]?.organization_id === customerId))
+}
+
+/**
+ * `id` when the customer's events are about it, else null. Every event about one record carries
+ * the same customer, so its first event tells, in one step whatever the record's history: the cost
+ * never depends on another tenant's events. (An id that two tenants' records share, which a tenant
+ * can only bring about on purpose, counts as the first one's.)
+ */
+function targetOf(reader: Reader, customerId: string, id: string): Maybe<string | null> {
+  const first = reader.list({ table: 'audit_events', where: [{ field: 'target_id', in: [id] }], page: { number: 1, size: 1 }, order: 'asc' })
+  return then(first, (page) => (page.items[0]?.customer_id === customerId ? id : null))
+}
+
+/** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
+export function readableOrganizations(reader: Reader, p: Principal): Maybe<string[] | null> {
+  if (p.customerId === null) return null
+  if (p.organization.organization_type === 'partner') return [p.organization.organization_id]
+  const customerId = p.customerId
+  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc' }), (partners) => [
+    customerId,
+    ...partners.items.map((partner) => partner.organization_id),
+  ])
 }
 
 /** A list request's paging as a query's. */

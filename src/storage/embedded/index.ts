@@ -48,6 +48,19 @@ export class EmbeddedStorage implements Storage {
     return result.then(async ({ value, durable }) => (await durable, value))
   }
 
+  purgeAuditEvents(before: number, limit: number): Promise<number> {
+    const result = this.running.then(() => {
+      const events = this.store.tables.audit_events
+      const ids = events.ids()
+      // Creation order is time order: the events to drop are the head of the table.
+      let count = 0
+      while (count < limit && count < ids.length && events.get(ids[count]!)!.created < before) count++
+      return { count, durable: count > 0 ? this.store.commit((engine) => engine.dropOldest('audit_events', count)) : undefined }
+    })
+    this.running = result.catch(() => {})
+    return result.then(async ({ count, durable }) => (await durable, count))
+  }
+
   settle<T>(value: T): Maybe<T> {
     const barrier = this.store.readBarrier()
     return barrier ? barrier.then(() => value) : value

@@ -24,6 +24,8 @@ export interface Filter<T> {
   readonly test: (record: T) => boolean
   /** The caller's scope: redundant when another filter drives (see above). */
   readonly isScope?: boolean
+  /** A range of `created`: on candidates in creation order, a slice found by binary search. */
+  readonly createdRange?: { readonly from: number; readonly until: number }
 }
 
 /** Candidates tested per turn of the event loop (about a millisecond of work). */
@@ -38,8 +40,14 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
   if (query.scope) filters.push({ ...indexFilter(table, query.table, ['organization_id'], [[query.scope]]), isScope: true })
   const enumerable = filters.filter((f) => f.candidates).sort((a, b) => a.estimate - b.estimate)
   const driver = enumerable[0]
-  const tests = filters.filter((f) => f !== driver && !(f.isScope && driver && !driver.isScope)).map((f) => f.test)
-  const source = driver ? driver.candidates!() : { ids: table.ids(), ordered: true }
+  let testing = filters.filter((f) => f !== driver && !(f.isScope && driver && !driver.isScope))
+  let source = driver ? driver.candidates!() : { ids: table.ids(), ordered: true }
+  const range = testing.find((f) => f.createdRange)
+  if (range && source.ordered && Array.isArray(source.ids)) {
+    source = { ids: withinCreated(table, source.ids as readonly string[], range.createdRange!), ordered: true }
+    testing = testing.filter((f) => f !== range)
+  }
+  const tests = testing.map((f) => f.test)
   const paging = query.page ? { offset: (query.page.number - 1) * query.page.size, size: query.page.size } : { offset: 0, size: Infinity }
 
   if (source.ordered && tests.length === 0 && Array.isArray(source.ids)) {
@@ -75,6 +83,25 @@ export function exists<N extends TableName>(tables: Tables, name: N, where: read
     if (record !== undefined && tests.every((test) => test(record))) return true
   }
   return false
+}
+
+/** The ids (in creation order) whose record's `created` is within the range: two binary searches. */
+function withinCreated<T>(table: Table<T>, ids: readonly string[], range: { readonly from: number; readonly until: number }): readonly string[] {
+  const created = (i: number) => (table.get(ids[i]!) as { created: number }).created
+  const firstAtLeast = (bound: number, inclusive: boolean) => {
+    let low = 0
+    let high = ids.length
+    while (low < high) {
+      const mid = (low + high) >>> 1
+      if (inclusive ? created(mid) < bound : created(mid) <= bound) low = mid + 1
+      else high = mid
+    }
+    return low
+  }
+  const start = firstAtLeast(range.from, true)
+  const end = firstAtLeast(range.until, false)
+  plannerWork.recordsRead += 2 * Math.ceil(Math.log2(ids.length + 1))
+  return start === 0 && end === ids.length ? ids : ids.slice(start, Math.max(start, end))
 }
 
 /** Tests candidates WALK_CHUNK at a time, keeping the matches; never tests an id twice. */
@@ -144,7 +171,8 @@ function filtersOf<N extends TableName>(tables: Tables, name: N, where: readonly
       filters.push(predicate((record) => (field_(record, field) as readonly string[]).includes(has)))
     } else {
       const { field, from = -Infinity, until = Infinity } = condition
-      filters.push(predicate((record) => (field_(record, field) as number) >= from && (field_(record, field) as number) <= until))
+      const test = (record: RecordOf<N>) => (field_(record, field) as number) >= from && (field_(record, field) as number) <= until
+      filters.push(field === 'created' ? { estimate: Infinity, test, createdRange: { from, until } } : predicate(test))
     }
   }
   return filters

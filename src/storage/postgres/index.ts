@@ -14,8 +14,12 @@ import { SQL } from 'bun'
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
 import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
-import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY } from './schema'
+import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+
+const PURGE_AUDIT_EVENTS =
+  'DELETE FROM audit_events WHERE event_id IN ' +
+  '(SELECT event_id FROM audit_events WHERE created < $1::bigint ORDER BY created, event_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED)'
 
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
@@ -76,37 +80,29 @@ export class PostgresStorage implements Storage {
     if (await this.read(() => checkSchemaVersion(this.sql))) throw new Error('the database schema is out of date or missing: run `keyward serve` or `keyward init` on it first')
   }
 
-  /** The token-signing secret; null before init. */
-  async signingSecret(): Promise<Buffer | null> {
-    const rows = await this.read(() => this.sql`SELECT secret FROM signing_secret`)
-    return rows.length > 0 ? Buffer.from(rows[0].secret as Uint8Array) : null
-  }
-
-  /** Creates the secret unless there is one, and returns the one stored. */
-  async createSigningSecret(): Promise<Buffer> {
-    const fresh = crypto.getRandomValues(new Uint8Array(32))
-    await this.read(() => this.sql`INSERT INTO signing_secret (secret) VALUES (${fresh}) ON CONFLICT DO NOTHING`)
-    return (await this.signingSecret())!
+  /** The schema version in the database (0: keyward has never run on it), for `verify`. */
+  schemaVersion(): Promise<number> {
+    return this.read(() => schemaVersion(this.sql))
   }
 
   async find<N extends TableName>(table: N, id: string): Promise<RecordOf<N> | undefined> {
     if (!isKey(id)) return undefined
     const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
-    return rows.length > 0 ? toRecord<N>(rows[0]) : undefined
+    return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
 
   async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
     const keys = ids.filter(isKey)
     const rows = keys.length === 0 ? [] : await this.run({ text: STATEMENTS[table].findMany, params: [keys] })
-    const byId = new Map(rows.map((row) => [row[PRIMARY_KEY[table]] as string, toRecord<N>(row)]))
+    const byId = new Map(rows.map((row) => [row[PRIMARY_KEY[table]] as string, toRecord(table, row)]))
     return ids.map((id) => byId.get(id))
   }
 
   async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
     const rows = await this.run(listStatement(query))
-    if (!query.page) return { items: rows.map((row) => toRecord<N>(row)), total: rows.length }
+    if (!query.page) return { items: rows.map((row) => toRecord(query.table, row)), total: rows.length }
     const key = PRIMARY_KEY[query.table]
-    const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord<N>(row))
+    const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord(query.table, row))
     return { items, total: Number(rows[0]?.total ?? 0) }
   }
 
@@ -160,6 +156,15 @@ export class PostgresStorage implements Storage {
     return value
   }
 
+  /**
+   * The oldest events before `before`, up to `limit`, in one statement. Rows another instance's
+   * retention is deleting at the same moment are skipped rather than waited for.
+   */
+  async purgeAuditEvents(before: number, limit: number): Promise<number> {
+    const rows = await this.read(() => this.sql.unsafe(PURGE_AUDIT_EVENTS, [before, limit]))
+    return rows.count as number
+  }
+
   async close(): Promise<void> {
     await this.sql.close({ timeout: 5 })
   }
@@ -172,7 +177,7 @@ class PostgresTx implements Tx {
     if (!isKey(id)) return undefined
     const text = lock === 'update' ? STATEMENTS[table].findForUpdate : STATEMENTS[table].findForShare
     const rows = await this.connection.unsafe(text, [id])
-    return rows.length > 0 ? toRecord<N>(rows[0]) : undefined
+    return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
 
   async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
@@ -183,7 +188,7 @@ class PostgresTx implements Tx {
   async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {
     try {
       const rows = await this.connection.unsafe(STATEMENTS[table].insert, insertValues(table, record))
-      return toRecord<N>(rows[0])
+      return toRecord(table, rows[0])
     } catch (error) {
       // The transaction is aborted now: the caller can only end it (every service does, with a 409).
       const constraint = violatedConstraint(error)
@@ -194,7 +199,7 @@ class PostgresTx implements Tx {
 
   async insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }> {
     const rows = await this.connection.unsafe(STATEMENTS[table].insertIfAbsent, insertValues(table, record))
-    if (rows.length > 0) return { record: toRecord<N>(rows[0]), inserted: true }
+    if (rows.length > 0) return { record: toRecord(table, rows[0]), inserted: true }
     // Taken: by this key (a concurrent insert was waited for, so it is committed and visible to
     // this next statement), or by another unique rule (the enrollment tuple) if no row has the key.
     const existing = await this.find(table, (record as Record<string, string>)[PRIMARY_KEY[table]]!)
@@ -206,7 +211,7 @@ class PostgresTx implements Tx {
     const fields = Object.keys(changes)
     const rows = await this.connection.unsafe(updateStatement(table, fields), [id, ...fields.map((field) => (changes as Record<string, unknown>)[field])])
     if (rows.length === 0) throw new Error(`${table} ${id} does not exist`)
-    return toRecord<N>(rows[0])
+    return toRecord(table, rows[0])
   }
 }
 

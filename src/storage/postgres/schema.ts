@@ -98,6 +98,54 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       );
     `,
   },
+  {
+    name: 'recorded tokens and the audit trail; no signing secret',
+    sql: `
+      -- Tokens are records now (README "Tokens"): the secret signed tokens that are no longer accepted.
+      DROP TABLE signing_secret;
+
+      -- CONTRACT section 9. token_hash is the SHA-256 of the token string, never the string.
+      CREATE TABLE tokens (
+        token_id uuid PRIMARY KEY,
+        organization_id uuid NOT NULL,
+        role text NOT NULL,
+        description text,
+        state text NOT NULL,
+        expires bigint NOT NULL,
+        token_hash text NOT NULL,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      CREATE INDEX tokens_created ON tokens (created, token_id);
+      CREATE INDEX tokens_organization ON tokens (organization_id, created, token_id);
+
+      -- CONTRACT section 10, stored flat (docs/storage.md). Inserted, never updated; retention
+      -- deletes the oldest. changes is json, not jsonb: its fields keep the order they were recorded in.
+      CREATE TABLE audit_events (
+        event_id uuid PRIMARY KEY,
+        action text NOT NULL,
+        target_type text NOT NULL,
+        target_id uuid NOT NULL,
+        actor_organization_id uuid,
+        actor_token_id uuid,
+        actor_role text,
+        actor_cli text,
+        customer_id uuid,
+        changes json NOT NULL,
+        trace_id text,
+        created bigint NOT NULL,
+        modified bigint NOT NULL
+      );
+      -- Time order (the vendor's unfiltered list, since/until, retention), and each filter in time order.
+      CREATE INDEX audit_events_created ON audit_events (created, event_id);
+      CREATE INDEX audit_events_target ON audit_events (target_id, created, event_id);
+      CREATE INDEX audit_events_customer ON audit_events (customer_id, created, event_id);
+      CREATE INDEX audit_events_actor_token ON audit_events (actor_token_id, created, event_id);
+      -- A customer's filter on actor tokens, answered from its own events alone.
+      CREATE INDEX audit_events_customer_actor_token ON audit_events (customer_id, actor_token_id, created, event_id);
+      CREATE INDEX audit_events_action ON audit_events (action, created, event_id);
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */

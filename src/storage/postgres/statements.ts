@@ -8,7 +8,7 @@
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
 import type { Condition, ListQuery } from '../storage'
 
-type ColumnType = 'uuid' | 'text' | 'text[]' | 'jsonb' | 'bigint'
+type ColumnType = 'uuid' | 'text' | 'text[]' | 'json' | 'jsonb' | 'bigint'
 
 /** Each table's columns, in insert order; `created` and `modified` come last, set here. */
 const COLUMNS: { readonly [N in TableName]: Readonly<Record<string, ColumnType>> } = {
@@ -35,6 +35,28 @@ const COLUMNS: { readonly [N in TableName]: Readonly<Record<string, ColumnType>>
     state: 'text',
   },
   keysets: { keyset_id: 'uuid', enrollment_id: 'uuid', application_id: 'uuid', environment: 'text', client_enclave_key: 'text', state: 'text' },
+  tokens: {
+    token_id: 'uuid',
+    organization_id: 'uuid',
+    role: 'text',
+    description: 'text',
+    state: 'text',
+    expires: 'bigint',
+    token_hash: 'text',
+  },
+  audit_events: {
+    event_id: 'uuid',
+    action: 'text',
+    target_type: 'text',
+    target_id: 'uuid',
+    actor_organization_id: 'uuid',
+    actor_token_id: 'uuid',
+    actor_role: 'text',
+    actor_cli: 'text',
+    customer_id: 'uuid',
+    changes: 'json',
+    trace_id: 'text',
+  },
 }
 
 /**
@@ -52,9 +74,16 @@ const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
  */
 export const isKey = (id: string) => KEY.test(id)
 
-/** A stored row as a record: bigint columns come back as strings. */
-export function toRecord<N extends TableName>(row: Record<string, unknown>): RecordOf<N> {
-  return { ...row, created: Number(row.created), modified: Number(row.modified) } as RecordOf<N>
+/** Each table's bigint columns besides `created` and `modified` (a token's `expires`). */
+const BIGINT_COLUMNS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
+  Object.entries(COLUMNS).map(([table, columns]) => [table, Object.keys(columns).filter((column) => columns[column] === 'bigint')]),
+)
+
+/** A stored row of `table` as a record: bigint columns come back as strings. */
+export function toRecord<N extends TableName>(table: N, row: Record<string, unknown>): RecordOf<N> {
+  const record: Record<string, unknown> = { ...row, created: Number(row.created), modified: Number(row.modified) }
+  for (const column of BIGINT_COLUMNS[table]!) record[column] = Number(row[column])
+  return record as unknown as RecordOf<N>
 }
 
 /** The values of a new record's columns, in `COLUMNS` order. */

@@ -1,0 +1,84 @@
+/**
+ * The control socket of a running server (README "Tokens"): `control.sock` in the data dir, mode
+ * 0600 inside the 0700 dir, so only the dir's owner reaches it. The CLI hands it the token commands
+ * while the server holds the data dir (the server is then the dir's only writer); the server runs
+ * each as an ordinary transaction with its audit event and answers once the change is durable.
+ *
+ * HTTP over the Unix socket: one POST with the command as JSON, answered
+ * `{"answer": ...}`, or `{"unknown": message}` (exit 2), or `{"failed": message}` (exit 1).
+ */
+import { chmodSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import * as v from 'valibot'
+import type { Server } from 'bun'
+import { isErrnoCode } from '../store/fs-util'
+import { TokenCommand, UnknownRecordError, type TokenCommandAnswer } from './token-commands'
+
+export const CONTROL_SOCKET_FILE = 'control.sock'
+/** A command is a few hundred bytes; nothing bigger is read. */
+const MAX_REQUEST_BYTES = 16 * 1024
+/** The kernel's limit on a socket's path (sun_path, with its terminating zero). */
+const MAX_SOCKET_PATH_BYTES = 107
+
+export const controlSocketPath = (dir: string) => join(dir, CONTROL_SOCKET_FILE)
+
+type Perform = (command: TokenCommand) => Promise<TokenCommandAnswer>
+
+/**
+ * Listens on the data dir's control socket; the caller holds the data dir's lock, so a socket file
+ * already there was left by a server that died and is removed first. Null (with a warning) when the
+ * dir's path is too long for a socket: the server still serves, and the CLI says why it cannot reach it.
+ */
+export function serveControlSocket(dir: string, perform: Perform, log: (line: string) => void): Server<undefined> | null {
+  const path = controlSocketPath(dir)
+  rmSync(path, { force: true })
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
+    log(`keyward: warning: no control socket: ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
+    return null
+  }
+  const server = Bun.serve({
+    unix: path,
+    development: false,
+    maxRequestBodySize: MAX_REQUEST_BYTES,
+    fetch: async (request) => {
+      let command: TokenCommand
+      try {
+        command = v.parse(TokenCommand, await request.json())
+      } catch {
+        return Response.json({ failed: 'not a keyward control command' }, { status: 400 })
+      }
+      try {
+        return Response.json({ answer: await perform(command) })
+      } catch (error) {
+        if (error instanceof UnknownRecordError) return Response.json({ unknown: error.message }, { status: 404 })
+        log(`keyward: control socket: ${command.command} failed: ${(error as Error)?.message ?? error}`)
+        return Response.json({ failed: (error as Error)?.message ?? String(error) }, { status: 500 })
+      }
+    },
+  })
+  chmodSync(path, 0o600)
+  return server
+}
+
+/** Nobody listens there (no socket file, or one a dead server left): the server is starting or gone. */
+export class ControlSocketUnreachable extends Error {}
+
+/** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
+export async function sendControlCommand(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  let response: Response
+  try {
+    response = await fetch('http://keyward/control', {
+      unix: controlSocketPath(dir),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(command),
+    })
+  } catch (error) {
+    if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir))
+    throw error
+  }
+  const reply = (await response.json()) as { answer?: TokenCommandAnswer; unknown?: string; failed?: string }
+  if (reply.answer) return reply.answer
+  if (reply.unknown) throw new UnknownRecordError(reply.unknown)
+  throw new Error(`the server could not do it: ${reply.failed ?? response.status}`)
+}

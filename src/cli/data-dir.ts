@@ -1,0 +1,71 @@
+/**
+ * A token command of the CLI on a data dir (README "Tokens"): the server running on the dir is its
+ * only writer, so the command goes to that server when there is one, and is done here otherwise.
+ *
+ * The data-dir lock decides: got it, no server runs (and none can start meanwhile), so the store is
+ * opened, written and closed here; held, a server runs, and gets the command over its control
+ * socket, answering once it is durable. A server still starting has no socket yet, and one that
+ * just died leaves the lock free: both are retried until the deadline.
+ */
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { inspectDataDir } from '../store/data-dir'
+import { Store } from '../store/store'
+import { listSegments } from '../store/wal'
+import { SNAPSHOT_FILE } from '../store/paths'
+import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from '../store/lock'
+import { EmbeddedStorage } from '../storage/embedded'
+import { isInitialised } from './init'
+import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
+import { ControlSocketUnreachable, sendControlCommand } from './control-socket'
+
+/** How long a command waits for a server that holds the dir to open its control socket. */
+const DEADLINE_MS = 30_000
+const RETRY_MS = 50
+
+export async function runOnDataDir(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  // A dir keyward must not use is refused before anything is created in it (even the lock file).
+  if ((await inspectDataDir(dir)) !== 'keyward') throw notInitialised(dir)
+  const deadline = Date.now() + DEADLINE_MS
+  for (;;) {
+    const lock = lockIfFree(dir)
+    if (lock) {
+      try {
+        return await performHere(dir, command)
+      } finally {
+        lock.release()
+      }
+    }
+    try {
+      return await sendControlCommand(dir, command)
+    } catch (error) {
+      if (!(error instanceof ControlSocketUnreachable)) throw error
+      if (Date.now() > deadline) throw new Error(`a server holds data dir ${dir}, but its control socket ${error.message} does not answer`)
+    }
+    await Bun.sleep(RETRY_MS)
+  }
+}
+
+/** The data-dir lock if no server holds it (the one place the CLI asks whether a server runs). */
+function lockIfFree(dir: string): DataDirLock | null {
+  try {
+    return acquireDataDirLock(dir)
+  } catch (error) {
+    if (error instanceof DataDirLockedError) return null
+    throw error
+  }
+}
+
+async function performHere(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  // Checked before opening: opening a store starts a log in the dir.
+  if (!existsSync(join(dir, SNAPSHOT_FILE)) && (await listSegments(dir)).length === 0) throw notInitialised(dir)
+  const storage = new EmbeddedStorage(await Store.open(dir))
+  try {
+    if (!(await isInitialised(storage))) throw notInitialised(dir)
+    return await performTokenCommand(storage, command)
+  } finally {
+    await storage.close()
+  }
+}
+
+const notInitialised = (dir: string) => new Error(`data dir ${dir} is not initialised: run 'keyward init' first`)

@@ -1,0 +1,70 @@
+/**
+ * What `issue-token`, `tokens revoke` and `tokens list` do to the data, the same whether the CLI
+ * holds the data dir itself or hands the command to the server that holds it (src/cli/data-dir.ts,
+ * README "Tokens"): one definition, run on whichever storage is the dir's only writer.
+ */
+import * as v from 'valibot'
+import type { Storage } from '../storage/storage'
+import { MAX_TOKEN_TTL_SECONDS, ROLES } from '../auth/tokens'
+import { TokenService } from '../modules/tokens/service'
+import { tokenView } from '../modules/tokens/model'
+import { Description } from '../modules/shared/model'
+import { ApiError } from '../http/errors'
+import { UUID } from '../http/access'
+import { UsageError } from './usage'
+
+/** An identifier as typed on the command line: not one of ours if it is not a UUID (exit 2, unknown). */
+const Id = v.pipe(v.string(), v.maxLength(64))
+
+/** As sent over the control socket: checked like any other input. */
+export const TokenCommand = v.variant('command', [
+  v.object({
+    command: v.literal('issue-token'),
+    organization_id: Id,
+    role: v.picklist(ROLES),
+    ttl_seconds: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_TOKEN_TTL_SECONDS)),
+    description: v.nullable(Description),
+  }),
+  v.object({ command: v.literal('tokens revoke'), token_id: Id }),
+  v.object({ command: v.literal('tokens list'), organization_id: v.nullable(Id) }),
+])
+export type TokenCommand = v.InferOutput<typeof TokenCommand>
+
+export type TokenCommandAnswer =
+  | { readonly token: string }
+  /** False when the token was revoked already (nothing changed, no event). */
+  | { readonly revoked: boolean }
+  | { readonly tokens: readonly ReturnType<typeof tokenView>[] }
+
+/** The command names what does not exist (an organization, a token): exit 2, like a bad command line. */
+export class UnknownRecordError extends UsageError {}
+
+export async function performTokenCommand(storage: Storage, command: TokenCommand): Promise<TokenCommandAnswer> {
+  const tokens = new TokenService(storage)
+  const actor = { cli: command.command }
+  switch (command.command) {
+    case 'issue-token': {
+      const organization = UUID.test(command.organization_id) ? await storage.find('organizations', command.organization_id) : undefined
+      if (!organization) throw new UnknownRecordError(`unknown organization '${command.organization_id}'`)
+      const grant = { organization, role: command.role, ttlSeconds: command.ttl_seconds, description: command.description }
+      return { token: (await tokens.issue(grant, actor)).token }
+    }
+    case 'tokens revoke': {
+      const token = UUID.test(command.token_id) ? await storage.find('tokens', command.token_id) : undefined
+      if (!token) throw new UnknownRecordError(`unknown token '${command.token_id}'`)
+      try {
+        await tokens.revoke(token, actor)
+        return { revoked: true }
+      } catch (error) {
+        if (error instanceof ApiError && error.code === 'already_revoked') return { revoked: false }
+        throw error
+      }
+    }
+    case 'tokens list': {
+      if (command.organization_id !== null && !(UUID.test(command.organization_id) && (await storage.find('organizations', command.organization_id)))) {
+        throw new UnknownRecordError(`unknown organization '${command.organization_id}'`)
+      }
+      return { tokens: (await tokens.listAll(command.organization_id)).map(tokenView) }
+    }
+  }
+}

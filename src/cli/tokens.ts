@@ -1,0 +1,42 @@
+/**
+ * `keyward tokens list` and `keyward tokens revoke`, and where every token command of the CLI runs:
+ * on a database, written there directly (src/cli/database.ts); on a data dir, here or by the server
+ * that holds it (src/cli/data-dir.ts).
+ */
+import { runOnDataDir } from './data-dir'
+import { runOnDatabase } from './database'
+import type { TokenCommand, TokenCommandAnswer } from './token-commands'
+import { UsageError } from './usage'
+
+export interface TokensOptions {
+  readonly data: string
+  readonly databaseUrl?: string | undefined
+  readonly org?: string
+  /** The subcommand and its argument: `list`, or `revoke TOKEN_ID`. */
+  readonly positionals: readonly string[]
+}
+
+export function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
+  return where.databaseUrl ? runOnDatabase(where.databaseUrl, command) : runOnDataDir(where.data, command)
+}
+
+export async function tokensCommand(options: TokensOptions): Promise<number> {
+  const [subcommand, ...rest] = options.positionals
+  if (subcommand === 'list') {
+    if (rest.length > 0) throw new UsageError(`unexpected argument '${rest[0]}'`)
+    const organizationId = options.org === undefined ? null : options.org.toLowerCase()
+    const answer = (await runTokenCommand(options, { command: 'tokens list', organization_id: organizationId })) as Extract<TokenCommandAnswer, { tokens: unknown }>
+    // One JSON record per line, never a secret (the records hold none).
+    process.stdout.write(answer.tokens.map((token) => `${JSON.stringify(token)}\n`).join(''))
+    return 0
+  }
+  if (subcommand === 'revoke') {
+    if (options.org !== undefined) throw new UsageError('--org is for tokens list')
+    if (rest.length !== 1) throw new UsageError('tokens revoke takes one TOKEN_ID')
+    const tokenId = rest[0]!.toLowerCase()
+    const answer = (await runTokenCommand(options, { command: 'tokens revoke', token_id: tokenId })) as Extract<TokenCommandAnswer, { revoked: boolean }>
+    if (!answer.revoked) console.error(`keyward: token ${tokenId} was already revoked`)
+    return 0
+  }
+  throw new UsageError(subcommand === undefined ? 'tokens needs a subcommand: list or revoke' : `unknown subcommand '${subcommand}'`)
+}

@@ -1,0 +1,37 @@
+import { Elysia } from 'elysia'
+import { authenticated, readRoutes, type AppDeps } from '../../http/context'
+import { authorize, may } from '../../http/access'
+import { parseQuery } from '../../http/body'
+import { doc } from '../../http/openapi'
+import { then } from '../../storage/storage'
+import { AuditService } from './service'
+import { AuditEventListAnswer, AuditEventListQuery, auditEventView } from './model'
+
+export const auditController = (deps: AppDeps) => {
+  const service = new AuditService(deps.storage)
+  const read = readRoutes(deps)
+  return new Elysia({ prefix: '/api/audit-events' }).use(authenticated(deps)).get(
+    '',
+    read(({ principal, request }) => {
+      authorize(may.readAuditEvents(principal), 'read the audit trail')
+      const q = parseQuery(AuditEventListQuery, request)
+      // Shaped like the consumer list (CONTRACT section 10): no trace_id, `page` only when sent.
+      return then(service.list(principal, q), ({ items, total }) => ({
+        audit_events: items.map(auditEventView),
+        total,
+        ...(q.page ? { page: q.page } : {}),
+        page_size: q.page_size,
+      }))
+    }),
+    {
+      detail: doc({
+        operationId: 'listAuditEvents',
+        summary: 'List audit events (oldest first unless order=desc)',
+        tag: 'audit',
+        query: AuditEventListQuery,
+        responses: { 200: AuditEventListAnswer },
+        errors: [403],
+      }),
+    },
+  )
+}

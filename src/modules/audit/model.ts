@@ -1,0 +1,89 @@
+import * as v from 'valibot'
+import type { AuditEvent } from '../../storage/records'
+import { formatTimestamp } from '../../store/clock'
+import { ROLES } from '../../auth/tokens'
+import { AUDIT_ACTIONS, TARGET_TYPES } from '../shared/audit'
+import { AnsweredUuid, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
+
+/**
+ * A time in the API's own format (`2026-05-01 12:00:00.000000 +00:00`) or RFC 3339
+ * (`2026-05-01T12:00:00Z`, any fraction, any offset), to microseconds. A `+` left unescaped in a
+ * query string arrives as a blank, so a blank before the offset's hours is read as `+`.
+ */
+const TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))? ?(?:([Zz])|([+ -])(\d{2}):(\d{2}))$/
+
+export function parseTime(text: string): number | null {
+  const m = TIME.exec(text)
+  if (!m) return null
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  const millis = Date.UTC(year, month - 1, day, hour, minute, second)
+  const date = new Date(millis)
+  // Date.UTC rolls over (February 30th is March 2nd): only a date that reads back the same is real.
+  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) return null
+  const offsetMinutes = m[8] ? 0 : (m[9] === '-' ? -1 : 1) * (Number(m[10]) * 60 + Number(m[11]))
+  if (!m[8] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return null
+  const micros = Number((m[7] ?? '').padEnd(6, '0').slice(0, 6))
+  return (millis - offsetMinutes * 60_000) * 1000 + micros
+}
+
+const Time = (name: string) =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((text) => parseTime(text.trim()) ?? -1),
+      v.minValue(0, `${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
+    ),
+  )
+
+const ActionList = v.optional(
+  v.pipe(
+    v.union([v.string(), v.array(v.string())]),
+    v.transform((raw) => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0)),
+    v.array(v.picklist(AUDIT_ACTIONS, 'actions must be actions of the audit trail, like consumer.create')),
+  ),
+)
+
+export const AuditEventListQuery = v.object({
+  target_ids: UuidList,
+  actions: ActionList,
+  actor_token_ids: UuidList,
+  customer_ids: UuidList,
+  /** Both ends included. */
+  since: Time('since'),
+  until: Time('until'),
+  ...pagingQuery,
+})
+export type AuditEventListInput = v.InferOutput<typeof AuditEventListQuery>
+
+/** CONTRACT section 10's event. */
+export const AuditEventRecord = v.strictObject({
+  event_id: AnsweredUuid,
+  time: v.pipe(Timestamp, v.description('When the change was made: the same instant as the changed record\'s `created` or `modified`.')),
+  action: v.picklist(AUDIT_ACTIONS),
+  actor: v.union([
+    v.strictObject({ organization_id: AnsweredUuid, token_id: AnsweredUuid, role: v.picklist(ROLES) }),
+    v.pipe(v.strictObject({ cli: v.string() }), v.description('A command of the CLI (`init`, `serve` on first start, `issue-token`, `tokens revoke`).')),
+  ]),
+  target: v.strictObject({ type: v.picklist(TARGET_TYPES), id: AnsweredUuid }),
+  customer_id: v.pipe(v.nullable(AnsweredUuid), v.description('The customer whose data changed; null for the vendor\'s own organization.')),
+  changes: v.pipe(
+    v.record(v.string(), v.strictTuple([v.unknown(), v.unknown()])),
+    v.description('Each changed field as [before, after]; a create has every stored field as [null, value]. Never a secret or its hash.'),
+  ),
+  trace_id: v.pipe(v.nullable(AnsweredUuid), v.description('The x-trace-id of the request that made the change; null for the CLI.')),
+})
+/** Like the consumer list: no trace_id (CONTRACT section 10). */
+export const AuditEventListAnswer = v.strictObject({ audit_events: v.array(AuditEventRecord), ...pagedListFields })
+
+/** The stored event nested. */
+export const auditEventView = (e: AuditEvent): v.InferOutput<typeof AuditEventRecord> => ({
+  event_id: e.event_id,
+  time: formatTimestamp(e.created),
+  action: e.action as (typeof AUDIT_ACTIONS)[number],
+  // A token's three fields are stored together (shared/audit.ts): all set, or all null and actor_cli set.
+  actor: e.actor_cli !== null ? { cli: e.actor_cli } : { organization_id: e.actor_organization_id!, token_id: e.actor_token_id!, role: e.actor_role! },
+  target: { type: e.target_type as (typeof TARGET_TYPES)[number], id: e.target_id },
+  customer_id: e.customer_id,
+  changes: e.changes as Record<string, [unknown, unknown]>,
+  trace_id: e.trace_id,
+})

@@ -1,0 +1,49 @@
+/**
+ * Audit retention (CONTRACT section 10; README "Audit trail"): a background loop of the server drops
+ * events older than the retention period, a small batch at a time, each batch its own durable change
+ * (`Storage.purgeAuditEvents`), with a turn of the event loop in between. Never in a request's path.
+ */
+import type { Storage } from '../../storage/storage'
+
+/** Events per change: a log record of about 40 KiB, a moment of the store's queue. */
+export const RETENTION_BATCH = 1000
+
+/** Drops every event older than `before` (microseconds); resolves with how many. */
+export async function dropEventsBefore(storage: Storage, before: number): Promise<number> {
+  let dropped = 0
+  for (;;) {
+    const count = await storage.purgeAuditEvents(before, RETENTION_BATCH)
+    dropped += count
+    if (count < RETENTION_BATCH) return dropped
+    await new Promise<void>((resolve) => setImmediate(resolve))
+  }
+}
+
+export interface AuditRetention {
+  /** Ends the loop, once the pass under way (if any) is done. */
+  stop(): Promise<void>
+}
+
+/** A pass at once, then every quarter of the retention period (at least a second, at most ten minutes). */
+export function startAuditRetention(storage: Storage, retentionSeconds: number, log: (line: string) => void): AuditRetention {
+  const intervalMs = Math.min(Math.max((retentionSeconds * 1000) / 4, 1000), 10 * 60 * 1000)
+  let running: Promise<void> | null = null
+  const pass = () => {
+    if (running) return // the last pass is still at it
+    running = dropEventsBefore(storage, (Date.now() - retentionSeconds * 1000) * 1000)
+      .then(
+        (dropped) => (dropped > 0 ? log(`keyward: audit retention: dropped ${dropped} event(s) older than ${retentionSeconds} s`) : undefined),
+        (error) => log(`keyward: audit retention failed, will retry: ${(error as Error)?.message ?? error}`),
+      )
+      .finally(() => (running = null))
+  }
+  pass()
+  const timer = setInterval(pass, intervalMs)
+  timer.unref()
+  return {
+    stop: async () => {
+      clearInterval(timer)
+      await running
+    },
+  }
+}

@@ -1,0 +1,34 @@
+/** The audit trail's query (CONTRACT section 10). Events are written by the services (shared/audit.ts). */
+import type { AuditEvent } from '../../storage/records'
+import { then, type Condition, type Maybe, type Page, type Storage } from '../../storage/storage'
+import type { Principal } from '../../http/auth'
+import { pageOf, scopedConditions } from '../shared/scope'
+import type { AuditEventListInput } from './model'
+
+export class AuditService {
+  constructor(private readonly storage: Storage) {}
+
+  /**
+   * The vendor's callers read every event; a customer's, those whose customer_id is itself. The
+   * target and customer filters are reduced to that scope first (shared/scope.ts). Actor tokens
+   * are not: any token (the vendor's, say) may act on a customer's data, and the customer sees
+   * those events; a customer's filter on them is answered from its own events only (the
+   * (customer_id, actor_token_id) index, src/store/database.ts).
+   */
+  list(p: Principal, q: AuditEventListInput): Maybe<Page<AuditEvent>> {
+    const filters = scopedConditions<'audit_events'>(this.storage, p, [
+      { on: { field: 'customer_id' }, names: 'customers', ids: q.customer_ids },
+      { on: { field: 'target_id' }, names: 'event_targets', ids: q.target_ids },
+    ])
+    return then(filters, (where) => {
+      const conditions: Condition<'audit_events'>[] = [...where]
+      if (p.customerId !== null && !q.customer_ids?.length) conditions.push({ field: 'customer_id', in: [p.customerId] })
+      if (q.actor_token_ids?.length) conditions.push({ field: 'actor_token_id', in: q.actor_token_ids })
+      if (q.actions?.length) conditions.push({ field: 'action', in: q.actions })
+      if (q.since !== undefined || q.until !== undefined) {
+        conditions.push({ field: 'created', ...(q.since !== undefined ? { from: q.since } : {}), ...(q.until !== undefined ? { until: q.until } : {}) })
+      }
+      return this.storage.list({ table: 'audit_events', where: conditions, page: pageOf(q), order: q.order })
+    })
+  }
+}

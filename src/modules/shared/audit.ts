@@ -1,0 +1,102 @@
+/**
+ * Audit events (CONTRACT section 10; README "Audit trail"). Every action a change performs is
+ * recorded by one call to `recordEvent`, inside the change's own transaction: the event is durable
+ * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
+ */
+import type { AuditEvent, Organization } from '../../storage/records'
+import type { Tx } from '../../storage/storage'
+import type { Principal } from '../../http/auth'
+import { formatTimestamp } from '../../store/clock'
+
+/** Who makes a change: a token (with the request's trace id), or a command of the CLI. */
+export type Actor = { readonly principal: Principal; readonly traceId: string } | { readonly cli: string }
+
+export const AUDIT_ACTIONS = [
+  'organization.create',
+  'organization.update',
+  'organization.suspend',
+  'organization.activate',
+  'organization_environments.add',
+  'organization_environments.remove',
+  'organization_environments.set_default',
+  'application.create',
+  'application.update',
+  'application.suspend',
+  'application.activate',
+  'application_environments.add',
+  'application_environments.remove',
+  'consumer.create',
+  'consumer.suspend',
+  'consumer.activate',
+  'installation.create',
+  'installation.update',
+  'installation.suspend',
+  'installation.verify',
+  'enrollment.create',
+  'enrollment.suspend',
+  'enrollment.activate',
+  'keyset.create',
+  'token.create',
+  'token.revoke',
+  'vendor.init',
+] as const
+export type AuditAction = (typeof AUDIT_ACTIONS)[number]
+
+/** The type of an action's target: its first word (`vendor.init`: the vendor organization). */
+export const targetTypeOf = (action: AuditAction) => (action === 'vendor.init' ? 'organization' : action.slice(0, action.indexOf('.')))
+export const TARGET_TYPES = [...new Set(AUDIT_ACTIONS.map(targetTypeOf))]
+
+/** Never in an event, not even as a hash (CONTRACT section 10). */
+const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'])
+/** Stored as microseconds, shown in the API's timestamp format like every other time. */
+const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'expires'])
+
+export interface EventInput {
+  /** The changed record's id; the target's type is the action's first word (`vendor.init`: an organization). */
+  readonly target: string
+  /** The customer whose data changed: `customerIdOf` for organizations and tokens, `organization_id` for the rest. */
+  readonly customerId: string | null
+  /** The record before the change (null for a create) and after it, as stored. */
+  readonly before: object | null
+  readonly after: object
+}
+
+/** Records one action of the running transaction. */
+export function recordEvent(tx: Tx, actor: Actor, action: AuditAction, input: EventInput): Promise<AuditEvent> {
+  const byToken = 'principal' in actor ? actor : null
+  return tx.insert('audit_events', {
+    // Time-ordered (UUIDv7, monotonic within the process): the events of one change, which share
+    // their time, sort by id in the order they were recorded.
+    event_id: Bun.randomUUIDv7(),
+    action,
+    target_type: targetTypeOf(action),
+    target_id: input.target,
+    actor_organization_id: byToken?.principal.organization.organization_id ?? null,
+    actor_token_id: byToken?.principal.tokenId ?? null,
+    actor_role: byToken?.principal.role ?? null,
+    actor_cli: 'cli' in actor ? actor.cli : null,
+    customer_id: input.customerId,
+    changes: changesOf(input.before, input.after),
+    trace_id: byToken?.traceId ?? null,
+  })
+}
+
+/** The customer an organization's data belongs to: itself, a partner's customer, or none (the vendor). */
+export function customerIdOf(org: Organization): string | null {
+  if (org.organization_type === 'vendor') return null
+  return org.organization_type === 'customer' ? org.organization_id : org.parent_id
+}
+
+/** A create: every stored field as [null, value]; a change: the fields that differ, [before, after]. */
+function changesOf(before: object | null, after: object): Record<string, [unknown, unknown]> {
+  const changes: Record<string, [unknown, unknown]> = {}
+  const was = before as Record<string, unknown> | null
+  for (const [field, value] of Object.entries(after)) {
+    if (SECRET_FIELDS.has(field)) continue
+    if (was === null) changes[field] = [null, shown(field, value)]
+    else if (!Bun.deepEquals(was[field], value)) changes[field] = [shown(field, was[field] ?? null), shown(field, value)]
+  }
+  return changes
+}
+
+const shown = (field: string, value: unknown) => (TIMESTAMP_FIELDS.has(field) && typeof value === 'number' ? formatTimestamp(value) : value)

@@ -1,0 +1,72 @@
+import * as v from 'valibot'
+import type { Token } from '../../storage/records'
+import { formatTimestamp } from '../../store/clock'
+import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES, TOKEN_SHAPE } from '../../auth/tokens'
+import { AnsweredUuid, Description, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
+
+/** A token's lifetime, `45s` to `366d` (CONTRACT section 9), in seconds. */
+export const TokenTtl = v.pipe(
+  v.string(),
+  v.transform((text) => parseDuration(text) ?? 0),
+  v.minValue(1, 'ttl must be a number and s, m, h or d, like 90d'),
+  v.maxValue(MAX_TOKEN_TTL_SECONDS, 'ttl must be at most 366d'),
+)
+
+/** One of the three roles; `administrator` is `admin` (CONTRACT section 2). */
+const RoleName = v.pipe(
+  v.picklist([...ROLES, 'administrator'], `role must be one of ${ROLES.join(', ')}`),
+  v.transform((name) => parseRole(name)!),
+)
+
+export const CreateTokenBody = v.object({
+  organization_id: Uuid,
+  role: RoleName,
+  ttl: v.optional(TokenTtl, DEFAULT_TOKEN_TTL),
+  description: v.optional(v.nullable(Description), null),
+})
+
+export const TOKEN_STATES = ['active', 'revoked', 'expired'] as const
+
+export const TokenListQuery = v.object({
+  organization_ids: UuidList,
+  state: v.optional(v.picklist(TOKEN_STATES, 'state must be active, revoked or expired')),
+  ...pagingQuery,
+})
+export type TokenListInput = v.InferOutput<typeof TokenListQuery>
+
+/** Revoked stays revoked; an active token past `expires` is answered `expired` (derived, not stored). */
+export const tokenState = (t: Token, now = Date.now() * 1000): (typeof TOKEN_STATES)[number] =>
+  t.state === 'revoked' ? 'revoked' : t.expires <= now ? 'expired' : 'active'
+
+/** CONTRACT section 9's record: never the hash. */
+export const TokenRecord = v.strictObject({
+  token_id: AnsweredUuid,
+  organization_id: AnsweredUuid,
+  role: v.picklist(ROLES),
+  description: v.nullable(v.string()),
+  state: v.pipe(v.picklist(TOKEN_STATES), v.description('`expired`: active, but past `expires`.')),
+  created: Timestamp,
+  expires: Timestamp,
+})
+export const TokenAnswer = v.strictObject({ token: TokenRecord, trace_id: TraceId })
+export const IssuedTokenAnswer = v.strictObject({
+  token: TokenRecord,
+  secret: v.pipe(
+    v.string(),
+    v.regex(TOKEN_SHAPE),
+    v.description('The token itself, for `Authorization: Bearer <secret>`: shown this once, stored only as a hash.'),
+  ),
+  trace_id: TraceId,
+})
+/** No trace_id in this list, like the consumer list (CONTRACT section 9). */
+export const TokenListAnswer = v.strictObject({ tokens: v.array(TokenRecord), ...pagedListFields })
+
+export const tokenView = (t: Token): v.InferOutput<typeof TokenRecord> => ({
+  token_id: t.token_id,
+  organization_id: t.organization_id,
+  role: t.role,
+  description: t.description,
+  state: tokenState(t),
+  created: formatTimestamp(t.created),
+  expires: formatTimestamp(t.expires),
+})

@@ -1,0 +1,92 @@
+/**
+ * Tokens (CONTRACT section 9; README "Tokens"): issued, listed and revoked by the API, by `init`
+ * and by the CLI (directly, or through a running server's control socket), all through here. No HTTP.
+ */
+import type { Organization, Role, Token } from '../../storage/records'
+import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import type { Principal } from '../../http/auth'
+import { conflict } from '../../http/errors'
+import { newToken, type NewToken } from '../../auth/tokens'
+import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
+import { pageOf, readableOrganizations, scopedConditions } from '../shared/scope'
+import type { TokenListInput } from './model'
+
+export interface TokenGrant {
+  readonly organization: Organization
+  readonly role: Role
+  readonly ttlSeconds: number
+  readonly description: string | null
+}
+
+export interface IssuedToken {
+  readonly record: Token
+  /** The token string: shown once, here, and never stored. */
+  readonly token: string
+}
+
+export class TokenService {
+  constructor(private readonly storage: Storage) {}
+
+  issue(grant: TokenGrant, actor: Actor): Promise<IssuedToken> {
+    return this.storage.transaction((tx) => createToken(tx, grant, actor))
+  }
+
+  /** Takes effect on the next request made with it (the record is read on every request). */
+  revoke(token: Token, actor: Actor): Promise<Token> {
+    const id = token.token_id
+    return this.storage.transaction(async (tx) => {
+      const current = (await tx.find('tokens', id, 'update'))!
+      if (current.state === 'revoked') throw conflict('already_revoked', 'The token is already revoked.')
+      const changed = await tx.update('tokens', id, { state: 'revoked' })
+      const organization = (await tx.find('organizations', changed.organization_id))!
+      await recordEvent(tx, actor, 'token.revoke', { target: id, customerId: customerIdOf(organization), before: current, after: changed })
+      return changed
+    })
+  }
+
+  /** In creation order, within the caller's scope. */
+  list(p: Principal, q: TokenListInput): Maybe<Page<Token>> {
+    return then(this.scopedOrganizations(p, q.organization_ids), (where) =>
+      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state)], page: pageOf(q), order: q.order }),
+    )
+  }
+
+  /** Every token, or an organization's, in creation order (`keyward tokens list`, which holds the data). */
+  listAll(organizationId: string | null): Maybe<readonly Token[]> {
+    const where = organizationId === null ? [] : [{ field: 'organization_id' as const, in: [organizationId] }]
+    return then(this.storage.list({ table: 'tokens', where, order: 'asc' }), (page) => page.items)
+  }
+
+  /** The organization filter reduced to the organizations the caller reads; all of them when none was sent. */
+  private scopedOrganizations(p: Principal, ids: readonly string[] | undefined): Maybe<Condition<'tokens'>[]> {
+    if (ids?.length) return scopedConditions<'tokens'>(this.storage, p, [{ on: { field: 'organization_id' }, names: 'organizations', ids }])
+    return then(readableOrganizations(this.storage, p), (readable) => (readable === null ? [] : [{ field: 'organization_id', in: readable }]))
+  }
+}
+
+/**
+ * Inside a transaction, so `init` can record the vendor's first token with the vendor itself.
+ * `issued` is a new token's string and hash; made here unless given.
+ */
+export async function createToken(tx: Tx, grant: TokenGrant, actor: Actor, issued: NewToken = newToken()): Promise<IssuedToken> {
+  const { tokenId, token, tokenHash } = issued
+  const record = await tx.insert('tokens', {
+    token_id: tokenId,
+    organization_id: grant.organization.organization_id,
+    role: grant.role,
+    description: grant.description,
+    state: 'active',
+    expires: Date.now() * 1000 + grant.ttlSeconds * 1_000_000,
+    token_hash: tokenHash,
+  })
+  await recordEvent(tx, actor, 'token.create', { target: tokenId, customerId: customerIdOf(grant.organization), before: null, after: record })
+  return { record, token }
+}
+
+/** `expired` is derived: an active record whose `expires` has passed. */
+function stateConditions(state: TokenListInput['state']): Condition<'tokens'>[] {
+  if (!state) return []
+  if (state === 'revoked') return [{ field: 'state', in: ['revoked'] }]
+  const now = Date.now() * 1000
+  return [{ field: 'state', in: ['active'] }, state === 'active' ? { field: 'expires', from: now + 1 } : { field: 'expires', until: now }]
+}

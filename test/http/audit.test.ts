@@ -1,0 +1,545 @@
+/**
+ * The audit trail over HTTP (CONTRACT section 10): one event for each action of the section's list,
+ * checked field by field against the answer of the change it records; none for a 4xx or a 200 that
+ * returned an existing record; no secret in any event; the query's filters, paging, order and bad
+ * values; its cost for another tenant's identifiers; retention. Roles and scope: the authorization
+ * matrix and the isolation tests.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { generateKeyPairSync } from 'node:crypto'
+import { hashToken, tokenIdOf } from '../../src/auth/tokens'
+import { plannerWork } from '../../src/storage/embedded/planner'
+import { dropEventsBefore } from '../../src/modules/audit/retention'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { expectProblem } from '../support/actors'
+
+let h: Harness
+let vendorActor: { organization_id: string; token_id: string; role: string }
+beforeAll(async () => {
+  h = await createHarness()
+  vendorActor = { organization_id: h.vendorId, token_id: tokenIdOf(h.vendorToken)!, role: 'admin' }
+})
+afterAll(() => h.close())
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+
+function p256Key(): string {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
+}
+
+async function ok(method: string, path: string, body?: unknown, token?: string): Promise<ApiResponse> {
+  const res = await h.request(method, path, { body, token })
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
+  return res
+}
+
+/** The one event of `action` about `target`. */
+async function eventOf(action: string, target: string) {
+  const res = await ok('GET', `/api/audit-events?target_ids=${target}&actions=${action}`)
+  expect({ action, target, total: res.body.total }).toEqual({ action, target, total: 1 })
+  return res.body.audit_events[0]
+}
+
+/** Every event there is, oldest first. */
+async function allEvents(): Promise<any[]> {
+  const events: unknown[] = []
+  for (let page = 1; ; page++) {
+    const res = await ok('GET', `/api/audit-events?page=${page}&page_size=1000`)
+    events.push(...res.body.audit_events)
+    if (res.body.audit_events.length < 1000) return events as any[]
+  }
+}
+
+const eventCount = async () => (await ok('GET', '/api/audit-events?page_size=1')).body.total as number
+
+/** The event of a change made by the vendor's admin token in request `res`. */
+function byVendor(res: ApiResponse, action: string, type: string, id: string, customerId: string | null, time: string, changes: Record<string, unknown>) {
+  return {
+    event_id: expect.stringMatching(UUID),
+    time,
+    action,
+    actor: vendorActor,
+    target: { type, id },
+    customer_id: customerId,
+    changes,
+    trace_id: res.headers.get('x-trace-id'),
+  }
+}
+
+/** `[null, value]` for every field: a create. */
+const created = (fields: Record<string, unknown>) => Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, [null, v]]))
+
+describe('one event per action, field by field', () => {
+  let customer: string
+  let customerCreated: string
+  let partner: string
+
+  test('vendor.init, and the first token: by the init command, no trace id', async () => {
+    const org = (await ok('GET', `/api/organizations/${h.vendorId}`)).body.organization
+    expect(await eventOf('vendor.init', h.vendorId)).toEqual({
+      event_id: expect.stringMatching(UUID),
+      time: org.created,
+      action: 'vendor.init',
+      actor: { cli: 'init' },
+      target: { type: 'organization', id: h.vendorId },
+      customer_id: null,
+      changes: created({
+        organization_id: h.vendorId,
+        parent_id: null,
+        organization_type: 'vendor',
+        description: 'Vendor',
+        state: 'active',
+        environments: null,
+        created: org.created,
+        modified: org.created,
+      }),
+      trace_id: null,
+    })
+    const token = (await ok('GET', `/api/tokens/${vendorActor.token_id}`)).body.token
+    const event = await eventOf('token.create', vendorActor.token_id)
+    expect(event).toEqual({
+      event_id: expect.stringMatching(UUID),
+      time: org.created, // the same change as the vendor
+      action: 'token.create',
+      actor: { cli: 'init' },
+      target: { type: 'token', id: vendorActor.token_id },
+      customer_id: null,
+      changes: created({
+        token_id: vendorActor.token_id,
+        organization_id: h.vendorId,
+        role: 'admin',
+        description: 'first vendor admin token (keyward init)',
+        state: 'active',
+        expires: token.expires,
+        created: token.created,
+        modified: token.created,
+      }),
+      trace_id: null,
+    })
+  })
+
+  test('organization.create, update, suspend, activate', async () => {
+    const res = await ok('POST', '/api/organizations', { description: 'Acme', parent_id: h.vendorId, supported_environments: { default: 'prod', supported: 'dev,prod' } })
+    const org = res.body.organization
+    customer = org.organization_id
+    customerCreated = org.created
+    expect(await eventOf('organization.create', customer)).toEqual(
+      byVendor(res, 'organization.create', 'organization', customer, customer, org.created, created({
+        organization_id: customer,
+        parent_id: h.vendorId,
+        organization_type: 'customer',
+        description: 'Acme',
+        state: 'active',
+        environments: { default: 'PROD', supported: ['DEV', 'PROD'] },
+        created: org.created,
+        modified: org.created,
+      })),
+    )
+    const p = await ok('POST', '/api/organizations', { description: 'Reseller', parent_id: customer })
+    partner = p.body.organization.organization_id
+    expect((await eventOf('organization.create', partner)).customer_id).toBe(customer) // a partner's data is its customer's
+
+    const update = await ok('PATCH', `/api/organizations/${customer}`, { description: 'Acme Inc.' })
+    const updated = update.body.organization.modified
+    expect(await eventOf('organization.update', customer)).toEqual(
+      byVendor(update, 'organization.update', 'organization', customer, customer, updated, { description: ['Acme', 'Acme Inc.'], modified: [org.created, updated] }),
+    )
+    const suspend = await ok('PATCH', `/api/organizations/${partner}/suspend`)
+    const suspended = suspend.body.organization.modified
+    expect(await eventOf('organization.suspend', partner)).toEqual(
+      byVendor(suspend, 'organization.suspend', 'organization', partner, customer, suspended, { state: ['active', 'suspended'], modified: [p.body.organization.modified, suspended] }),
+    )
+    const activate = await ok('PATCH', `/api/organizations/${partner}/activate`)
+    const activated = activate.body.organization.modified
+    expect(await eventOf('organization.activate', partner)).toEqual(
+      byVendor(activate, 'organization.activate', 'organization', partner, customer, activated, { state: ['suspended', 'active'], modified: [suspended, activated] }),
+    )
+  })
+
+  test('organization_environments.add, set_default, remove', async () => {
+    const modifiedOf = async () => (await ok('GET', `/api/organizations/${customer}`)).body.organization.modified as string
+    let before = await modifiedOf()
+    const steps = [
+      ['PATCH', { environment: 'qa' }, 'organization_environments.add', { default: 'PROD', supported: ['DEV', 'PROD'] }, { default: 'PROD', supported: ['DEV', 'PROD', 'QA'] }],
+      ['PATCH', { default: 'qa' }, 'organization_environments.set_default', { default: 'PROD', supported: ['DEV', 'PROD', 'QA'] }, { default: 'QA', supported: ['DEV', 'PROD', 'QA'] }],
+      ['DELETE', { environment: 'dev' }, 'organization_environments.remove', { default: 'QA', supported: ['DEV', 'PROD', 'QA'] }, { default: 'QA', supported: ['PROD', 'QA'] }],
+    ] as const
+    for (const [method, body, action, was, is] of steps) {
+      const res = await ok(method, `/api/organizations/${customer}/environments`, body)
+      const now = await modifiedOf()
+      expect(await eventOf(action, customer)).toEqual(
+        byVendor(res, action, 'organization_environments', customer, customer, now, { environments: [was, is], modified: [before, now] }),
+      )
+      before = now
+    }
+  })
+
+  let app: string
+  let apiKey: string
+  test('application.create (no api_key, not even its hash), update, suspend, activate', async () => {
+    const res = await ok('POST', '/api/applications', { organization_id: customer, description: 'Banking', allowed_environments: 'prod' })
+    const a = res.body.application
+    app = a.application_id
+    apiKey = a.api_key
+    expect(await eventOf('application.create', app)).toEqual(
+      byVendor(res, 'application.create', 'application', app, customer, a.created, created({
+        application_id: app,
+        organization_id: customer,
+        description: 'Banking',
+        environments: ['PROD'],
+        state: 'active',
+        created: a.created,
+        modified: a.created,
+      })),
+    )
+    let before = a.modified
+    for (const [method, path, body, action, changes] of [
+      ['PATCH', `/api/applications/${app}`, { description: 'Banking 2' }, 'application.update', { description: ['Banking', 'Banking 2'] }],
+      ['PATCH', `/api/applications/${app}/suspend`, undefined, 'application.suspend', { state: ['active', 'suspended'] }],
+      ['PATCH', `/api/applications/${app}/activate`, undefined, 'application.activate', { state: ['suspended', 'active'] }],
+    ] as const) {
+      const change = await ok(method, path, body)
+      const now = change.body.application.modified
+      expect(await eventOf(action, app)).toEqual(byVendor(change, action, 'application', app, customer, now, { ...changes, modified: [before, now] }))
+      before = now
+    }
+  })
+
+  test('application_environments.add, remove', async () => {
+    const modifiedOf = async () => (await ok('GET', `/api/applications/${app}`)).body.application.modified as string
+    let before = await modifiedOf()
+    for (const [method, action, was, is] of [
+      ['POST', 'application_environments.add', ['PROD'], ['PROD', 'QA']],
+      ['DELETE', 'application_environments.remove', ['PROD', 'QA'], ['PROD']],
+    ] as const) {
+      const res = await ok(method, `/api/environments/${app}`, { environment: 'qa' })
+      const now = await modifiedOf()
+      expect(await eventOf(action, app)).toEqual(byVendor(res, action, 'application_environments', app, customer, now, { environments: [was, is], modified: [before, now] }))
+      before = now
+    }
+  })
+
+  test('consumer.create, suspend, activate; installation.create, update, suspend, verify', async () => {
+    const consumer = crypto.randomUUID()
+    const c = await ok('POST', '/api/consumers', { consumer_id: consumer, organization_id: customer })
+    const cc = c.body.consumer
+    expect(await eventOf('consumer.create', consumer)).toEqual(
+      byVendor(c, 'consumer.create', 'consumer', consumer, customer, cc.created, created({ consumer_id: consumer, organization_id: customer, state: 'active', created: cc.created, modified: cc.created })),
+    )
+    let before = cc.modified
+    for (const verb of ['suspend', 'activate'] as const) {
+      const res = await ok('PATCH', `/api/consumers/${consumer}/${verb}`)
+      const now = res.body.consumer.modified
+      const states = verb === 'suspend' ? ['active', 'suspended'] : ['suspended', 'active']
+      expect(await eventOf(`consumer.${verb}`, consumer)).toEqual(byVendor(res, `consumer.${verb}`, 'consumer', consumer, customer, now, { state: states, modified: [before, now] }))
+      before = now
+    }
+
+    const installation = crypto.randomUUID()
+    const i = await ok('POST', '/api/installations', { installation_id: installation, description: 'Pixel', organization_id: customer })
+    const ii = i.body.installation
+    expect(await eventOf('installation.create', installation)).toEqual(
+      byVendor(i, 'installation.create', 'installation', installation, customer, ii.created, created({
+        installation_id: installation,
+        organization_id: customer,
+        description: 'Pixel',
+        state: 'unregistered',
+        created: ii.created,
+        modified: ii.created,
+      })),
+    )
+    before = ii.modified
+    for (const [path, body, action, changes] of [
+      [`/api/installations/${installation}`, { description: 'Pixel 9' }, 'installation.update', { description: ['Pixel', 'Pixel 9'] }],
+      [`/api/installations/${installation}/suspend`, undefined, 'installation.suspend', { state: ['unregistered', 'suspended'] }],
+      [`/api/installations/${installation}/verify`, undefined, 'installation.verify', { state: ['suspended', 'verified'] }],
+    ] as const) {
+      const res = await ok('PATCH', path, body)
+      const now = res.body.installation.modified
+      expect(await eventOf(action, installation)).toEqual(byVendor(res, action, 'installation', installation, customer, now, { ...changes, modified: [before, now] }))
+      before = now
+    }
+  })
+
+  test('enrollment.create with its new consumer and installation: three events, one trace id, in that order', async () => {
+    const [enrollment, consumer, installation] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()]
+    const res = await ok('POST', '/api/enrollments', {
+      enrollment_id: enrollment,
+      consumer_id: consumer,
+      installation_id: installation,
+      application_id: app,
+      environment: 'prod',
+      installation_description: 'Tablet',
+    })
+    const e = res.body.enrollment
+    const time = e.created
+    const events = (await ok('GET', `/api/audit-events?target_ids=${consumer},${installation},${enrollment}`)).body.audit_events
+    expect(events).toEqual([
+      byVendor(res, 'consumer.create', 'consumer', consumer, customer, time, created({ consumer_id: consumer, organization_id: customer, state: 'active', created: time, modified: time })),
+      byVendor(res, 'installation.create', 'installation', installation, customer, time, created({
+        installation_id: installation,
+        organization_id: customer,
+        description: 'Tablet',
+        state: 'unregistered',
+        created: time,
+        modified: time,
+      })),
+      byVendor(res, 'enrollment.create', 'enrollment', enrollment, customer, time, created({
+        enrollment_id: enrollment,
+        organization_id: customer,
+        consumer_id: consumer,
+        installation_id: installation,
+        application_id: app,
+        environment: 'PROD',
+        active_keyset_id: null,
+        client_enclave_key: null,
+        state: 'active',
+        created: time,
+        modified: time,
+      })),
+    ])
+
+    let before = e.modified
+    for (const verb of ['suspend', 'activate'] as const) {
+      const change = await ok('PATCH', `/api/enrollments/${enrollment}/${verb}`)
+      const now = change.body.enrollment.modified
+      const states = verb === 'suspend' ? ['active', 'suspended'] : ['suspended', 'active']
+      expect(await eventOf(`enrollment.${verb}`, enrollment)).toEqual(byVendor(change, `enrollment.${verb}`, 'enrollment', enrollment, customer, now, { state: states, modified: [before, now] }))
+      before = now
+    }
+
+    // A keyset, then another that retires it: one keyset.create each, nothing else.
+    const count = await eventCount()
+    for (let n = 0; n < 2; n++) {
+      const key = p256Key()
+      const k = await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: key })
+      const keysetId = k.body.enrollment.active_keyset_id
+      const now = k.body.enrollment.modified
+      expect(await eventOf('keyset.create', keysetId)).toEqual(
+        byVendor(k, 'keyset.create', 'keyset', keysetId, customer, now, created({
+          keyset_id: keysetId,
+          enrollment_id: enrollment,
+          application_id: app,
+          environment: 'PROD',
+          client_enclave_key: key,
+          state: 'active',
+          created: now,
+          modified: now,
+        })),
+      )
+    }
+    expect(await eventCount()).toBe(count + 2)
+  })
+
+  test('token.create and token.revoke: never the token or its hash', async () => {
+    const res = await ok('POST', '/api/tokens', { organization_id: partner, role: 'viewer', ttl: '1d', description: 'reporting' })
+    const token = res.body.token
+    expect(await eventOf('token.create', token.token_id)).toEqual(
+      byVendor(res, 'token.create', 'token', token.token_id, customer, token.created, created({
+        token_id: token.token_id,
+        organization_id: partner,
+        role: 'viewer',
+        description: 'reporting',
+        state: 'active',
+        expires: token.expires,
+        created: token.created,
+        modified: token.created,
+      })),
+    )
+    const revoke = await ok('PATCH', `/api/tokens/${token.token_id}/revoke`)
+    const event = await eventOf('token.revoke', token.token_id)
+    expect(event).toEqual(byVendor(revoke, 'token.revoke', 'token', token.token_id, customer, event.time, { state: ['active', 'revoked'], modified: [token.created, event.time] }))
+    expect(event.time > token.created).toBe(true)
+
+    const vendorToken = await ok('POST', '/api/tokens', { organization_id: h.vendorId, role: 'viewer' })
+    expect((await eventOf('token.create', vendorToken.body.token.token_id)).customer_id).toBeNull() // the vendor's own
+  })
+
+  test('every action of the list was recorded above, and no event holds a secret or its hash', async () => {
+    const events = await allEvents()
+    const actions = new Set(events.map((e) => e.action))
+    const ALL = [
+      'organization.create', 'organization.update', 'organization.suspend', 'organization.activate',
+      'organization_environments.add', 'organization_environments.remove', 'organization_environments.set_default',
+      'application.create', 'application.update', 'application.suspend', 'application.activate',
+      'application_environments.add', 'application_environments.remove',
+      'consumer.create', 'consumer.suspend', 'consumer.activate',
+      'installation.create', 'installation.update', 'installation.suspend', 'installation.verify',
+      'enrollment.create', 'enrollment.suspend', 'enrollment.activate', 'keyset.create',
+      'token.create', 'token.revoke', 'vendor.init',
+    ] // prettier-ignore
+    expect(ALL.filter((action) => !actions.has(action))).toEqual([])
+    const text = JSON.stringify(events)
+    for (const secret of [apiKey, hashToken(apiKey), h.vendorToken, hashToken(h.vendorToken), 'api_key', 'token_hash']) expect(text).not.toContain(secret)
+    expect(text).not.toContain('kw2_')
+    for (const event of events) expect(event.time).toMatch(TIMESTAMP)
+    // And the log holds no token either.
+    expect(h.logged.join('\n')).not.toContain('kw2_')
+  })
+
+  test('the events of one change share its time; events are in time order', async () => {
+    const events = await allEvents()
+    const times = events.map((e) => e.time)
+    expect([...times].sort()).toEqual(times)
+    expect(customerCreated).toMatch(TIMESTAMP)
+  })
+})
+
+describe('no event for what changes nothing', () => {
+  test('4xx answers and 200s that return an existing record record none', async () => {
+    const customer = await h.createCustomer('Quiet', { default: 'PROD', supported: 'PROD' })
+    const app = (await ok('POST', '/api/applications', { organization_id: customer, description: 'App' })).body.application.application_id
+    const [consumer, installation, enrollment] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()]
+    const enrollBody = { enrollment_id: enrollment, consumer_id: consumer, installation_id: installation, application_id: app, environment: 'PROD', installation_description: 'x' }
+    await ok('POST', '/api/enrollments', enrollBody)
+    const token = (await ok('POST', '/api/tokens', { organization_id: customer, role: 'viewer' })).body.token.token_id
+    await ok('PATCH', `/api/tokens/${token}/revoke`)
+    const viewer = h.token(customer, 'viewer')
+    const before = await eventCount()
+
+    const attempts: [string, string, unknown?, string?][] = [
+      // 200s that return what exists
+      ['POST', '/api/consumers', { consumer_id: consumer, organization_id: customer }],
+      ['POST', '/api/installations', { installation_id: installation, description: 'other', organization_id: customer }],
+      ['POST', '/api/enrollments', enrollBody],
+      ['PATCH', `/api/organizations/${customer}/environments`, { default: 'PROD' }],
+      // 409, 400, 403, 404
+      ['PATCH', `/api/consumers/${consumer}/activate`],
+      ['PATCH', `/api/tokens/${token}/revoke`],
+      ['PATCH', `/api/organizations/${h.vendorId}/suspend`],
+      ['PATCH', `/api/organizations/${customer}/environments`, { environment: 'prod' }],
+      ['POST', '/api/organizations', { description: '' }],
+      ['POST', '/api/tokens', { organization_id: customer, role: 'admin', ttl: '367d' }],
+      ['POST', '/api/tokens', { organization_id: customer, role: 'admin' }, viewer],
+      ['PATCH', `/api/consumers/${consumer}/suspend`, undefined, viewer],
+      ['PATCH', `/api/consumers/${crypto.randomUUID()}/suspend`],
+      ['POST', '/api/enrollments', { ...enrollBody, enrollment_id: crypto.randomUUID() }], // the same tuple: 409
+    ]
+    for (const [method, path, body, as] of attempts) {
+      const res = await h.request(method, path, { body, token: as })
+      expect([method, path, res.status]).toEqual([method, path, expect.any(Number)])
+      expect(res.status === 201).toBe(false)
+    }
+    expect(await eventCount()).toBe(before)
+  })
+})
+
+describe('the query', () => {
+  let A: string
+  let B: string
+  let appA: string
+  let adminA: string
+  beforeAll(async () => {
+    A = await h.createCustomer('Query A')
+    B = await h.createCustomer('Query B')
+    appA = (await ok('POST', '/api/applications', { organization_id: A, description: 'App A' })).body.application.application_id
+    adminA = h.token(A)
+    for (let n = 0; n < 5; n++) await ok('POST', '/api/consumers', { consumer_id: crypto.randomUUID() }, adminA)
+    for (let n = 0; n < 3; n++) await ok('POST', '/api/consumers', { consumer_id: crypto.randomUUID(), organization_id: B })
+  })
+
+  test('the consumer list shape: no trace_id, `page` only when sent; order and paging', async () => {
+    const all = await ok('GET', `/api/audit-events?customer_ids=${A}`)
+    expect(Object.keys(all.body).sort()).toEqual(['audit_events', 'page_size', 'total'])
+    expect(all.body.page_size).toBe(100)
+    expect(all.body.total).toBe(8) // the customer, its application, its admin's token, five consumers
+    const paged = await ok('GET', `/api/audit-events?customer_ids=${A}&page=2&page_size=3&order=desc`)
+    expect(Object.keys(paged.body).sort()).toEqual(['audit_events', 'page', 'page_size', 'total'])
+    expect(paged.body.audit_events).toEqual([...all.body.audit_events].reverse().slice(3, 6))
+    expect((await ok('GET', `/api/audit-events?customer_ids=${A}&page=9&page_size=3`)).body).toEqual({ audit_events: [], total: 8, page: 9, page_size: 3 })
+  })
+
+  test('filters: actions, actor_token_ids, customer_ids, target_ids; repeated or comma-separated; all must hold', async () => {
+    const q = async (query: string) => (await ok('GET', `/api/audit-events?${query}`)).body
+    expect((await q(`customer_ids=${A}&actions=consumer.create`)).total).toBe(5)
+    expect((await q(`customer_ids=${A},${B}&actions=consumer.create`)).total).toBe(8)
+    expect((await q(`customer_ids=${A}&customer_ids=${B}&actions=consumer.create&actions=organization.create`)).total).toBe(10)
+    const byA = await q(`actor_token_ids=${tokenIdOf(adminA)}`)
+    expect(byA.total).toBe(5)
+    expect(byA.audit_events.every((e: any) => e.actor.token_id === tokenIdOf(adminA) && e.actor.role === 'admin' && e.actor.organization_id === A)).toBe(true)
+    expect((await q(`target_ids=${appA}`)).audit_events.map((e: any) => e.action)).toEqual(['application.create'])
+    expect((await q(`target_ids=${appA}&actions=consumer.create`)).total).toBe(0)
+    // The customer's own admin sees the same of its own, and nothing of B's.
+    const own = await ok('GET', `/api/audit-events?actions=consumer.create`, undefined, adminA)
+    expect(own.body.total).toBe(5)
+  })
+
+  test('since and until: the API format or RFC 3339, both ends included', async () => {
+    const events = (await ok('GET', `/api/audit-events?customer_ids=${A}`)).body.audit_events as any[]
+    const third = events[2].time as string
+    const q = async (query: string) => (await ok('GET', `/api/audit-events?customer_ids=${A}&${query}`)).body.total
+    expect(await q(`since=${encodeURIComponent(third)}`)).toBe(6)
+    expect(await q(`until=${encodeURIComponent(third)}`)).toBe(3)
+    expect(await q(`since=${encodeURIComponent(third)}&until=${encodeURIComponent(third)}`)).toBe(1)
+    // The same instant in RFC 3339, UTC and with an offset; an unescaped '+' (read as a blank) too.
+    const rfc = `${third.slice(0, 10)}T${third.slice(11, 26)}Z`
+    expect(await q(`since=${rfc}`)).toBe(6)
+    const hour = Number(third.slice(11, 13))
+    const shifted = `${third.slice(0, 10)}T${String((hour + 1) % 24).padStart(2, '0')}${third.slice(13, 26)}+01:00`
+    if (hour < 23) expect(await q(`since=${encodeURIComponent(shifted)}`)).toBe(6)
+    expect(await q(`since=${third.replace(' +', '+')}`)).toBe(6)
+    expect(await q('since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00.5+00:00')).toBe(0)
+  })
+
+  test('a time range is found by binary search, not by reading the events before it', async () => {
+    const events = (await ok('GET', '/api/audit-events?page_size=1000')).body.audit_events as any[]
+    expect(events.length).toBeGreaterThan(40)
+    const from = events[events.length - 3].time as string
+    const before = plannerWork.recordsRead
+    const res = await ok('GET', `/api/audit-events?since=${encodeURIComponent(from)}`)
+    expect(res.body.audit_events).toEqual(events.slice(-3))
+    // Two binary searches and the page: far fewer than the events before it.
+    expect(plannerWork.recordsRead - before).toBeLessThan(3 + 2 * Math.ceil(Math.log2(events.length + 1)) + 1)
+    const window = await ok('GET', `/api/audit-events?since=${encodeURIComponent(events[10].time)}&until=${encodeURIComponent(events[19].time)}&customer_ids=${A}`)
+    expect(window.body.audit_events).toEqual(events.slice(10, 20).filter((e) => e.customer_id === A))
+  })
+
+  test('bad values: 400', async () => {
+    for (const query of [
+      'actions=consumer.delete',
+      'actions=consumer',
+      'target_ids=abc',
+      'customer_ids=abc',
+      'actor_token_ids=abc',
+      'since=yesterday',
+      'since=2026-02-30T00:00:00Z',
+      'until=2026-01-01 24:00:00.000000 +00:00',
+      'since=2026-01-01T00:00:00',
+      'page=0',
+      'page_size=1001',
+      'order=up',
+    ]) {
+      expectProblem(await h.request('GET', `/api/audit-events?${query.replaceAll(' ', '%20').replaceAll('+', '%2B')}`), 400)
+    }
+  })
+
+  test("a customer's filter on another tenant's target costs nothing of that tenant's events", async () => {
+    const busy = (await ok('POST', '/api/applications', { organization_id: B, description: 'Busy' })).body.application.application_id
+    for (let n = 0; n < 60; n++) await ok('PATCH', `/api/applications/${busy}`, { description: `Busy ${n}` })
+    const viewerA = h.token(A, 'viewer')
+    await h.tokensRecorded()
+    const before = plannerWork.recordsRead
+    const res = await ok('GET', `/api/audit-events?target_ids=${busy}`, undefined, viewerA)
+    expect(res.body.total).toBe(0)
+    // One record read to tell whose target it is; none of its 61 events.
+    expect(plannerWork.recordsRead - before).toBeLessThanOrEqual(2)
+    const vendor = await ok('GET', `/api/audit-events?target_ids=${busy}`)
+    expect(vendor.body.total).toBe(61)
+  })
+})
+
+describe('retention', () => {
+  test('events older than the cutoff are dropped, in batches, and the others kept', async () => {
+    const events = await allEvents()
+    const cut = events[Math.floor(events.length / 2)]
+    const cutoff = Math.round(Date.parse(`${cut.time.slice(0, 10)}T${cut.time.slice(11, 23)}Z`) * 1000) + Number(cut.time.slice(23, 26))
+    const older = events.filter((e) => e.time < cut.time).length
+    expect(older).toBeGreaterThan(0)
+    expect(await dropEventsBefore(h.storage, cutoff)).toBe(older)
+    const left = await allEvents()
+    expect(left).toEqual(events.slice(older))
+    expect(await dropEventsBefore(h.storage, cutoff)).toBe(0)
+  })
+})

@@ -1,0 +1,226 @@
+/**
+ * Tokens over HTTP (CONTRACT section 9): issue, view, list, revoke; the answers' exact shapes,
+ * every status the routes give, revocation and expiry taking effect on the next request, and the
+ * token string shown once and nowhere else. Roles and scope: the authorization matrix and the
+ * isolation tests.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { hashToken, tokenIdOf } from '../../src/auth/tokens'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { expectProblem } from '../support/actors'
+
+let h: Harness
+let A: string
+let AP: string
+let B: string
+beforeAll(async () => {
+  h = await createHarness()
+  A = await h.createCustomer('A')
+  AP = await h.createPartner(A, 'AP')
+  B = await h.createCustomer('B')
+})
+afterAll(() => h.close())
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
+const TOKEN_KEYS = ['created', 'description', 'expires', 'organization_id', 'role', 'state', 'token_id']
+
+/** Microseconds of an answered timestamp. */
+const micros = (text: string) => Date.parse(`${text.slice(0, 10)}T${text.slice(11, 23)}Z`) * 1000 + Number(text.slice(23, 26))
+
+async function issue(body: Record<string, unknown>, token?: string): Promise<ApiResponse> {
+  const res = await h.request('POST', '/api/tokens', { body, token })
+  if (res.status !== 201) throw new Error(`POST /api/tokens: ${res.status} ${JSON.stringify(res.body)}`)
+  return res
+}
+
+const works = async (token: string) => (await h.request('GET', '/api/organizations', { token })).status
+
+describe('POST /api/tokens', () => {
+  test('201: the record, the token string once, no-store; the token works at once', async () => {
+    const res = await issue({ organization_id: A.toUpperCase(), role: 'application_admin', ttl: '12h', description: 'CI' })
+    expect(res.headers.get('cache-control')).toBe('no-store')
+    expect(Object.keys(res.body).sort()).toEqual(['secret', 'token', 'trace_id'])
+    expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+    const { token, secret } = res.body
+    expect(Object.keys(token).sort()).toEqual(TOKEN_KEYS)
+    expect(token).toMatchObject({ organization_id: A, role: 'application_admin', description: 'CI', state: 'active' })
+    expect(token.token_id).toMatch(UUID)
+    expect(token.created).toMatch(TIMESTAMP)
+    expect(micros(token.expires) - micros(token.created)).toBeGreaterThan(12 * 3600e6 - 1e6)
+    expect(micros(token.expires) - micros(token.created)).toBeLessThan(12 * 3600e6 + 1e6)
+    expect(secret).toMatch(/^kw2_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/)
+    expect(tokenIdOf(secret)).toBe(token.token_id)
+    expect(await works(secret)).toBe(200)
+    // Shown this once: never again, not even as its hash.
+    const view = await h.request('GET', `/api/tokens/${token.token_id}`)
+    const list = await h.request('GET', '/api/tokens?page_size=1000')
+    for (const answer of [view, list]) {
+      expect(JSON.stringify(answer.body)).not.toContain(secret)
+      expect(JSON.stringify(answer.body)).not.toContain(hashToken(secret))
+      expect(answer.headers.get('cache-control')).toBeNull()
+    }
+    expect(h.logged.join('\n')).not.toContain(secret)
+  })
+
+  test('defaults: 90 days, no description; `administrator` is admin; 366d is the longest', async () => {
+    const plain = (await issue({ organization_id: A, role: 'administrator' })).body.token
+    expect(plain).toMatchObject({ role: 'admin', description: null })
+    expect(micros(plain.expires) - micros(plain.created)).toBeGreaterThan(90 * 86400e6 - 1e6)
+    expect(micros(plain.expires) - micros(plain.created)).toBeLessThan(90 * 86400e6 + 1e6)
+    expect((await issue({ organization_id: A, role: 'viewer', ttl: '366d', description: null })).body.token.description).toBeNull()
+    expect((await issue({ organization_id: A, role: 'viewer', ttl: '8784h' })).status).toBe(201)
+  })
+
+  test('400: a ttl past 366 days or malformed, an unknown role, a bad description, a missing or malformed organization_id', async () => {
+    for (const body of [
+      { organization_id: A, role: 'viewer', ttl: '367d' },
+      { organization_id: A, role: 'viewer', ttl: '8785h' },
+      { organization_id: A, role: 'viewer', ttl: '999999999d' },
+      { organization_id: A, role: 'viewer', ttl: '0d' },
+      { organization_id: A, role: 'viewer', ttl: '1y' },
+      { organization_id: A, role: 'viewer', ttl: 86400 },
+      { organization_id: A, role: 'root' },
+      { organization_id: A, role: 'Admin' },
+      { organization_id: A },
+      { organization_id: A, role: 'viewer', description: '' },
+      { organization_id: A, role: 'viewer', description: 'x'.repeat(1025) },
+      { role: 'viewer' },
+      { organization_id: 'not-a-uuid', role: 'viewer' },
+    ]) {
+      expectProblem(await h.request('POST', '/api/tokens', { body }), 400)
+    }
+    expectProblem(await h.request('POST', '/api/tokens', { body: '{' }), 400)
+    expectProblem(await h.request('POST', '/api/tokens'), 400)
+    expectProblem(await h.request('POST', '/api/tokens', { body: 'x', headers: { 'content-type': 'text/plain' } }), 415)
+  })
+
+  test('404 for an unknown organization or one out of scope, before the role and the body', async () => {
+    expectProblem(await h.request('POST', '/api/tokens', { body: { organization_id: crypto.randomUUID(), role: 'viewer' } }), 404)
+    const customerAdmin = h.token(A)
+    const partnerAdmin = h.token(AP)
+    expectProblem(await h.request('POST', '/api/tokens', { token: customerAdmin, body: { organization_id: B, role: 'nonsense' } }), 404)
+    expectProblem(await h.request('POST', '/api/tokens', { token: customerAdmin, body: { organization_id: h.vendorId, role: 'admin' } }), 404)
+    expectProblem(await h.request('POST', '/api/tokens', { token: partnerAdmin, body: { organization_id: A, role: 'admin' } }), 404) // its customer
+    expectProblem(await h.request('POST', '/api/tokens', { token: partnerAdmin, body: { organization_id: AP, role: 'viewer' } }), 403) // itself: no one
+    expectProblem(await h.request('POST', '/api/tokens', { token: h.token(A, 'application_admin'), body: { organization_id: A, role: 'viewer', ttl: '999d' } }), 403)
+    // A customer's admin issues for itself and its partners, any role.
+    for (const org of [A, AP]) for (const role of ['admin', 'application_admin', 'viewer']) expect((await issue({ organization_id: org, role }, customerAdmin)).status).toBe(201)
+  })
+
+  test("a suspended organization's new token is refused until the organization is active again", async () => {
+    const C = await h.createCustomer('C')
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    const { secret } = (await issue({ organization_id: C, role: 'viewer' })).body
+    expect(await works(secret)).toBe(401)
+    expect((await h.request('PATCH', `/api/organizations/${C}/activate`)).status).toBe(200)
+    expect(await works(secret)).toBe(200)
+  })
+})
+
+describe('GET /api/tokens/{token_id}', () => {
+  test('200 with the record and the trace id; 400 for a malformed id; 404 for an unknown one', async () => {
+    const { token } = (await issue({ organization_id: AP, role: 'viewer', description: 'partner reporting' })).body
+    const res = await h.request('GET', `/api/tokens/${token.token_id.toUpperCase()}`)
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ token, trace_id: res.headers.get('x-trace-id') })
+    expectProblem(await h.request('GET', '/api/tokens/not-a-uuid'), 400, 'invalid_identifier')
+    expectProblem(await h.request('GET', `/api/tokens/${crypto.randomUUID()}`), 404, 'not_found')
+  })
+
+  test('an expired token is answered `expired` (derived), and is 401', async () => {
+    const expired = h.token(A, 'viewer', -5)
+    const res = await h.request('GET', `/api/tokens/${tokenIdOf(expired)}`)
+    expect(res.body.token.state).toBe('expired')
+    expect(micros(res.body.token.expires)).toBeLessThan(Date.now() * 1000)
+    expect(await works(expired)).toBe(401)
+  })
+})
+
+describe('GET /api/tokens', () => {
+  let L: string
+  let LP: string
+  const ids = {} as Record<'l1' | 'lp1' | 'l2' | 'lp2' | 'expired', string>
+  beforeAll(async () => {
+    L = await h.createCustomer('Lists')
+    LP = await h.createPartner(L, 'Lists partner')
+    for (const [name, org] of [['l1', L], ['lp1', LP], ['l2', L], ['lp2', LP]] as const) ids[name] = (await issue({ organization_id: org, role: 'viewer' })).body.token.token_id
+    ids.expired = tokenIdOf(h.token(L, 'viewer', -5))!
+    await h.request('PATCH', `/api/tokens/${ids.l2}/revoke`)
+  })
+
+  const list = async (query: string, token?: string) => {
+    const res = await h.request('GET', `/api/tokens?${query}`, { token })
+    expect(res.status).toBe(200)
+    return res.body
+  }
+  const idsOf = (body: { tokens: { token_id: string }[] }) => body.tokens.map((t) => t.token_id)
+
+  test('the consumer list shape; creation order; order=desc; paging', async () => {
+    const all = await list(`organization_ids=${L},${LP}`)
+    expect(Object.keys(all).sort()).toEqual(['page_size', 'tokens', 'total'])
+    expect(idsOf(all)).toEqual([ids.l1, ids.lp1, ids.l2, ids.lp2, ids.expired])
+    expect(all.total).toBe(5)
+    for (const token of all.tokens) expect(Object.keys(token).sort()).toEqual(TOKEN_KEYS)
+    const page = await list(`organization_ids=${L}&organization_ids=${LP}&page=2&page_size=2&order=desc`)
+    expect(page).toMatchObject({ total: 5, page: 2, page_size: 2 })
+    expect(idsOf(page)).toEqual([ids.l2, ids.lp1])
+    expect(await list(`organization_ids=${L}&page=7`)).toEqual({ tokens: [], total: 3, page: 7, page_size: 100 })
+  })
+
+  test('state: active, revoked, expired (derived from the expiry)', async () => {
+    const of = async (state: string) => idsOf(await list(`organization_ids=${L},${LP}&state=${state}`))
+    expect(await of('active')).toEqual([ids.l1, ids.lp1, ids.lp2])
+    expect(await of('revoked')).toEqual([ids.l2])
+    expect(await of('expired')).toEqual([ids.expired])
+    expectProblem(await h.request('GET', '/api/tokens?state=suspended'), 400)
+    expectProblem(await h.request('GET', '/api/tokens?organization_ids=x'), 400)
+  })
+
+  test("a customer's admin lists its own and its partners' tokens, by filter too; nothing else", async () => {
+    const admin = h.token(L)
+    const own = await list('page_size=1000', admin)
+    expect(own.tokens.every((t: { organization_id: string }) => t.organization_id === L || t.organization_id === LP)).toBe(true)
+    expect(idsOf(own)).toEqual(expect.arrayContaining([ids.l1, ids.lp1, ids.l2, ids.lp2, ids.expired]))
+    expect(idsOf(await list(`organization_ids=${LP}`, admin))).toEqual([ids.lp1, ids.lp2])
+    expect((await list(`organization_ids=${A},${h.vendorId}`, admin)).total).toBe(0)
+  })
+})
+
+describe('PATCH /api/tokens/{token_id}/revoke', () => {
+  test('200 with the record revoked; the token is 401 from the next request on; again: 409', async () => {
+    const { token, secret } = (await issue({ organization_id: A, role: 'admin' })).body
+    expect(await works(secret)).toBe(200)
+    const res = await h.request('PATCH', `/api/tokens/${token.token_id}/revoke`)
+    expect(res.status).toBe(200)
+    expect(res.body).toEqual({ token: { ...token, state: 'revoked' }, trace_id: res.headers.get('x-trace-id') })
+    expect(await works(secret)).toBe(401)
+    expectProblem(await h.request('PATCH', `/api/tokens/${token.token_id}/revoke`), 409, 'already_revoked')
+    expectProblem(await h.request('PATCH', '/api/tokens/nope/revoke'), 400, 'invalid_identifier')
+    expectProblem(await h.request('PATCH', `/api/tokens/${crypto.randomUUID()}/revoke`), 404)
+    expectProblem(await h.request('PATCH', `/api/tokens/${token.token_id}/revoke`, { body: '{' }), 400)
+  })
+
+  test('a token may revoke itself: its own answer is 200, its next request 401', async () => {
+    const { token, secret } = (await issue({ organization_id: A, role: 'admin' })).body
+    expect((await h.request('PATCH', `/api/tokens/${token.token_id}/revoke`, { token: secret })).status).toBe(200)
+    expect(await works(secret)).toBe(401)
+  })
+
+  test('revoked stays revoked, and answered so, even once it has expired', async () => {
+    const short = h.token(A, 'viewer', -1)
+    expect((await h.request('PATCH', `/api/tokens/${tokenIdOf(short)}/revoke`)).body.token.state).toBe('revoked')
+  })
+})
+
+describe('the token is read from the Authorization header only', () => {
+  test('a token in the query string or a cookie is ignored: 401', async () => {
+    for (const [path, headers] of [
+      [`/api/organizations?access_token=${h.vendorToken}`, {}],
+      ['/api/organizations', { cookie: `token=${h.vendorToken}` }],
+      ['/api/organizations', { 'x-api-key': h.vendorToken }],
+    ] as const) {
+      expectProblem(await h.request('GET', path, { token: null, headers }), 401)
+    }
+  })
+})

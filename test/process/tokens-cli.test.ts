@@ -1,0 +1,230 @@
+/**
+ * The token commands of the CLI as processes (CONTRACT section 9; README "Tokens"): on a data dir no
+ * server holds, and beside a running server under concurrent writes, where the server records the
+ * change through its control socket: the new token works at once, the revoked one is 401 before the
+ * command exits, and nothing is lost after kill -9 and a restart. Audit retention of `serve`.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { createHmac, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { tempDir } from '../support/harness.ts'
+import { writeSnapshot } from '../../src/store/snapshot-file.ts'
+import { api, initLine, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
+
+setDefaultTimeout(30000)
+
+const dirs: string[] = []
+afterEach(async () => {
+  await killServers()
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+function newDataDir(): string {
+  const parent = tempDir('keyward-tokens-cli-')
+  dirs.push(parent)
+  return join(parent, 'data')
+}
+
+const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
+
+async function issue(data: string, org: string, role = 'admin', extra: string[] = []): Promise<string> {
+  const result = await keyward(['issue-token', '--data', data, '--org', org, '--role', role, ...extra])
+  expect([result.code, result.stderr]).toEqual([0, ''])
+  expect(result.stdout).toMatch(/^kw2_[0-9a-f]{32}_[A-Za-z0-9_-]{43}\n$/)
+  return result.stdout.trim()
+}
+
+async function tokensList(data: string, ...args: string[]): Promise<Record<string, unknown>[]> {
+  const result = await keyward(['tokens', 'list', '--data', data, ...args])
+  expect([result.code, result.stderr]).toEqual([0, ''])
+  return result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+}
+
+const idOf = (token: string) => `${token.slice(4, 12)}-${token.slice(12, 16)}-${token.slice(16, 20)}-${token.slice(20, 24)}-${token.slice(24, 36)}`
+
+describe('on a data dir no server holds', () => {
+  test('issue-token records the token; tokens list shows it (no secret); tokens revoke revokes it; a server then agrees', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const token = await issue(data, vendorId, 'viewer', ['--ttl', '2h', '--description', 'nightly export'])
+    const listed = await tokensList(data)
+    expect(listed).toHaveLength(2) // init's admin token, and this one
+    expect(listed[1]).toEqual({
+      token_id: idOf(token),
+      organization_id: vendorId,
+      role: 'viewer',
+      description: 'nightly export',
+      state: 'active',
+      created: expect.any(String),
+      expires: expect.any(String),
+    })
+    expect(JSON.stringify(listed)).not.toContain('kw2_')
+    expect(JSON.stringify(listed)).not.toContain('hash')
+    expect(await tokensList(data, '--org', vendorId)).toEqual(listed)
+
+    const revoked = await keyward(['tokens', 'revoke', idOf(token).toUpperCase(), '--data', data])
+    expect(revoked).toEqual({ code: 0, stdout: '', stderr: '' })
+    expect((await tokensList(data))[1]!.state).toBe('revoked')
+    const again = await keyward(['tokens', 'revoke', idOf(token), '--data', data])
+    expect(again.code).toBe(0)
+    expect(again.stderr).toContain('already revoked')
+    expect(isDataDirLocked(data)).toBe(false) // the CLI's lock was released
+
+    const server = await startServer(data)
+    expect((await api(server.url, token, 'GET', '/api/organizations')).status).toBe(401)
+    const fresh = await issue(data, vendorId, 'viewer') // now through the server
+    expect((await api(server.url, fresh, 'GET', '/api/organizations')).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+
+  test('refusals: an unknown token or organization, a bad subcommand: exit 2; no data dir: exit 1', async () => {
+    const data = newDataDir()
+    await keyward(['init', '--data', data])
+    for (const args of [
+      ['tokens', 'revoke', crypto.randomUUID(), '--data', data],
+      ['tokens', 'revoke', 'not-an-id', '--data', data],
+      ['tokens', 'revoke', '--data', data],
+      ['tokens', 'list', '--org', crypto.randomUUID(), '--data', data],
+      ['tokens', 'frobnicate', '--data', data],
+      ['tokens', '--data', data],
+    ]) {
+      const result = await keyward(args)
+      expect([args.join(' '), result.code, result.stdout]).toEqual([args.join(' '), 2, ''])
+    }
+    const missing = await keyward(['tokens', 'list', '--data', join(data, 'nope')])
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toContain('not initialised')
+    expect(existsSync(join(data, 'nope'))).toBe(false)
+  })
+})
+
+/** Clients creating consumers one after the other until stopped; the ids the server acknowledged. */
+function writeLoad(server: ServerProcess, token: string, customer: string, clients: number) {
+  const acknowledged: string[] = []
+  let stopped = false
+  const done = Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (!stopped) {
+        const id = crypto.randomUUID()
+        const res = await api(server.url, token, 'POST', '/api/consumers', { consumer_id: id, organization_id: customer }).catch(() => null)
+        if (!res) return // the server was killed
+        expect(res.status).toBe(201)
+        acknowledged.push(id)
+      }
+    }),
+  )
+  return { acknowledged, stop: () => ((stopped = true), done), done }
+}
+
+describe('beside a running server, under concurrent writes', () => {
+  test('the new token works at once; the revoked one is 401 before the command exits; kill -9 and restart lose nothing', async () => {
+    const data = newDataDir()
+    let server = await startServer(data)
+    const { organization_id: vendorId, token: vendor } = initLine(server)
+    expect(statSync(join(data, 'control.sock')).mode & 0o777).toBe(0o600)
+    const customer = (await api(server.url, vendor, 'POST', '/api/organizations', { description: 'Busy', parent_id: vendorId })).body.organization.organization_id
+    const load = writeLoad(server, vendor, customer, 8)
+    await waitFor('some writes', () => load.acknowledged.length >= 20)
+
+    const issued: string[] = []
+    for (const [org, role] of [[customer, 'admin'], [vendorId, 'viewer'], [customer, 'viewer']] as const) {
+      const token = await issue(data, org, role, ['--description', `beside the server (${role})`])
+      // At once: the server recorded it before the command printed it.
+      expect((await api(server.url, token, 'GET', `/api/organizations/${org}`)).status).toBe(200)
+      issued.push(token)
+    }
+    const listed = await tokensList(data, '--org', customer)
+    expect(listed.map((t) => t.token_id)).toEqual([idOf(issued[0]!), idOf(issued[2]!)])
+
+    const revoke = await keyward(['tokens', 'revoke', idOf(issued[0]!), '--data', data])
+    expect(revoke).toEqual({ code: 0, stdout: '', stderr: '' })
+    // Taken effect before the command exited: the very next request is refused.
+    expect((await api(server.url, issued[0]!, 'GET', `/api/organizations/${customer}`)).status).toBe(401)
+    expect((await api(server.url, issued[2]!, 'GET', `/api/organizations/${customer}`)).status).toBe(200)
+    await waitFor('more writes', () => load.acknowledged.length >= 60)
+
+    // The server's events name the commands that made the changes.
+    const events = (await api(server.url, vendor, 'GET', `/api/audit-events?target_ids=${issued.map(idOf).join(',')}`)).body.audit_events
+    expect(events.map((e: { action: string; actor: unknown; trace_id: unknown }) => [e.action, e.actor, e.trace_id])).toEqual([
+      ['token.create', { cli: 'issue-token' }, null],
+      ['token.create', { cli: 'issue-token' }, null],
+      ['token.create', { cli: 'issue-token' }, null],
+      ['token.revoke', { cli: 'tokens revoke' }, null],
+    ])
+
+    // kill -9 under load, restart: every acknowledged write, the tokens and the revocation are there.
+    expect(await stopServer(server, 'SIGKILL')).toBe(-9)
+    await load.done
+    server = await startServer(data) // a stale control socket is replaced
+    expect((await api(server.url, issued[0]!, 'GET', '/api/organizations')).status).toBe(401)
+    expect((await api(server.url, issued[1]!, 'GET', '/api/organizations')).status).toBe(200)
+    const stored = new Set<string>()
+    for (let page = 1; stored.size === (page - 1) * 1000; page++) {
+      const answer = (await api(server.url, vendor, 'GET', `/api/consumers?organization_ids=${customer}&page=${page}&page_size=1000`)).body
+      for (const c of answer.consumers) stored.add(c.consumer_id)
+    }
+    expect(load.acknowledged.filter((id) => !stored.has(id))).toEqual([])
+    const created = (await api(server.url, vendor, 'GET', `/api/audit-events?customer_ids=${customer}&actions=consumer.create&page_size=1`)).body.total
+    expect(created).toBe(stored.size) // one event per consumer, no more, no fewer
+    expect((await tokensList(data, '--org', customer)).map((t) => t.state)).toEqual(['revoked', 'active'])
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    expect(existsSync(join(data, 'control.sock'))).toBe(false)
+  })
+})
+
+describe('upgrading a data dir of the version with signed tokens', () => {
+  test('it opens; its kw1 tokens are 401; its secret is ignored; new tokens are issued with the CLI', async () => {
+    const data = newDataDir()
+    mkdirSync(data, { recursive: true, mode: 0o700 })
+    // As that version left it after a graceful stop: a snapshot of its six tables and the secret.
+    const vendorId = crypto.randomUUID()
+    const now = Date.now() * 1000
+    const vendor = { organization_id: vendorId, parent_id: null, organization_type: 'vendor', description: 'Vendor', state: 'active', environments: null, created: now, modified: now }
+    await writeSnapshot(join(data, 'snapshot.json'), { format: 1, lsn: 1, meta: {}, tables: { organizations: [vendor], applications: [], consumers: [], installations: [], enrollments: [], keysets: [] } })
+    const secret = randomBytes(32)
+    writeFileSync(join(data, 'secret'), `${secret.toString('hex')}\n`, { mode: 0o600 })
+    const claims = Buffer.from(JSON.stringify({ org: vendorId, role: 'admin', exp: 4e9, nonce: 'x' })).toString('base64url')
+    const oldToken = `kw1.${claims}.${createHmac('sha256', secret).update('kw1.').update(claims).digest('base64url')}`
+
+    const server = await startServer(data)
+    expect(server.stdout.text).toBe('') // not initialised again
+    expect((await api(server.url, oldToken, 'GET', '/api/organizations')).status).toBe(401)
+    const token = await issue(data, vendorId, 'admin')
+    const orgs = await api(server.url, token, 'GET', '/api/organizations')
+    expect([orgs.status, orgs.body.organizations.map((o: { organization_id: string }) => o.organization_id)]).toEqual([200, [vendorId]])
+    expect((await tokensList(data)).map((t) => t.token_id)).toEqual([idOf(token)])
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+})
+
+describe('audit retention', () => {
+  test('serve --audit-retention drops older events in the background; they stay dropped after a restart', async () => {
+    const data = newDataDir()
+    let server = await startServer(data, { env: { KEYWARD_AUDIT_RETENTION: '1d' } })
+    const { organization_id: vendorId, token } = initLine(server)
+    for (let n = 0; n < 5; n++) await api(server.url, token, 'POST', '/api/organizations', { description: `c${n}`, parent_id: vendorId })
+    const count = async () => (await api(server.url, token, 'GET', '/api/audit-events?page_size=1')).body.total as number
+    expect(await count()).toBe(7) // vendor.init, token.create, five organization.create
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+
+    // Kept a second: they age out while the server runs, and it drops them by itself.
+    server = await startServer(data, { env: { KEYWARD_AUDIT_RETENTION: '1s' } })
+    await waitFor('the retention pass', () => /audit retention: dropped \d+ event/.test(server.stderr.text), server.proc)
+    // A pass may have caught only some (those a second old then): the next ones take the rest.
+    const deadline = Date.now() + 15_000
+    while ((await count()) > 0 && Date.now() < deadline) await Bun.sleep(20) // polling, bounded
+    expect(await count()).toBe(0)
+    expect(await stopServer(server, 'SIGKILL')).toBe(-9)
+    server = await startServer(data) // the default, 400 days: nothing to drop, nothing back
+    expect(await count()).toBe(0)
+    expect((await api(server.url, token, 'GET', '/api/organizations')).body.organizations).toHaveLength(6)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+
+  test('a bad --audit-retention: exit 2', async () => {
+    const result = await keyward(['serve', '--data', newDataDir(), '--port', '0', '--audit-retention', 'forever'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('--audit-retention')
+  })
+})
