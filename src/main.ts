@@ -87,13 +87,15 @@ const commands = {
       }),
   },
   backup: {
-    options: { data: DATA, out: { type: 'string' }, help: HELP },
-    run: (v: Record<string, unknown>) => backupCommand({ data: v.data as string, out: v.out as string | undefined }),
+    options: { data: DATA, 'database-url': DATABASE_URL_OPTION, out: { type: 'string' }, help: HELP },
+    run: (v: Record<string, unknown>) =>
+      backupCommand({ data: v.data as string, databaseUrl: databaseUrlOf(v['database-url']), out: v.out as string | undefined }),
   },
   // No default data dir: restore names where it writes.
   restore: {
-    options: { from: { type: 'string' }, data: { type: 'string' }, help: HELP },
-    run: (v: Record<string, unknown>) => restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined }),
+    options: { from: { type: 'string' }, data: { type: 'string' }, 'database-url': DATABASE_URL_OPTION, help: HELP },
+    run: (v: Record<string, unknown>) =>
+      restoreCommand({ from: v.from as string | undefined, data: v.data as string | undefined, databaseUrl: databaseUrlOf(v['database-url']) }),
   },
   verify: {
     options: { data: DATA, 'database-url': DATABASE_URL_OPTION, help: HELP },

@@ -163,6 +163,18 @@ describe('backup of a stopped dir', () => {
     expect(missing.code).toBe(1)
     expect(missing.stderr).toContain('does not exist')
   })
+
+  test("in database mode backup and restore are the database's: exit 2 naming pg_dump, nothing written", async () => {
+    const url = 'postgres://postgres@127.0.0.1:5432/keyward_not_used'
+    const out = newPath('db.tar')
+    const backup = await keyward(['backup', '--database-url', url, '--out', out])
+    const restore = await keyward(['restore', '--database-url', url, '--from', out, '--data', newPath('restored')])
+    for (const result of [backup, restore]) {
+      expect(result.code).toBe(2)
+      expect(result.stderr).toContain('pg_dump')
+    }
+    expect(existsSync(out)).toBe(false)
+  })
 })
 
 describe('restore refuses, and writes nothing', () => {
