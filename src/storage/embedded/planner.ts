@@ -165,13 +165,13 @@ function filtersOf<N extends TableName>(tables: Tables, name: N, where: readonly
     } else if ('match' in condition) {
       const { field, text } = condition
       const matches = TEXT_MATCH[condition.match]
-      filters.push(predicate((record) => matches(field_(record, field) as string, text)))
+      filters.push(predicate((record) => matches(valueOf(record, field) as string, text)))
     } else if ('has' in condition) {
       const { field, has } = condition
-      filters.push(predicate((record) => (field_(record, field) as readonly string[]).includes(has)))
+      filters.push(predicate((record) => (valueOf(record, field) as readonly string[]).includes(has)))
     } else {
       const { field, from = -Infinity, until = Infinity } = condition
-      const test = (record: RecordOf<N>) => (field_(record, field) as number) >= from && (field_(record, field) as number) <= until
+      const test = (record: RecordOf<N>) => (valueOf(record, field) as number) >= from && (valueOf(record, field) as number) <= until
       filters.push(field === 'created' ? { estimate: Infinity, test, createdRange: { from, until } } : predicate(test))
     }
   }
@@ -184,7 +184,7 @@ const TEXT_MATCH = {
   startswith: (value: string, text: string) => value.startsWith(text),
 }
 
-const field_ = (record: unknown, field: string) => (record as Record<string, unknown>)[field]
+const valueOf = (record: unknown, field: string) => (record as Record<string, unknown>)[field]
 
 const predicate = <T>(test: (record: T) => boolean): Filter<T> => ({ estimate: Infinity, test })
 
@@ -196,7 +196,7 @@ function fieldFilter<N extends TableName>(table: Table<RecordOf<N>>, name: N, fi
   }
   if (indexNamed(name, [field])) return indexFilter(table, name, [field], [values])
   const wanted = new Set(values)
-  return predicate((record) => wanted.has(field_(record, field) as string))
+  return predicate((record) => wanted.has(valueOf(record, field) as string))
 }
 
 /** Records listed in the index on `fields` under any combination of `values` (one list per field). */
@@ -248,7 +248,7 @@ function enrolledFilter<N extends TableName>(tables: Tables, name: N, link: keyo
       ordered: false,
     }),
     test: (record) => {
-      for (const id of enrollments.idsBy(sideIndex, field_(record, primaryKey) as string)) {
+      for (const id of enrollments.idsBy(sideIndex, valueOf(record, primaryKey) as string)) {
         if (wanted.has(enrollments.get(id)![link] as string)) return true
       }
       return false
