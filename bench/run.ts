@@ -596,6 +596,7 @@ async function measureServer(
   if (interrupted) return
   const b = bench()
   const outcome = outcomes.of(measure, options.kind ?? s.kind, options.size ?? s.set!.size)
+  if (s.kind === 'keyward') await focusOn(b, s.set!)
   if (s.dirty) {
     try {
       await restart(s, b.work)
@@ -624,6 +625,8 @@ async function measureServer(
     ...(embeddedKeyward && (measure === 'create1' || measure === 'create64') ? { records: () => keywardRecords(s) } : {}),
     settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
   })
+  const last = outcome.runs.at(-1)
+  if (last && last.non2xx > 0) console.log(`    (answers ≥ 400; the server's log ends: ${JSON.stringify(s.log?.text().trim().split('\n').slice(-3).join(' | ').slice(-600) ?? '')})`)
   if (options.creates && s.set?.working.store === 'embedded') {
     // The data grew: the next run starts again from the pristine data.
     s.dirty = true
@@ -637,14 +640,26 @@ async function measureServer(
   if (exit !== null && !s.dirty) s.failure = `exited (${exit}): ${firstLine(s.log?.text().slice(-600) ?? '')}`
 }
 
-/** One pgbench run with `script` on the set's working database (or `url`) into the outcome of (measure, pgbench, size). */
-async function measurePgbench(set: DataSet, measure: Measure, round: number, script: string, clients: number, define: Record<string, string>, url?: string): Promise<void> {
+/**
+ * One pgbench run of `script` on the set's working database (or `url`) into the outcome of
+ * (measure, kind, size): `pgbench` the database's limit, `pgbench: keyward's statements` the
+ * statements keyward sends for the same request.
+ */
+async function measurePgbench(
+  set: DataSet,
+  measure: Measure,
+  round: number,
+  run: { script: string; clients: number; define: Record<string, string>; url?: string; kind?: Kind },
+): Promise<void> {
   if (interrupted) return
   const b = bench()
-  const target = url ?? (set.working as { url: string }).url
+  const { script, clients, define } = run
+  const target = run.url ?? (set.working as { url: string }).url
+  const kind = run.kind ?? 'pgbench'
+  await focusOn(b, set)
   await measureRun({
-    label: `${measure} pgbench ${set.label} r${round}`,
-    outcome: outcomes.of(measure, 'pgbench', set.size),
+    label: `${measure} ${kind} ${set.label} r${round}`,
+    outcome: outcomes.of(measure, kind, set.size),
     load: (seconds) =>
       pgbenchLoad(b.tools.pgbench!, target, { script, clients, seconds, define, spawn: (cmd, options) => children.spawn(cmd, options) }),
     warmupSeconds: settings.warmupSeconds,
@@ -654,19 +669,12 @@ async function measurePgbench(set: DataSet, measure: Measure, round: number, scr
   })
 }
 
-/** pgbench's scripts, written into the work dir: read a row by its key; insert one organization-shaped row. */
-async function pgbenchScripts(work: string): Promise<{ read: string; insert: string }> {
-  const read = join(work, 'pgbench-read.sql')
-  const insert = join(work, 'pgbench-insert.sql')
-  await writeFile(read, 'SELECT * FROM enrollments WHERE enrollment_id = :id;\n')
-  // keyward's own insert of an organization, with its clock expression for created and modified.
-  const micros = '(extract(epoch FROM now()) * 1000000)::bigint'
-  await writeFile(
-    insert,
-    `INSERT INTO bench_organizations (organization_id, parent_id, organization_type, description, state, environments, created, modified)\n` +
-      `VALUES (gen_random_uuid(), :parent, 'customer', 'pgbench customer', 'active', NULL, ${micros}, ${micros});\n`,
-  )
-  return { read, insert }
+/** pgbench's scripts (bench/pgbench/): the database's limit, and keyward's own statements. */
+const PGBENCH = {
+  read: join(import.meta.dir, 'pgbench', 'read.sql'),
+  readAsKeyward: join(import.meta.dir, 'pgbench', 'read-as-keyward.sql'),
+  insert: join(import.meta.dir, 'pgbench', 'insert.sql'),
+  insertAsKeyward: join(import.meta.dir, 'pgbench', 'insert-as-keyward.sql'),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -674,7 +682,14 @@ async function pgbenchScripts(work: string): Promise<{ read: string; insert: str
 
 const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>> = {
   async read(b) {
-    const scripts = await pgbenchScripts(b.work)
+    // keyward's read also reads the enrollment's application (bench/pgbench/read-as-keyward.sql).
+    const applicationOf = new Map<number, string>()
+    if (settings.store === 'postgres') {
+      for (const set of b.sets) {
+        const rows = await onDatabase((set.working as { url: string }).url, (sql) => sql`SELECT application_id FROM enrollments WHERE enrollment_id = ${set.readId}`)
+        applicationOf.set(set.size, rows[0].application_id as string)
+      }
+    }
     for (let round = 1; round <= settings.rounds; round++) {
       for (const size of order([...settings.sizes], round)) {
         const set = b.sets.find((s) => s.size === size)!
@@ -691,7 +706,9 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
             sides.push(() => measureServer(jsonServer, 'read', round, getLoad(jsonServer, `/enrollments/${set.readId}`, READ_CLIENTS, null), { warmup: warmupFor(jsonServer.checkReadMs) }))
           }
         } else {
-          sides.push(() => measurePgbench(set, 'read', round, scripts.read, READ_CLIENTS, { id: set.readId }))
+          const define = { id: set.readId, org: set.customerId, app: applicationOf.get(size)! }
+          sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.read, clients: READ_CLIENTS, define }))
+          sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.readAsKeyward, clients: READ_CLIENTS, define, kind: 'pgbench: keyward' }))
         }
         for (const side of order(sides, round)) await side()
       }
@@ -747,8 +764,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
     // of its own (with keyward's schema, made by `keyward init`) for the embedded store.
     const set = b.sets.find((s) => s.size === (settings.store === 'embedded' ? smallest() : largest()))!
     const keyward = b.keyward(set.size)
-    await retireOthers(b, set)
-    const scripts = await pgbenchScripts(b.work)
+    await focusOn(b, set)
     let url: string
     if (set.working.store === 'postgres') {
       url = set.working.url
@@ -763,10 +779,14 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
     await onDatabase(url, (sql) => sql.unsafe('DROP TABLE IF EXISTS bench_organizations; CREATE TABLE bench_organizations (LIKE organizations INCLUDING ALL)'))
     try {
       for (let round = 1; round <= settings.rounds; round++) {
+        const define = { parent: set.meta.vendorId }
         const sides = [
           () => measureServer(keyward, 'insert64', round, organizationLoad(keyward, INSERT_CLIENTS), { creates: true }),
-          () => measurePgbench(set, 'insert64', round, scripts.insert, INSERT_CLIENTS, { parent: set.meta.vendorId }, url),
+          () => measurePgbench(set, 'insert64', round, { script: PGBENCH.insert, clients: INSERT_CLIENTS, define, url }),
         ]
+        if (set.working.store === 'postgres') {
+          sides.push(() => measurePgbench(set, 'insert64', round, { script: PGBENCH.insertAsKeyward, clients: INSERT_CLIENTS, define, kind: 'pgbench: keyward' }))
+        }
         for (const side of order(sides, round)) await side()
       }
     } finally {
@@ -779,7 +799,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
     // instance under the same two wrk processes: the same load generators on both sides.
     const set = b.sets.find((s) => s.size === largest())!
     const first = b.keyward(set.size)
-    await retireOthers(b, set)
+    await focusOn(b, set)
     const second = newServer('keyward', set)
     await startServer(second, b.work)
     b.servers.push(second)
@@ -806,13 +826,16 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
 }
 
 /**
- * Database mode: stops the keyward servers of the other data sets, which the remaining phases do
- * not use: each keeps up to 16 connections open, and pgbench's 64 clients beside them could pass
- * the server's max_connections (100 by default).
+ * Database mode: only the keyward server of the data set being measured runs; the others are
+ * stopped and started again when their turn comes. Each keeps up to 16 connections open, and
+ * pgbench's 64 clients beside several of them would pass the server's max_connections (100 by
+ * default; other sessions use some too).
  */
-async function retireOthers(b: Bench, keep: DataSet): Promise<void> {
+async function focusOn(b: Bench, set: DataSet): Promise<void> {
   if (settings.store !== 'postgres') return
-  for (const s of b.servers) if (s.kind === 'keyward' && s.set !== keep && running(s.proc)) await kill(s)
+  for (const s of b.servers) if (s.kind === 'keyward' && s.set !== set && running(s.proc)) await kill(s)
+  const own = b.keyward(set.size)
+  if (!running(own.proc) && !own.failure) await restart(own, b.work)
 }
 
 /** No warm-up for a request that took long in the checks: its cost is the work, not a cold JIT (and a warm-up would leave a queue). */

@@ -192,11 +192,13 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
   } else {
     phaseTable(
       'read',
-      ['keyward', 'pgbench'],
+      ['keyward', 'pgbench: keyward', 'pgbench'],
       `keyward: \`GET /api/enrollments/{id}\` with a token of the customer organization, role admin, ${READ_CLIENTS} connections; ` +
         `pgbench: \`SELECT * FROM enrollments WHERE enrollment_id = :id\` on the same database, the same enrollment, ${READ_CLIENTS} ` +
-        `clients, prepared statements (\`pgbench -M prepared -f\`): the database's own limit for a read by primary key. keyward's ` +
-        `read also authenticates the token against the database and checks the caller's scope, so it makes more than one query.`,
+        `clients, prepared statements (\`pgbench -M prepared -f\`): the database's own limit for a read by primary key. Between ` +
+        `them, "pgbench: keyward" runs the statements keyward sends for this read (bench/pgbench/read-as-keyward.sql: the token's ` +
+        `organization, the enrollment, its application; three round trips): the database's limit for keyward's way of asking, so ` +
+        `that the rest of the gap is keyward's own time (its CPU per request, beside the database's).`,
     )
     phaseTable(
       'page',
@@ -217,13 +219,16 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
   }
   phaseTable(
     'insert64',
-    ['keyward', 'pgbench'],
+    ['keyward', 'pgbench: keyward', 'pgbench'],
     `keyward: \`POST /api/organizations\` (a new customer of the vendor, one row), ${INSERT_CLIENTS} connections, as the vendor's admin; ` +
       `pgbench: \`INSERT INTO bench_organizations ... VALUES (gen_random_uuid(), ...)\`, one row per transaction, ${INSERT_CLIENTS} clients, ` +
       `prepared, into a table made \`LIKE organizations INCLUDING ALL\` (keyward's own table shape, indexes included), ` +
       (embedded
         ? 'in a database of its own on the local PostgreSQL (its schema made by `keyward init --database-url`). Both durable: keyward fsyncs its log, PostgreSQL its WAL, before answering.'
-        : `in the same database keyward uses (the ${sizeLabel(largest)} set's). Both committed before they answer.`),
+        : `in the same database keyward uses (the ${sizeLabel(largest)} set's). Both committed before they answer. Between them, ` +
+          `"pgbench: keyward" runs the statements keyward sends for this create (bench/pgbench/insert-as-keyward.sql: the token's ` +
+          `organization and the parent read outside the transaction, then BEGIN, the parent locked FOR SHARE, the insert, COMMIT; ` +
+          `six round trips, every create locking the same parent row).`),
     embedded ? [smallest] : [largest],
   )
   if (!embedded) {
@@ -247,7 +252,12 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
   return { markdown: L.join('\n'), failed }
 }
 
-const kindLabel = (kind: Kind) => (kind === 'bare' ? 'bare Bun.serve' : kind === 'keyward×2' ? 'keyward, two instances' : kind)
+const KIND_LABELS: Partial<Record<Kind, string>> = {
+  bare: 'bare Bun.serve',
+  'keyward×2': 'keyward, two instances',
+  'pgbench: keyward': "pgbench running keyward's statements",
+}
+const kindLabel = (kind: Kind) => KIND_LABELS[kind] ?? kind
 
 function cpuPair(a: number | null, b: number | null, names: [string, string]): string {
   return a === null || b === null ? '–' : `${names[0]} ${cpu(a)} vs ${names[1]} ${cpu(b)} (${a / b >= 0.1 ? times(a / b) : `÷${fmt(Math.round(b / a))}`})`
@@ -371,6 +381,15 @@ function embeddedTargets(settings: Settings, input: ReportInput): TargetRow[] {
   return rows
 }
 
+/** keyward's CPU and the database's per request, beside the database's for keyward's statements alone and for the limit. */
+function cpuSplit(outcomes: Outcomes, measure: Measure, size: number): string {
+  const database = (kind: Kind) => cpu(outcomes.lowestCpu(measure, kind, size, 'databaseMicros'))
+  return (
+    `keyward ${cpu(outcomes.lowestCpu(measure, 'keyward', size))} + PostgreSQL ${database('keyward')}; ` +
+    `PostgreSQL for keyward's statements ${database('pgbench: keyward')}, for the limit ${database('pgbench')}`
+  )
+}
+
 function pageTarget(settings: Settings, outcomes: Outcomes, largeName: string, smallName: string): TargetRow {
   const [smallest, largest] = [settings.sizes[0]!, settings.sizes.at(-1)!]
   const small = outcomes.best('page', 'keyward', smallest)
@@ -397,7 +416,7 @@ function postgresTargets(settings: Settings, input: ReportInput): TargetRow[] {
     value: kInsert && pInsert ? `**${pct(kInsert.rps / pInsert.rps)}** (${rate(kInsert.rps)} vs ${rate(pInsert.rps)} req/s)` : 'not measured',
     goal: `≥ ${pct(TARGETS.insertVsPgbench.postgres)}`,
     ok: kInsert && pInsert ? kInsert.rps / pInsert.rps >= TARGETS.insertVsPgbench.postgres : null,
-    cpu: `keyward ${cpu(outcomes.lowestCpu('insert64', 'keyward', largest))} + PostgreSQL ${cpu(outcomes.lowestCpu('insert64', 'keyward', largest, 'databaseMicros'))} vs PostgreSQL ${cpu(outcomes.lowestCpu('insert64', 'pgbench', largest, 'databaseMicros'))}`,
+    cpu: cpuSplit(outcomes, 'insert64', largest),
     runs: [kInsert, pInsert],
   })
   const readRatios = settings.sizes.map((size) => {
@@ -413,7 +432,7 @@ function postgresTargets(settings: Settings, input: ReportInput): TargetRow[] {
     value: worst === null ? 'not measured' : `**${pct(worst)}** (${settings.sizes.map((size, i) => `${sizeLabel(size)} ${readRatios[i] === null ? '–' : pct(readRatios[i]!)}`).join(', ')})`,
     goal: `≥ ${pct(TARGETS.readVsPgbench)}`,
     ok: worst === null ? null : worst >= TARGETS.readVsPgbench,
-    cpu: `at ${sizeLabel(worstSize)}: keyward ${cpu(outcomes.lowestCpu('read', 'keyward', worstSize))} + PostgreSQL ${cpu(outcomes.lowestCpu('read', 'keyward', worstSize, 'databaseMicros'))} vs PostgreSQL ${cpu(outcomes.lowestCpu('read', 'pgbench', worstSize, 'databaseMicros'))}`,
+    cpu: `at ${sizeLabel(worstSize)}: ${cpuSplit(outcomes, 'read', worstSize)}`,
     runs: [outcomes.best('read', 'keyward', worstSize), outcomes.best('read', 'pgbench', worstSize)],
   })
   rows.push(pageTarget(settings, outcomes, `${fmt(largest)} enrollments`, `${fmt(settings.sizes[0]!)}`))
@@ -576,7 +595,14 @@ function notesSection(L: string[], settings: Settings, input: ReportInput): void
       `it came to ${DISTURBED_CORES} cores or more are marked "other load" (${disturbed} of ${allRuns.length} runs); their req/s understate the server.`,
     `- ${non2xx === 0 ? 'Every measured request was answered 2xx.' : `**${fmt(non2xx)} measured requests were answered with a status ≥ 400** (pgbench: failed transactions): see the non-2xx column.`}`,
   )
-  if (restarts.length) L.push(`- Restarts from the pristine data (before a run that followed a create run): ${restarts.join(', ')}.`)
+  if (restarts.length) {
+    L.push(
+      embedded
+        ? `- Restarts from the pristine data (before a run that followed a create run): ${restarts.join(', ')}.`
+        : `- Only the keyward server of the data set being measured runs (each keeps up to 16 database connections, and pgbench's 64 ` +
+            `beside several would pass max_connections): servers stopped and started again between data sets: ${restarts.join(', ')}.`,
+    )
+  }
   for (const [key, o] of outcomes.entries()) if (o.failures.length > 0) L.push(`- Not measured (${key}): ${[...new Set(o.failures)].join('; ')}`)
   for (const s of servers) if (s.failure) L.push(`- ${s.name}: ${s.failure}`)
   L.push('')

@@ -155,8 +155,12 @@ export const LADDER: Record<LadderKind, string> = {
   'bare+header': 'Bun.serve that also reads the Authorization header and sends a fresh trace id (header and body)',
   elysia: "the same in an Elysia route, served by Elysia's listen, with no hooks or plugins",
 }
-/** A side of a comparison. `keyward×2`: two instances on one database, the load spread over both. */
-export type Kind = 'keyward' | 'keyward×2' | 'json-server' | 'bare' | LadderKind | 'pgbench'
+/**
+ * A side of a comparison. `keyward×2`: two instances on one database, the load spread over both.
+ * `pgbench`: the database's limit for the request; `pgbench: keyward`: the statements keyward sends
+ * for it, run by pgbench (bench/pgbench/), the database's limit for keyward's way of asking.
+ */
+export type Kind = 'keyward' | 'keyward×2' | 'json-server' | 'bare' | LadderKind | 'pgbench' | 'pgbench: keyward'
 /** What a run measured: `insert64` is the one-row create; `instances-*` the runs of the instances phase. */
 export type Measure = 'read' | 'page' | 'create1' | 'create64' | 'insert64' | 'instances-read' | 'instances-insert64'
 
