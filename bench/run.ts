@@ -321,6 +321,7 @@ function newServer(kind: Kind, set: DataSet | null): Server {
     proc: null,
     log: null,
     startupSeconds: null,
+    startups: [],
     rssAtReady: null,
     failure: null,
     dirty: false,
@@ -336,7 +337,7 @@ function newServer(kind: Kind, set: DataSet | null): Server {
 async function startServer(s: Server, work: string): Promise<void> {
   const set = s.set!
   try {
-    let started: { proc: Server['proc']; port: number; log: ProcessLog; startupSeconds: number }
+    let started: { proc: Server['proc']; port: number; log: ProcessLog; startupSeconds: number; startupCpuSeconds?: number }
     if (s.kind === 'keyward') {
       if (set.working.store === 'embedded' && set.pristine.store === 'embedded') {
         await rm(set.working.dir, { recursive: true, force: true })
@@ -356,11 +357,13 @@ async function startServer(s: Server, work: string): Promise<void> {
     }
     Object.assign(s, { proc: started.proc, port: started.port, log: started.log, failure: null, dirty: false })
     const rss = await procStatus(started.proc!.pid, 'VmRSS')
+    s.startups.push({ seconds: started.startupSeconds, cpuSeconds: started.startupCpuSeconds ?? null })
     if (s.startupSeconds === null) {
       s.startupSeconds = started.startupSeconds
       s.rssAtReady = rss
     }
-    console.log(`  ${s.name.padEnd(16)} answers after ${started.startupSeconds.toFixed(2)} s, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
+    const cpu = started.startupCpuSeconds !== undefined ? `, ${started.startupCpuSeconds.toFixed(2)} s of CPU` : ''
+    console.log(`  ${s.name.padEnd(16)} answers after ${started.startupSeconds.toFixed(2)} s${cpu}, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
   } catch (error) {
     if (s.kind === 'keyward') throw error
     s.failure = `did not start: ${firstLine((error as Error).message)}`

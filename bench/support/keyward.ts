@@ -6,7 +6,7 @@
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import { Children, ProcessLog, freePort, waitReady } from './servers'
-import { procStatus } from './system'
+import { cpuSeconds, procStatus } from './system'
 
 export const ROOT = join(import.meta.dir, '..', '..')
 
@@ -62,6 +62,8 @@ export interface RunningKeyward {
   readonly log: ProcessLog
   /** Spawn until `GET /healthz` answered 200. */
   readonly startupSeconds: number
+  /** CPU time the process used until then (steadier than the wall time on a shared machine). */
+  readonly startupCpuSeconds: number
   readonly rssAtReady: number
 }
 
@@ -84,5 +86,5 @@ export async function startKeyward(
   const log = new ProcessLog(proc.stderr)
   await waitReady(options.name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: options.timeoutMs ?? 120_000, log: () => log.text() })
   const startupSeconds = (performance.now() - begun) / 1000
-  return { proc, port, log, startupSeconds, rssAtReady: await procStatus(proc.pid, 'VmRSS') }
+  return { proc, port, log, startupSeconds, startupCpuSeconds: (await cpuSeconds(proc.pid)) ?? NaN, rssAtReady: await procStatus(proc.pid, 'VmRSS') }
 }

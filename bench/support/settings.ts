@@ -207,7 +207,10 @@ export interface Server {
   port: number
   proc: Subprocess | null
   log: ProcessLog | null
+  /** The first start: spawn until it answers. */
   startupSeconds: number | null
+  /** Every start (restarts too): wall time and the CPU time used until ready (keyward). */
+  readonly startups: { seconds: number; cpuSeconds: number | null }[]
   rssAtReady: number | null
   /** Could not start, or died: its runs are reported as not measured, with this reason. */
   failure: string | null
