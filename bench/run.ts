@@ -51,6 +51,7 @@ import { livePids, measuredRun, measureRun, pgbenchLoad, settle, spreadLoad, wrk
 import {
   CREATE_CLIENTS,
   customersOf,
+  EMPTY_CUSTOMERS,
   FIXED_RECORDS,
   INSERT_CLIENTS,
   LADDER,
@@ -266,6 +267,7 @@ async function prepareSet(size: number, work: string): Promise<DataSet> {
     store: settings.store,
     name: `${unit}_${label.toLowerCase()}`,
     customers: customersOf(settings.store, size),
+    emptyCustomers: EMPTY_CUSTOMERS[settings.store],
     jsonServer: settings.store === 'embedded',
     adminUrl: settings.adminUrl,
   }
@@ -587,14 +589,14 @@ const order = <T>(items: T[], round: number) => (round % 2 === 0 ? [...items].re
 
 /**
  * One run of `measure` on server `s` (restarted first if a create run left it bigger) into the
- * outcome of (measure, kind, size). `database`: the run uses the PostgreSQL server.
+ * outcome of (measure, kind, size).
  */
 async function measureServer(
   s: Server,
   measure: Measure,
   round: number,
   load: (seconds: number, warmup: boolean) => Load,
-  options: { warmup?: number; seconds?: number; database?: boolean; creates?: boolean; kind?: Kind; size?: number; serverPids?: () => number[] } = {},
+  options: { warmup?: number; seconds?: number; creates?: boolean; kind?: Kind; size?: number; serverPids?: () => number[] } = {},
 ): Promise<void> {
   if (interrupted) return
   const b = bench()
@@ -622,7 +624,7 @@ async function measureServer(
     accounting: () => ({
       serverPids: options.serverPids ? options.serverPids() : [s.proc!.pid],
       ourPids: livePids(b.servers.map((x) => x.proc)),
-      database: options.database ?? s.set?.working.store === 'postgres',
+      database: s.set?.database ? { adminUrl: settings.adminUrl, names: [s.set.database] } : null,
     }),
     dataDir: embeddedKeyward ? (s.set!.working as { dir: string }).dir : null,
     ...(embeddedKeyward && (measure === 'create1' || measure === 'create64') ? { records: () => keywardRecords(s) } : {}),
@@ -667,7 +669,7 @@ async function measurePgbench(
       pgbenchLoad(b.tools.pgbench!, target, { script, clients, seconds, define, spawn: (cmd, options) => children.spawn(cmd, options) }),
     warmupSeconds: settings.warmupSeconds,
     seconds: settings.runSeconds,
-    accounting: () => ({ serverPids: [], ourPids: livePids(b.servers.map((x) => x.proc)), database: true }),
+    accounting: () => ({ serverPids: [], ourPids: livePids(b.servers.map((x) => x.proc)), database: { adminUrl: settings.adminUrl, names: [new URL(target).pathname.slice(1)] } }),
     settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
   })
 }
@@ -856,7 +858,7 @@ async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
   const dir = (set.working as { dir: string }).dir
   const empty = { baseline: null, during: null, serverSeconds: null, watchedSeconds: null, signalToDoneSeconds: null, covered: false, snapshotBytes: null }
   const load = getLoad(s, `/api/enrollments/${set.readId}`, SNAPSHOT_CLIENTS, set.token)
-  const accounting = () => ({ serverPids: [s.proc!.pid], ourPids: livePids(b.servers.map((x) => x.proc)), database: false })
+  const accounting = () => ({ serverPids: [s.proc!.pid], ourPids: livePids(b.servers.map((x) => x.proc)), database: null })
   try {
     if (s.dirty) await restart(s, b.work)
     // A snapshot is only written when something changed since the last one: one create first.

@@ -53,6 +53,8 @@ export interface BuildPlan {
   readonly vendorId: string
   /** Built in this order. */
   readonly customers: readonly CustomerPlan[]
+  /** Then this many more customers of the vendor holding nothing (a vendor has many customers). */
+  readonly emptyCustomers?: number
   /** Also write the same records here as a json-server database (each record with `id` = its key). */
   readonly jsonServerDb?: string
   /** For progress lines. */
@@ -194,6 +196,10 @@ export async function buildDataSet(plan: BuildPlan): Promise<BuildMeta> {
     await Promise.all(inFlight.splice(0))
     built.push({ organizationId: owner.organization_id, applicationIds: apps.map((a) => a.application_id), enrollments: spec.enrollments, middleEnrollmentId })
   }
+  for (let n = 0; n < (plan.emptyCustomers ?? 0); n += 1000) {
+    await submit(Array.from({ length: Math.min(1000, plan.emptyCustomers! - n) }, (_, i): [TableName, object] => ['organizations', customer(`Customer ${n + i + 2}`)]))
+  }
+  await Promise.all(inFlight.splice(0))
   const loaded = performance.now()
   const records = Object.values(counts).reduce((a, b) => a + b, 0)
   log(`loaded ${records.toLocaleString('en')} records in ${((loaded - started) / 1000).toFixed(1)} s; ${plan.target.store === 'embedded' ? 'writing the snapshot' : 'VACUUM ANALYZE'}`)
@@ -286,6 +292,7 @@ export interface DataSetSpec {
   /** Part of the cache's file and database names: lowercase letters, digits, underscores. */
   readonly name: string
   readonly customers: readonly CustomerPlan[]
+  readonly emptyCustomers?: number
   readonly jsonServer: boolean
   /** PostgreSQL: the administrative URL of the server that holds the cached database. */
   readonly adminUrl?: string
@@ -317,7 +324,14 @@ export async function cachedDataSet(
     spec.store === 'embedded' ? { store: 'embedded', dir: join(dir, 'data') } : { store: 'postgres', url: databaseUrl(spec.adminUrl!, database!) }
   const jsonServerDb = spec.jsonServer ? join(dir, 'db.json') : null
   const server = spec.adminUrl ? new URL(spec.adminUrl).host : null
-  const key = JSON.stringify({ version: DATASET_VERSION, keyward: (await keywardCli(['--version'])).trim(), server, customers: spec.customers, jsonServer: spec.jsonServer })
+  const key = JSON.stringify({
+    version: DATASET_VERSION,
+    keyward: (await keywardCli(['--version'])).trim(),
+    server,
+    customers: spec.customers,
+    emptyCustomers: spec.emptyCustomers ?? 0,
+    jsonServer: spec.jsonServer,
+  })
 
   const cached = (await Bun.file(metaFile).exists()) ? ((await Bun.file(metaFile).json()) as { key: string; meta: BuildMeta }) : null
   const present = database ? await databaseExists(spec.adminUrl!, database) : (await readdir(join(dir, 'data')).catch(() => [])).length > 0
@@ -330,7 +344,14 @@ export async function cachedDataSet(
     await createDatabase(spec.adminUrl!, database)
   }
   const { organization_id: vendorId } = await initStore(pristine)
-  const plan: BuildPlan = { target: pristine, vendorId, customers: spec.customers, label: `${spec.store} ${spec.name}`, ...(jsonServerDb ? { jsonServerDb } : {}) }
+  const plan: BuildPlan = {
+    target: pristine,
+    vendorId,
+    customers: spec.customers,
+    emptyCustomers: spec.emptyCustomers ?? 0,
+    label: `${spec.store} ${spec.name}`,
+    ...(jsonServerDb ? { jsonServerDb } : {}),
+  }
   const meta = await buildInChild(plan, { planFile: join(dir, 'plan.json'), metaFile: join(dir, 'built.json') }, options.spawn)
   await Bun.write(metaFile, JSON.stringify({ key, meta }))
   return { meta, pristine, database, jsonServerDb, built: true }

@@ -7,7 +7,7 @@
 import type { Subprocess } from 'bun'
 import { cpuSeconds, machineBusySeconds, meterCpu, ownCpuSeconds, waitQuiet } from './system'
 import { startWrk, type WrkOptions, type WrkResult } from './wrk'
-import { postgresPids, startPgbench } from './postgres'
+import { databaseProcesses, startPgbench } from './postgres'
 import { watchSnapshots } from './snapshots'
 import { firstLine, running } from './servers'
 import { DISTURBED_CORES, fmt, type Outcome, type Run } from './settings'
@@ -63,8 +63,11 @@ export interface Accounting {
   readonly serverPids: readonly number[]
   /** Every process of the benchmark that is not the load or the database (all servers, builders). */
   readonly ourPids: readonly number[]
-  /** The run used the PostgreSQL server: its processes' CPU is ours, and divided by the requests too. */
-  readonly database: boolean
+  /**
+   * The databases the run used on the PostgreSQL server of `adminUrl` (none: it used none): their
+   * processes' CPU is ours, and divided by the requests too.
+   */
+  readonly database: { readonly adminUrl: string; readonly names: readonly string[] } | null
 }
 
 /**
@@ -79,7 +82,8 @@ export async function measuredRun(start: () => Load, accounting: Accounting): Pr
     return sum
   }
   const ours = async () => ownCpuSeconds() + (await cpuOf(accounting.ourPids))
-  const database = accounting.database ? meterCpu(postgresPids) : null
+  const processes = accounting.database ? databaseProcesses(accounting.database.adminUrl, accounting.database.names) : null
+  const database = processes ? meterCpu(() => processes.pids()) : null
   await database?.ready
   const [machineBefore, oursBefore, serverBefore] = [await machineBusySeconds(), await ours(), await cpuOf(accounting.serverPids)]
   const begun = performance.now()
@@ -107,6 +111,7 @@ export async function measuredRun(start: () => Load, accounting: Accounting): Pr
   } finally {
     await generator.stop()
     await database?.stop()
+    await processes?.close()
   }
 }
 

@@ -4,7 +4,6 @@
  * 127.0.0.1:5432, trust authentication), working copies of a cached database made from it as a
  * template, pgbench runs and their figures, and the server's processes (for their CPU time).
  */
-import { readdir } from 'node:fs/promises'
 import { SQL } from 'bun'
 import type { Subprocess } from 'bun'
 import { WRK_THREADS } from './wrk'
@@ -84,15 +83,21 @@ export async function durabilitySettings(adminUrl: string): Promise<string> {
   })
 }
 
-/** Process ids of the PostgreSQL server's processes on this machine (postmaster and backends). */
-export async function postgresPids(): Promise<number[]> {
-  const pids: number[] = []
-  for (const entry of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(entry)) continue
-    const comm = await Bun.file(`/proc/${entry}/comm`).text().catch(() => '')
-    if (comm.trim() === 'postgres') pids.push(Number(entry))
+/**
+ * The PostgreSQL processes that work for `databases`: their backends (pgbench's, keyward's, their
+ * autovacuum workers) and the server's own background processes (WAL writer, checkpointer...), but
+ * not the backends of other databases, which other sessions on a shared server may be using: those
+ * count as other load. Asked of pg_stat_activity on one connection, kept until `close`.
+ */
+export function databaseProcesses(adminUrl: string, databases: readonly string[]): { pids(): Promise<number[]>; close(): Promise<void> } {
+  const sql = new SQL({ url: adminUrl, max: 1, connectionTimeout: 10 })
+  return {
+    pids: async () => {
+      const rows = await sql`SELECT pid FROM pg_stat_activity WHERE datname = ANY(${databases}::text[]) OR (datname IS NULL AND backend_type <> 'client backend')`
+      return (rows as { pid: number }[]).map((r) => r.pid)
+    },
+    close: () => sql.close({ timeout: 5 }),
   }
-  return pids
 }
 
 export function findPgbench(): string | null {

@@ -7,6 +7,7 @@
 import {
   APPLICATIONS,
   DISTURBED_CORES,
+  EMPTY_CUSTOMERS,
   FIXED_RECORDS,
   fmt,
   INSERT_CLIENTS,
@@ -455,7 +456,10 @@ function dataSetsSection(L: string[], settings: Settings, input: ReportInput): v
         `organizations, applications, consumers, installations and enrollments, each record with \`id\` = its primary key. `
       : `A data set of N enrollments: 1 vendor organization, 1 customer organization, ${APPLICATIONS} applications of that customer ` +
         `(environment ${ENVIRONMENT}), and N enrollments, each with its own consumer and its own installation, spread round-robin over ` +
-        `the applications, in a database of its own. `) +
+        `the applications, and ${fmt(EMPTY_CUSTOMERS.postgres)} more customers of the vendor holding nothing, in a database of its own. ` +
+        `The other customers are there because keyward's connections prepare each statement once and keep its plan: on a table of two ` +
+        `organizations that plan is a sequential scan, and it stays one while the table grows (the one-row creates add tens of ` +
+        `thousands), until autovacuum analyses the table; with a thousand rows it is an index scan from the start. `) +
       `Each is made by \`keyward init\`, then filled through the storage interface (\`storage.transaction\` with \`tx.insert\`, about 1,000 ` +
       `rows a transaction, records shaped as the services make them), so the server starts from data like its own ` +
       `(bench/support/dataset.ts); it is built once and kept in bench/.cache, and every server runs on a fresh copy` +
@@ -583,8 +587,9 @@ function notesSection(L: string[], settings: Settings, input: ReportInput): void
     `- Load generator: wrk with ${WRK_THREADS} thread${WRK_THREADS > 1 ? 's' : ''} on the same ${machineDescription().split(' · ')[0]} machine as the ` +
       `servers, --timeout ${WRK_TIMEOUT_SECONDS}s (a request unanswered by then counts as a timeout, not in the latencies); pgbench with as many ` +
       `threads (\`-j\`) and prepared statements. Server CPU per request is the server process's utime + stime (from /proc/PID/stat) over ` +
-      `the run divided by the requests answered; database CPU per request the same for every PostgreSQL process (sampled every 100 ms; ` +
-      `it includes whatever else that server did meanwhile). Other load on the machine disturbs CPU per request much less than req/s. ` +
+      `the run divided by the requests answered; database CPU per request the same for the PostgreSQL processes that worked for the ` +
+      `run's database (its backends from pg_stat_activity and the server's background processes, such as the WAL writer, sampled every ` +
+      `100 ms; backends of other databases, which other sessions may use, count as other load). Other load on the machine disturbs CPU per request much less than req/s. ` +
       `The lowest of the runs is shown. pgbench reports no latency percentiles (–).`,
     `- Servers: keyward as \`bun run src/main.ts serve ${embedded ? '--data DIR' : '--database-url URL'} --port P\` with ${input.environment.serveNote} ` +
       `(KEYWARD_* variables of the calling shell removed; its stderr read through a pipe, of which the last 16 KiB are kept)` +

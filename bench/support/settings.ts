@@ -100,6 +100,14 @@ export const APPLICATIONS = 10
 export const FIXED_RECORDS = 2 + APPLICATIONS
 
 /** One customer with APPLICATIONS applications and enrollments each with its own consumer and installation. */
+/**
+ * Database mode: the vendor's other customers, holding nothing. Not for their data: a table of two
+ * organizations gets sequential scans in the plans keyward's connections prepare once and keep, which
+ * stay while the table grows (docs/benchmarks-postgres.md); a vendor with a thousand customers is
+ * also the more likely database.
+ */
+export const EMPTY_CUSTOMERS: Record<StoreName, number> = { embedded: 0, postgres: 1_000 }
+
 export function customersOf(store: StoreName, size: number): CustomerPlan[] {
   const enrollments = store === 'embedded' ? Math.round((size - FIXED_RECORDS) / 3) : size
   return [{ description: 'Customer', applications: APPLICATIONS, enrollments, enrollmentsPerConsumer: 1, spareConsumerEvery: 0 }]
