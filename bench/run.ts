@@ -162,8 +162,20 @@ async function cleanup(): Promise<void> {
   // SIGKILL: the data is a throw-away copy, and a graceful stop would first write a snapshot of up
   // to a million records, for nothing. Profiled servers stop gracefully: the profile is written at exit.
   await children.stopAll(settings.profileDir ? { signal: 'SIGTERM', graceMs: 60_000 } : { signal: 'SIGKILL' })
-  for (const name of databases.splice(0)) await dropDatabase(settings.adminUrl, name).catch((e) => console.error(`dropping ${name}: ${(e as Error).message}`))
+  for (const name of databases.splice(0)) await dropWorkingDatabase(name)
   if (workDir) await rm(workDir, { recursive: true, force: true })
+}
+
+/** Drops a database this run made; tries again for a while if the server is restarting. */
+async function dropWorkingDatabase(name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await dropDatabase(settings.adminUrl, name)
+    } catch (error) {
+      if (attempt >= 10) return console.error(`could not drop database ${name}, drop it by hand: ${(error as Error).message}`)
+      await Bun.sleep(1000)
+    }
+  }
 }
 
 async function run(tools: Tools, work: string): Promise<number> {
@@ -840,7 +852,13 @@ async function focusOn(b: Bench, set: DataSet): Promise<void> {
   if (settings.store !== 'postgres') return
   for (const s of b.servers) if (s.kind === 'keyward' && s.set !== set && running(s.proc)) await kill(s)
   const own = b.keyward(set.size)
-  if (!running(own.proc) && !own.failure) await restart(own, b.work)
+  if (running(own.proc) || own.failure) return
+  try {
+    await restart(own, b.work)
+  } catch (error) {
+    // Its runs are reported as not measured; the others go on.
+    own.failure = `did not start again: ${firstLine((error as Error).message)}`
+  }
 }
 
 /** No warm-up for a request that took long in the checks: its cost is the work, not a cold JIT (and a warm-up would leave a queue). */

@@ -109,7 +109,8 @@ export function meterCpu(
   let initial = true
   const sample = async () => {
     if (performance.now() - scannedAt >= rescanMs) {
-      known = await pids()
+      // A source that cannot answer (a database restarting) keeps the last list.
+      known = await Promise.resolve(pids()).catch(() => known)
       scannedAt = performance.now()
     }
     for (const pid of known) {
