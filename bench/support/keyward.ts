@@ -52,7 +52,7 @@ export async function benchServeOptions(): Promise<{ args: string[]; note: strin
   const help = await (serveHelp ??= keywardCli(['serve', '--help']))
   return help.includes('--rate-limit')
     ? { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
-    : { args: [], note: 'this keyward has no rate limits (no `--rate-limit` option)' }
+    : { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
 }
 
 export interface RunningKeyward {
