@@ -679,7 +679,8 @@ async function measurePgbench(
     outcome: outcomes.of(measure, kind, set.size),
     load: (seconds) =>
       pgbenchLoad(b.tools.pgbench!, target, { script, clients, seconds, define, spawn: (cmd, options) => children.spawn(cmd, options) }),
-    warmupSeconds: settings.warmupSeconds,
+    // At least 2 s: opening 64 connections can take a second on a busy machine.
+    warmupSeconds: Math.max(2, settings.warmupSeconds),
     seconds: settings.runSeconds,
     accounting: () => ({ serverPids: [], ourPids: livePids(b.servers.map((x) => x.proc)), database: { adminUrl: settings.adminUrl, names: [new URL(target).pathname.slice(1)] } }),
     settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
