@@ -590,6 +590,7 @@ function organizationLoad(s: Server, clients: number) {
     )
 }
 
+/** The benchmark's state once its servers run (the loads and measurements read the tools and work dir from it). */
 let benchContext: Bench | undefined
 const bench = () => benchContext!
 
@@ -659,8 +660,8 @@ async function measureServer(
 
 /**
  * One pgbench run of `script` on the set's working database (or `url`) into the outcome of
- * (measure, kind, size): `pgbench` the database's limit, `pgbench: keyward's statements` the
- * statements keyward sends for the same request.
+ * (measure, kind, size): `pgbench` the database's limit, `pgbench: keyward` the statements keyward
+ * sends for the same request.
  */
 async function measurePgbench(
   set: DataSet,
