@@ -5,8 +5,8 @@
  *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000]
  *
  * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
- * memory? A real server (`bun run src/main.ts serve`, restarted from a data dir built through the
- * store, bench/support/dataset.ts) holds three customers:
+ * memory? A real server (`bun run src/main.ts serve`, with rate limits off where it has them, on a
+ * data dir built through the storage interface, bench/support/dataset.ts) holds three customers:
  *
  *   victim    1 application, 200 enrollments; reads one enrollment by id with a viewer token
  *   attacker  2 applications of 20,000 enrollments each (40,000 enrollments, consumers and
@@ -27,14 +27,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { EmbeddedStorage } from '../src/storage/embedded'
-import { createToken } from '../src/modules/tokens/service'
-import type { Keyset, Organization } from '../src/store/database'
-import { nowMicros } from '../src/store/clock'
-import { acquireDataDirLock } from '../src/store/lock'
-import { Store } from '../src/store/store'
-import { buildInChild, ENVIRONMENT, type BuildMeta, type CustomerPlan } from './support/dataset'
-import { Children, freePort, onInterrupt, tailOf, waitReady } from './support/servers'
+import { buildInChild, ENVIRONMENT, openStorage, type BuildMeta, type CustomerPlan } from './support/dataset'
+import { benchServeOptions, initStore, issueToken, ROOT, startKeyward, type Target } from './support/keyward'
+import { Children, onInterrupt } from './support/servers'
 import { busyBeforeStart, machineDescription, mib, procStatus, waitQuiet } from './support/system'
 import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
 
@@ -57,7 +52,6 @@ for (const [name, value, max] of [['seconds', MEASURE_SECONDS, 600], ['rate', VI
 const WARMUP_SECONDS = 2
 const ATTACK_CONNECTIONS = 4
 const GOAL = { p50Factor: 3, p99Ms: 50, rssMiB: 100 }
-const ROOT = join(import.meta.dir, '..')
 const REPORT = join(ROOT, 'docs', 'abuse.md')
 const children = new Children()
 let workDir: string | undefined
@@ -86,81 +80,67 @@ const customerPlan = (description: string, applications: number, enrollments: nu
 })
 
 async function buildWorld(work: string): Promise<World> {
-  const dir = join(work, 'data')
+  const target: Target = { store: 'embedded', dir: join(work, 'data') }
+  const { organization_id: vendorId } = await initStore(target)
   const meta: BuildMeta = await buildInChild(
-    { dir, label: 'abuse', customers: [customerPlan('Victim', 1, 200), customerPlan('Attacker', 2, 40_000), customerPlan('Prober', 1, 10)] },
-    { planFile: join(work, 'plan.json'), metaFile: join(work, 'meta.json'), cwd: ROOT },
+    { target, vendorId, label: 'abuse', customers: [customerPlan('Victim', 1, 200), customerPlan('Attacker', 2, 40_000), customerPlan('Prober', 1, 10)] },
+    { planFile: join(work, 'plan.json'), metaFile: join(work, 'meta.json') },
     (cmd, options) => children.spawn(cmd, options),
   )
   const [victim, attacker, prober] = meta.customers as [BuildMeta['customers'][number], BuildMeta['customers'][number], BuildMeta['customers'][number]]
 
-  // A partner of the attacker (its weakest token reads everything the customer owns) and the keysets.
-  const lock = acquireDataDirLock(dir)
-  const store = await Store.open(dir, { log: () => {} })
-  const now = nowMicros()
-  const partner: Organization = {
-    organization_id: crypto.randomUUID(),
-    parent_id: attacker.organizationId,
-    organization_type: 'partner',
-    description: 'Attacker partner',
-    state: 'active',
-    environments: null,
-    created: now,
-    modified: now,
-  }
-  await store.commit((tx) => void tx.put('organizations', partner))
+  // A partner of the attacker (its weakest token reads everything the customer owns) and the
+  // keysets, through the storage interface as the services make them: each new keyset active, the
+  // one before it retired, the enrollment pointing at the newest.
+  const { storage, close } = await openStorage(target)
+  const partner = await storage.transaction((tx) =>
+    tx.insert('organizations', {
+      organization_id: crypto.randomUUID(),
+      parent_id: attacker.organizationId,
+      organization_type: 'partner',
+      description: 'Attacker partner',
+      state: 'active',
+      environments: null,
+    }),
+  )
   const keysetEnrollment = attacker.middleEnrollmentId!
-  const keysetApplication = store.tables.enrollments.get(keysetEnrollment)!.application_id
+  const keysetApplication = (await storage.find('enrollments', keysetEnrollment))!.application_id
   const key = await publicKey()
-  let previous: Keyset | null = null
+  let previous: string | null = null
   for (let done = 0; done < KEYSETS; ) {
     const batch = Math.min(1000, KEYSETS - done)
-    previous = await store.commit((tx) => {
+    previous = await storage.transaction(async (tx) => {
       let last = previous
       for (let i = 0; i < batch; i++) {
-        const at = nowMicros()
-        if (last) tx.put('keysets', { ...last, state: 'retired', modified: at })
-        last = tx.put('keysets', {
+        if (last) await tx.update('keysets', last, { state: 'retired' })
+        const keyset = await tx.insert('keysets', {
           keyset_id: crypto.randomUUID(),
           enrollment_id: keysetEnrollment,
           application_id: keysetApplication,
           environment: ENVIRONMENT,
           client_enclave_key: key,
           state: 'active',
-          created: at,
-          modified: at,
         })
+        last = keyset.keyset_id
       }
-      const enrollment = store.tables.enrollments.get(keysetEnrollment)!
-      tx.put('enrollments', { ...enrollment, active_keyset_id: last!.keyset_id, client_enclave_key: key, modified: nowMicros() })
+      await tx.update('enrollments', keysetEnrollment, { active_keyset_id: last, client_enclave_key: key })
       return last
     })
     done += batch
   }
-  // Recorded viewer tokens (README "Tokens"), as `keyward issue-token` records them.
-  const storage = new EmbeddedStorage(store)
-  const viewerToken = async (organizationId: string) => {
-    const organization = store.tables.organizations.get(organizationId)!
-    const grant = { organization, role: 'viewer' as const, ttlSeconds: 86_400, description: 'abuse benchmark' }
-    return (await storage.transaction((tx) => createToken(tx, grant, { cli: 'issue-token' }))).token
-  }
-  const victimToken = await viewerToken(victim.organizationId)
-  const attackerToken = await viewerToken(partner.organization_id)
-  const proberToken = await viewerToken(prober.organizationId)
-  const records = Object.values(store.tables).reduce((sum, table) => sum + table.size, 0)
-  await store.close()
-  lock.release()
+  await close()
 
+  const token = (org: string, role: string) => issueToken(target, org, role)
   return {
-    dir,
-    victimToken,
+    dir: target.dir,
+    victimToken: await token(victim.organizationId, 'viewer'),
     victimEnrollment: victim.middleEnrollmentId!,
-    attackerToken,
+    attackerToken: await token(partner.organization_id, 'viewer'),
     attacker: attacker.organizationId,
     attackerApplication: attacker.applicationIds[0]!,
     keysetEnrollment,
-    proberToken,
-    records,
+    proberToken: await token(prober.organizationId, 'viewer'),
+    records: meta.records + 1 + KEYSETS,
   }
 }
 
@@ -309,7 +289,7 @@ async function probe(base: string, pattern: Pattern): Promise<string> {
 // ---------------------------------------------------------------------------------------------
 // The report
 
-function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: Date, busy: string | null): string {
+function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: Date, busy: string | null, serveNote: string): string {
   const unloaded = rows[0]!
   const loadAverage = loadavg()
     .map((x) => x.toFixed(1))
@@ -333,7 +313,7 @@ function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: D
   return `# Abuse benchmark (issue 9)
 
 \`bun run bench/abuse.ts\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
-(\`serve\`, restarted from a data dir built through the store, ${w.records.toLocaleString('en')} records): a victim customer, an
+(\`serve\` with ${serveNote}, on a data dir built through the storage interface, ${w.records.toLocaleString('en')} records): a victim customer, an
 attacker customer (2 applications of 20,000 enrollments each, so 40,000 enrollments, consumers and installations in
 its scope; one enrollment with ${KEYSETS.toLocaleString('en')} keysets; a partner) and a prober customer. The victim reads one enrollment
 by id with a viewer token at ${VICTIM_RATE} requests per second, open loop (latency counted from when each request was due),
@@ -364,34 +344,26 @@ async function main(): Promise<number> {
   const work = await mkdtemp(join(tmpdir(), 'keyward-abuse-'))
   workDir = work
   try {
-    console.error('building the data dir through the store...')
+    console.error('building the data dir through the storage interface...')
     const w = await buildWorld(work)
-    const port = await freePort()
-    const stderrFile = join(work, 'server.stderr')
-    const server = children.spawn([process.execPath, 'run', 'src/main.ts', 'serve', '--data', w.dir, '--port', String(port)], {
-      cwd: ROOT,
-      stdin: 'ignore',
-      stdout: 'ignore',
-      stderr: Bun.file(stderrFile),
-    })
-    const base = `http://127.0.0.1:${port}`
-    await waitReady('keyward', server, `${base}/healthz`, { timeoutMs: 120_000, log: () => tailOf(stderrFile) })
+    const server = await startKeyward(children, { store: 'embedded', dir: w.dir }, { name: 'keyward' })
+    const base = `http://127.0.0.1:${server.port}`
 
     const all = patterns(w)
     const answers = new Map<Pattern, string>()
     for (const pattern of all) answers.set(pattern, await probe(base, pattern))
     // Warm the victim's path (and the token cache) before the unloaded run.
     await victim(`${base}/api/enrollments/${w.victimEnrollment}`, w.victimToken, 2)
-    await waitQuiet([server.pid], { timeoutMs: 30_000 })
+    await waitQuiet([server.proc.pid], { timeoutMs: 30_000 })
 
     const rows: Row[] = []
     for (const pattern of [null, ...all]) {
       console.error(`measuring: ${pattern ? pattern.name : 'unloaded'}...`)
-      rows.push(await measure(wrk, base, server.pid, w, pattern))
+      rows.push(await measure(wrk, base, server.proc.pid, w, pattern))
       const last = rows.at(-1)!
       console.error(`  victim p50 ${last.victim.p50.toFixed(2)} ms, p99 ${last.victim.p99.toFixed(2)} ms; RSS ${mib(last.rss)} MiB`)
     }
-    const text = report(w, rows, answers, started, busy)
+    const text = report(w, rows, answers, started, busy, (await benchServeOptions()).note)
     await writeFile(REPORT, text)
     console.log(text)
     console.error(`written to ${REPORT}`)

@@ -1,17 +1,19 @@
 /**
- * Steps between bench/bare-server.ts and keyward, to show where an authenticated read's time goes
- * (bench/run.ts measures them beside the bare server): each answers every request with the same
- * bytes as the bare server, plus what the step adds.
+ * The limit of a read by id and the steps between it and keyward (bench/run.ts measures them beside
+ * keyward, to show where an authenticated read's time goes): each answers every request with
+ * keyward's own answer to that read, plus what the step adds.
  *
- *   bun run bench/ladder-server.ts --variant header|elysia --port P --response FILE
+ *   bun run bench/ladder-server.ts --variant bare|header|elysia --port P --response FILE
  *
+ *   bare     Bun.serve with one canned Response per request (the same status, headers and body as
+ *            keyward's answer; Bun adds Date and Content-Length itself, exactly as it does for keyward)
  *   header   Bun.serve that reads the Authorization header (Bun builds the request's Headers for it)
  *            and answers with a fresh trace id in the x-trace-id header and the body, as keyward must
  *   elysia   the same inside an Elysia route served by Elysia's listen (Bun's native router), with
  *            no hooks or plugins: the framework's own floor for this request
  *
- * FILE is bare-server.ts's: { "status": 200, "headers": [["content-type", "..."], ...], "body": "..." },
- * whose body ends with `"trace_id":"<uuid>"}`.
+ * FILE is JSON: { "status": 200, "headers": [["content-type", "..."], ...], "body": "..." }, whose
+ * body ends with `"trace_id":"<uuid>"}`.
  */
 import { parseArgs } from 'node:util'
 import { Elysia } from 'elysia'
@@ -30,7 +32,10 @@ function answer(request: Request): { body: string; traceId: string } {
 }
 
 const port = Number(values.port)
-if (values.variant === 'header') {
+if (values.variant === 'bare') {
+  // A new Response per request, as any real handler would build.
+  Bun.serve({ hostname: '127.0.0.1', port, fetch: () => new Response(canned.body, { status: canned.status, headers: canned.headers }) })
+} else if (values.variant === 'header') {
   Bun.serve({
     hostname: '127.0.0.1',
     port,

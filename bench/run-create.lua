@@ -1,14 +1,17 @@
--- wrk script for bench/run.ts, create runs: one new enrollment per request, fresh ids every time,
--- cycling over the given applications, for keyward or for json-server.
+-- wrk script for bench/run.ts, create runs: one new record per request, fresh ids every time.
 --
---   wrk ... -s bench/run-create.lua URL -- <keyward|json-server> <file of application ids> <nonce> <environment>
+--   wrk ... -s bench/run-create.lua URL -- keyward <file of application ids> <nonce> <environment>
+--   wrk ... -s bench/run-create.lua URL -- json-server <file of application ids> <nonce> <environment>
+--   wrk ... -s bench/run-create.lua URL -- organization <parent organization id>
 --
 -- keyward: POST /api/enrollments {enrollment_id, consumer_id, installation_id, application_id,
---   environment, installation_description} (the consumer and installation are new too, so the
---   server creates them in the same transaction); the token comes from KEYWARD_TOKEN.
+--   environment, installation_description}, cycling over the applications (the consumer and
+--   installation are new too, so the server creates all three in one transaction).
 -- json-server: POST /enrollments, the same body plus "id" (json-server's key) = enrollment_id.
--- Ids are unique by construction: a per-run nonce, the wrk thread, the kind of id and a per-thread
--- counter; the rest is random. Every answer should be 201; wrk counts those >= 400 (errors.status).
+-- organization: POST /api/organizations {description, parent_id}: one new customer (one row).
+-- keyward's token comes from KEYWARD_TOKEN. Enrollment ids are unique by construction: a per-run
+-- nonce, the wrk thread, the kind of id and a per-thread counter; the rest is random. Every answer
+-- should be 201; wrk counts those >= 400 (errors.status).
 local threads = {}
 
 function setup(thread)
@@ -18,7 +21,20 @@ end
 
 function init(args)
   kind = args[1]
-  if kind ~= "keyward" and kind ~= "json-server" then error("first argument: keyward or json-server") end
+  counter = 0
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  if kind ~= "json-server" then
+    local token = os.getenv("KEYWARD_TOKEN")
+    if not token then error("set KEYWARD_TOKEN") end
+    wrk.headers["Authorization"] = "Bearer " .. token
+  end
+  if kind == "organization" then
+    if not args[2] then error("organization: give the parent organization id") end
+    wrk.body = '{"description":"wrk customer","parent_id":"' .. args[2] .. '"}'
+    return
+  end
+  if kind ~= "keyward" and kind ~= "json-server" then error("first argument: keyward, json-server or organization") end
   local file = assert(io.open(args[2], "r"))
   apps = {}
   for line in file:lines() do
@@ -29,14 +45,6 @@ function init(args)
   nonce = tonumber(args[3])
   environment = args[4]
   math.randomseed(nonce + tid * 7919)
-  counter = 0
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
-  if kind == "keyward" then
-    local token = os.getenv("KEYWARD_TOKEN")
-    if not token then error("set KEYWARD_TOKEN") end
-    wrk.headers["Authorization"] = "Bearer " .. token
-  end
 end
 
 local function uuid(kind_of_id)
@@ -44,6 +52,7 @@ local function uuid(kind_of_id)
 end
 
 function request()
+  if kind == "organization" then return wrk.format() end
   counter = counter + 1
   local app = apps[(counter % #apps) + 1]
   local enrollment = uuid(1)

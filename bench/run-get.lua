@@ -1,7 +1,13 @@
--- wrk script for bench/run.ts, read runs: the request is the command line's (URL and -H headers);
--- this only adds a machine-readable summary line, with p99.9 and max latency, at the end.
--- No response() on purpose: it would make wrk parse every answer and slow the load generator.
--- wrk counts answers with status >= 400 itself (summary.errors.status).
+-- wrk script for bench/run.ts, read runs: the request is the command line's (URL and -H headers),
+-- with the bearer token of KEYWARD_TOKEN if it is set (so that it is not on a command line for
+-- every process list to show); this adds a machine-readable summary line, with p99.9 and max
+-- latency, at the end. No response() on purpose: it would make wrk parse every answer and slow the
+-- load generator. wrk counts answers with status >= 400 itself (summary.errors.status).
+
+function init(args)
+  local token = os.getenv("KEYWARD_TOKEN")
+  if token and #token > 0 then wrk.headers["Authorization"] = "Bearer " .. token end
+end
 
 function done(summary, latency, requests)
   local e = summary.errors

@@ -1,105 +1,129 @@
 #!/usr/bin/env bun
 /**
- * The benchmark of issue 5 (`npm run bench`, `npm run bench -- --quick`): keyward against the
- * limit (a bare Bun.serve answering the same bytes) and against json-server, the classic
- * lowdb-backed REST server, in one run on this machine, with wrk as the load generator.
+ * The benchmark (`npm run bench`, `npm run bench -- --quick`; issues 5 and 10): keyward against
+ * its limits, in one run on this machine, with wrk as the load generator on one thread.
  *
- * Data sets of 1,000, 100,000 and 1,000,000 records (rows stored): 1 vendor, 1 customer, 10
- * applications of the customer (environment PRODUCTION) and E = round((N - 12) / 3) enrollments,
- * each with its own consumer and installation, spread round-robin over the applications. keyward's
- * data dirs are built through the store (bench/support/dataset.ts, in child processes, in parallel);
- * json-server gets the same records in a db.json, each with `id` = its primary key.
+ * Embedded store (default; writes docs/benchmarks.md and docs/benchmarks.svg): data sets of 1,000,
+ * 100,000 and 1,000,000 records (1 vendor, 1 customer, 10 applications, and a third each of
+ * enrollments, consumers and installations); keyward beside a bare Bun.serve answering its bytes
+ * and the steps between (bench/ladder-server.ts), json-server 0.17.4 on the same records, and
+ * pgbench's one-row insert on the local PostgreSQL.
  *
- * Phases, at each size, alternating servers and sizes within each round:
- *   read by id       keyward GET /api/enrollments/{id} (customer admin token), json-server
- *                    GET /enrollments/{id}, bare Bun.serve (keyward's bytes)         64 connections
- *   filtered page    GET /api/enrollments?application_ids=X&page=1&page_size=25 vs
- *                    GET /enrollments?application_id=X&_page=1&_limit=25               4 connections
- *   create           POST /api/enrollments (durable: fsynced before the 201) vs POST /enrollments,
- *                    fresh ids per request (bench/run-create.lua)                   1 and 64 connections
- * and at 1,000,000 records: start-up time (spawn until it answers), VmRSS per record once ready,
- * read latency (p99.9, max) under a read load while keyward writes a snapshot (SIGUSR1).
+ * Database mode (`--store postgres`; writes docs/benchmarks-postgres.md): data sets of 1,000 and
+ * 1,000,000 enrollments (each with its own consumer and installation) in databases on the local
+ * PostgreSQL, keyward beside pgbench on the same database, and two keyward instances side by side.
  *
- * Writes docs/benchmarks.md and docs/benchmarks.svg and prints the report. json-server 0.17.4 is
- * installed on first use into bench/.json-server/ (git-ignored) with npm. Needs wrk and node.
+ * Phases (`--phase`, see bench/support/settings.ts): read, page, snapshot, create, insert,
+ * instances. Within a phase the sides are measured in turn, the order reversed every other round,
+ * so that the noise of a shared machine hits all alike; every run reports the server's CPU time
+ * per request beside its rate. Data sets are built once through the storage interface and kept in
+ * bench/.cache (bench/support/dataset.ts); servers run on fresh copies. Every child process, temp
+ * dir and working database is removed at the end, also on failure and Ctrl-C.
  *
- *   ./node_modules/.bin/bun run bench/run.ts [--quick]
+ *   ./node_modules/.bin/bun run bench/run.ts [--quick] [--store embedded|postgres] [--phase ...]
  *
- * Every child process is stopped at the end, also on failure and Ctrl-C; temp dirs are removed.
+ * Needs wrk; node (json-server) for the embedded store; pgbench and a PostgreSQL server for
+ * database mode and the insert phase.
  */
-import { link, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildInChild, ENVIRONMENT, type BuildPlan } from './support/dataset'
-import { Children, freePort, normaliseResponse, onInterrupt, parseResponse, rawGet, tailOf, waitReady } from './support/servers'
-import { busyBeforeStart, cpuSeconds, machineBusySeconds, mib, ownCpuSeconds, procStatus, waitQuiet } from './support/system'
-import { findWrk, formatMs, runWrk, startWrk, WRK_THREADS, wrkMissing, type WrkResult } from './support/wrk'
+import { cachedDataSet, ENVIRONMENT } from './support/dataset'
+import { benchServeOptions, issueToken, initStore, ROOT, startKeyward, type Target } from './support/keyward'
+import { Children, ProcessLog, firstLine, freePort, normaliseResponse, onInterrupt, parseResponse, rawGet, running, waitReady } from './support/servers'
+import { busyBeforeStart, mib, procStatus } from './support/system'
+import { findWrk, WRK_THREADS, wrkMissing } from './support/wrk'
 import { watchSnapshots, type SnapshotActivity } from './support/snapshots'
 import { copyDirDurably, syncAll } from './support/files'
+import { dropJsonServerFiles, ensureJsonServer, startJsonServer } from './support/json-server'
 import {
-  MODE,
-  SMALLEST,
-  LARGEST,
-  SIZES,
-  APPLICATIONS,
+  createDatabase,
+  databaseUrl,
+  dropDatabase,
+  durabilitySettings,
+  findPgbench,
+  onDatabase,
+  PGBENCH_MISSING,
+  reachable,
+  serverVersion,
+} from './support/postgres'
+import { livePids, measuredRun, measureRun, pgbenchLoad, settle, spreadLoad, wrkLoad, describeRun, type Load } from './support/measure'
+import {
+  CREATE_CLIENTS,
+  customersOf,
+  EMPTY_CUSTOMERS,
   FIXED_RECORDS,
-  ROUNDS,
-  WARMUP_SECONDS,
-  RUN_SECONDS,
-  SLOW_RUN_CAP_SECONDS,
-  READ_CLIENTS,
+  INSERT_CLIENTS,
+  LADDER,
+  NO_WARMUP_ABOVE_MS,
+  Outcomes,
   PAGE_CLIENTS,
   PAGE_SIZE,
-  CREATE_CLIENTS,
+  parseSettings,
+  quietTimeoutMs,
+  READ_CLIENTS,
+  sizeLabel,
+  slowRunCapSeconds,
   SNAPSHOT_CLIENTS,
   SNAPSHOT_LEAD_SECONDS,
-  SNAPSHOT_BASELINE_SECONDS,
   SNAPSHOT_TIMEOUT_SECONDS,
-  WRK_TIMEOUT_SECONDS,
+  snapshotBaselineSeconds,
   START_TIMEOUT_MS,
-  QUIET_TIMEOUT_MS,
-  NO_WARMUP_ABOVE_MS,
-  DISTURBED_CORES,
-  JSON_SERVER_VERSION,
-  JSON_SERVER_HEAP_MB,
-  fmt,
-  sizeLabel,
+  USAGE,
+  WRK_TIMEOUT_SECONDS,
+  type DataSet,
   type Kind,
   type LadderKind,
-  LADDER,
-  type Phase,
-  type DataSet,
+  type Measure,
+  type PhaseName,
   type Server,
-  type Run,
-  outcomeOf,
+  type Settings,
   type SnapshotPhase,
-} from './support/run-model'
-import { times, report, chart } from './support/run-report'
+} from './support/settings'
+import { chart, report, type Environment } from './support/report'
 
-// ---------------------------------------------------------------------------------------------
-// Settings
-
-const args = process.argv.slice(2)
-for (const arg of args) {
-  if (arg !== '--quick') {
-    console.error(`bench/run.ts: unknown argument '${arg}'\nusage: bun run bench/run.ts [--quick]`)
-    process.exit(2)
-  }
+let settings: Settings
+try {
+  settings = parseSettings(process.argv.slice(2))
+} catch (error) {
+  console.error(`bench/run.ts: ${(error as Error).message}\n\n${USAGE}`)
+  process.exit(2)
 }
 
-const ROOT = join(import.meta.dir, '..')
-const BUN = process.execPath
-const JSON_SERVER_DIR = join(import.meta.dir, '.json-server')
-const JSON_SERVER_BIN = join(JSON_SERVER_DIR, 'node_modules', 'json-server', 'lib', 'cli', 'bin.js')
 const GET_SCRIPT = join(import.meta.dir, 'run-get.lua')
 const CREATE_SCRIPT = join(import.meta.dir, 'run-create.lua')
 const DOCS = join(ROOT, 'docs')
 
 const children = new Children()
+const outcomes = new Outcomes()
 let workDir: string | undefined
+/** Databases this run made (working copies, pgbench's): dropped at the end. */
+const databases: string[] = []
 /** Set on Ctrl-C: whatever is still running stops quietly while the cleanup runs. */
 let interrupted = false
 
+interface Tools {
+  readonly wrk: string
+  readonly pgbench: string | null
+}
+
+/** What every phase works with. */
+interface Bench {
+  readonly tools: Tools
+  readonly work: string
+  readonly sets: DataSet[]
+  readonly servers: Server[]
+  readonly keyward: (size: number) => Server
+  readonly jsonServer: (size: number) => Server | null
+  /** The bare server and the ladder's steps (embedded store, read phase). */
+  readonly bare: Server | null
+  readonly ladder: Server[]
+}
+
+const smallest = () => settings.sizes[0]!
+const largest = () => settings.sizes.at(-1)!
+const needsJsonServer = () => settings.store === 'embedded' && settings.phases.some((p) => p === 'read' || p === 'page' || p === 'create')
+const needsDatabase = () => settings.store === 'postgres' || settings.phases.includes('insert')
 
 // ---------------------------------------------------------------------------------------------
 // Main
@@ -110,59 +134,94 @@ async function main(): Promise<number> {
     console.error(wrkMissing('bench/run.ts'))
     return 1
   }
-  if (!Bun.which('node')) {
+  if (needsJsonServer() && !Bun.which('node')) {
     console.error('bench/run.ts needs node (json-server runs on it); install Node.js 18 or later.')
     return 1
   }
-  const work = await mkdtemp(join(tmpdir(), 'keyward-bench-'))
-  workDir = work
+  const pgbench = needsDatabase() ? findPgbench() : null
+  if (needsDatabase()) {
+    if (!pgbench) {
+      console.error(`bench/run.ts: ${PGBENCH_MISSING}`)
+      return 1
+    }
+    const problem = await reachable(settings.adminUrl)
+    if (problem) {
+      console.error(`bench/run.ts needs a PostgreSQL server (--database-url, default the postgres user on 127.0.0.1:5432): ${problem}`)
+      return 1
+    }
+  }
+  workDir = await mkdtemp(join(tmpdir(), 'keyward-bench-'))
   try {
-    return await run(wrk, work)
+    return await run({ wrk, pgbench }, workDir)
   } finally {
-    // SIGKILL: the data dirs are temporary, and a graceful stop would first write a snapshot of
-    // up to a million records, for nothing. The write-ahead log keeps them consistent anyway.
-    await children.stopAll({ signal: 'SIGKILL' })
-    await rm(work, { recursive: true, force: true })
+    await cleanup()
   }
 }
 
-async function run(wrk: string, work: string): Promise<number> {
+async function cleanup(): Promise<void> {
+  // SIGKILL: the data is a throw-away copy, and a graceful stop would first write a snapshot of up
+  // to a million records, for nothing. Profiled servers stop gracefully: the profile is written at exit.
+  await children.stopAll(settings.profileDir ? { signal: 'SIGTERM', graceMs: 60_000 } : { signal: 'SIGKILL' })
+  for (const name of databases.splice(0)) await dropWorkingDatabase(name)
+  if (workDir) await rm(workDir, { recursive: true, force: true })
+}
+
+/** Drops a database this run made; tries again for a while if the server is restarting. */
+async function dropWorkingDatabase(name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await dropDatabase(settings.adminUrl, name)
+    } catch (error) {
+      if (attempt >= 10) return console.error(`could not drop database ${name}, drop it by hand: ${(error as Error).message}`)
+      await Bun.sleep(1000)
+    }
+  }
+}
+
+async function run(tools: Tools, work: string): Promise<number> {
   const started = performance.now()
   const elapsed = () => `${((performance.now() - started) / 1000).toFixed(0)} s`
+  const serve = await benchServeOptions()
   console.log(
-    `keyward benchmark (${MODE}: ${SIZES.map(sizeLabel).join(' / ')} records; ${ROUNDS} round${ROUNDS > 1 ? 's' : ''}, ` +
-      `${WARMUP_SECONDS}s warm-up + ${RUN_SECONDS}s per run; wrk -t${WRK_THREADS}; temp files in ${work})`,
+    `keyward benchmark, ${settings.store} store (${settings.quick ? 'quick' : 'full'}: ${settings.sizes.map(sizeLabel).join(' / ')} ` +
+      `${settings.store === 'embedded' ? 'records' : 'enrollments'}; phases ${settings.phases.join(', ')}; ${settings.rounds} round${settings.rounds > 1 ? 's' : ''}, ` +
+      `${settings.warmupSeconds}s warm-up + ${settings.runSeconds}s per run; wrk -t${WRK_THREADS}; ${serve.note}; temp files in ${work})`,
   )
-  await ensureJsonServer()
+  if (needsJsonServer()) await ensureJsonServer(children)
   const busy = await busyBeforeStart()
   if (busy) console.log(`CPU busy before start (other processes): ${busy} of all cores`)
 
-  // 1. Data sets, all at once (nothing else runs yet).
-  console.log(`building the data sets through the store (keyward data dirs and json-server db.json files)...`)
-  const sets = await Promise.all(SIZES.map((size) => buildSet(work, size)))
-  console.log(`built in ${elapsed()}`)
+  // 1. Data sets: from the cache, built once.
+  const sets: DataSet[] = []
+  for (const size of settings.sizes) sets.push(await prepareSet(size, work))
+  console.log(`data sets ready (${elapsed()})`)
 
   // 2. Servers, one at a time from the largest, so that start-up times are not disturbed.
   const servers: Server[] = []
   for (const set of [...sets].reverse()) {
-    const keyward = newServer('keyward', set, work)
-    await startKeyward(keyward)
+    const keyward = newServer('keyward', set)
+    await startServer(keyward, work)
     servers.push(keyward)
-    await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS * 4 })
-    const jsonServer = newServer('json-server', set, work)
-    await startJsonServer(jsonServer)
-    servers.push(jsonServer)
-    await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS * 4 })
+    await settle(livePids(servers.map((s) => s.proc)), `after starting ${keyward.name}`, quietTimeoutMs(settings) * 4)
+    if (needsJsonServer()) {
+      const jsonServer = newServer('json-server', set)
+      await startServer(jsonServer, work)
+      servers.push(jsonServer)
+      await settle(livePids(servers.map((s) => s.proc)), `after starting ${jsonServer.name}`, quietTimeoutMs(settings) * 4)
+    }
   }
   const keywardOf = (size: number) => servers.find((s) => s.kind === 'keyward' && s.set!.size === size)!
-  const jsonServerOf = (size: number) => servers.find((s) => s.kind === 'json-server' && s.set!.size === size)!
+  const jsonServerOf = (size: number) => servers.find((s) => s.kind === 'json-server' && s.set!.size === size) ?? null
 
-  // The limit: a bare Bun.serve with keyward's own answer to the read (status, headers, body).
-  const bare = await startBare(keywardOf(SMALLEST), work)
-  servers.push(bare)
+  // The limit and the ladder: a bare Bun.serve with keyward's own answer to the read, and the steps between.
+  let bare: Server | null = null
   const ladder: Server[] = []
-  for (const kind of Object.keys(LADDER) as LadderKind[]) ladder.push(await startLadder(kind, bare, work))
-  servers.push(...ladder)
+  if (settings.store === 'embedded' && settings.phases.includes('read')) {
+    const responseFile = await cannedRead(keywardOf(smallest()), work)
+    bare = await startLadderStep('bare', responseFile, keywardOf(smallest()))
+    for (const kind of Object.keys(LADDER) as LadderKind[]) ladder.push(await startLadderStep(kind, responseFile, keywardOf(smallest())))
+    servers.push(bare, ...ladder)
+  }
 
   // 3. Check every server answers right before measuring anything.
   for (const s of servers) {
@@ -171,133 +230,112 @@ async function run(wrk: string, work: string): Promise<number> {
   }
   // json-server's check wrote its whole db.json, without fsync: out of the page cache before measuring.
   const synced = await syncAll()
-  await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS * 4 })
+  await settle(livePids(servers.map((s) => s.proc)), 'after the checks', quietTimeoutMs(settings) * 4)
   console.log(`servers ready and checked (${elapsed()}; sync took ${synced.toFixed(1)} s)\n`)
 
-  // 4. Measure. Phase by phase; within a round every size and server in turn, the order reversed
-  // every other round, so that the noise of a shared machine hits all sides alike.
-  const order = <T>(items: T[], round: number) => (round % 2 === 0 ? [...items].reverse() : items)
-  const all = () => servers
-
-  console.log(`read by id (${READ_CLIENTS} connections) · at ${elapsed()}`)
-  for (let round = 1; round <= ROUNDS; round++) {
-    for (const size of order([...SIZES], round)) {
-      // The ladder's steps do not depend on the data either: measured once a round, beside the smallest set.
-      for (const s of order([bare, ...(size === SMALLEST ? ladder : []), keywardOf(size), jsonServerOf(size)], round)) {
-        await measure(wrk, s, 'read', size, readArgs(s), { warmup: s.checkReadMs > NO_WARMUP_ABOVE_MS ? 0 : WARMUP_SECONDS, seconds: RUN_SECONDS, round }, all())
-      }
-    }
+  // 4. Measure, phase by phase.
+  const context: Bench = { tools, work, sets, servers, keyward: keywardOf, jsonServer: jsonServerOf, bare, ladder }
+  benchContext = context
+  let snapshot: SnapshotPhase | null = null
+  for (const phase of settings.phases) {
+    if (interrupted) break
+    console.log(`${phase} · at ${elapsed()}`)
+    if (phase === 'snapshot') snapshot = await snapshotPhase(context)
+    else await PHASES[phase](context)
   }
 
-  console.log(`filtered page (${PAGE_CLIENTS} connections) · at ${elapsed()}`)
-  for (let round = 1; round <= ROUNDS; round++) {
-    for (const size of order([...SIZES], round)) {
-      for (const s of order([keywardOf(size), jsonServerOf(size)], round)) {
-        await measure(wrk, s, 'page', size, pageArgs(s), { warmup: s.checkPageMs > NO_WARMUP_ABOVE_MS ? 0 : WARMUP_SECONDS, seconds: RUN_SECONDS, round }, all())
-      }
-    }
-  }
-
-  // Before the creates, so that the data set is still the size it was built.
-  console.log(`reads while keyward writes a snapshot of ${sizeLabel(LARGEST)} records (${SNAPSHOT_CLIENTS} connections) · at ${elapsed()}`)
-  const snapshot = await snapshotPhase(wrk, keywardOf(LARGEST), all())
-
-  for (const clients of CREATE_CLIENTS) {
-    const phase: Phase = clients === 1 ? 'create1' : 'create64'
-    console.log(`create (${clients} connection${clients > 1 ? 's' : ''}) · at ${elapsed()}`)
-    for (let round = 1; round <= ROUNDS; round++) {
-      for (const size of order([...SIZES], round)) {
-        for (const s of order([keywardOf(size), jsonServerOf(size)], round)) {
-          // json-server: no warm-up (every warm-up write would have to be undone by a restart;
-          // its reads warmed it up); at the large sizes runs long enough to see a few writes.
-          const seconds =
-            s.kind === 'json-server' ? Math.max(RUN_SECONDS, Math.min(SLOW_RUN_CAP_SECONDS, Math.ceil(3 * s.checkCreateSeconds))) : RUN_SECONDS
-          const warmup = s.kind === 'json-server' ? 0 : WARMUP_SECONDS
-          // keyward's warm-up: one connection (the same code warmed up, a fraction of the rows added).
-          await measure(wrk, s, phase, size, (nonce) => createArgs(s, clients, nonce), { warmup, seconds, round, warmupArgs: (nonce) => createArgs(s, 1, nonce) }, all())
-        }
-      }
-    }
-  }
-
-  for (const s of servers) {
-    if (s.proc && s.proc.exitCode === null && s.proc.signalCode === null) {
-      s.memory = { rss: await procStatus(s.proc.pid, 'VmRSS'), hwm: await procStatus(s.proc.pid, 'VmHWM') }
-    }
-  }
+  for (const s of servers) if (running(s.proc)) s.memory = { rss: await procStatus(s.proc.pid, 'VmRSS'), hwm: await procStatus(s.proc.pid, 'VmHWM') }
 
   // 5. Report.
-  const wallSeconds = (performance.now() - started) / 1000
-  const { markdown, failed } = report({ sets, servers, bare, snapshot, busy, wallSeconds, bareBytes, bareBodyBytes })
-  await mkdir(DOCS, { recursive: true })
-  await writeFile(join(DOCS, 'benchmarks.md'), markdown)
-  await writeFile(join(DOCS, 'benchmarks.svg'), chart(sets))
+  const environment: Environment = {
+    busy,
+    wallSeconds: (performance.now() - started) / 1000,
+    serveNote: serve.note,
+    bareBytes,
+    bareBodyBytes,
+    postgres: needsDatabase() ? `${await serverVersion(settings.adminUrl)} (${await durabilitySettings(settings.adminUrl)})` : null,
+  }
+  const { markdown, failed } = report(settings, { sets, servers, outcomes, snapshot, environment })
   console.log('\n' + markdown)
-  console.log(`written to docs/benchmarks.md and docs/benchmarks.svg (${elapsed()} in all)`)
+  if (settings.complete) {
+    await mkdir(DOCS, { recursive: true })
+    const name = settings.store === 'embedded' ? 'benchmarks' : 'benchmarks-postgres'
+    await writeFile(join(DOCS, `${name}.md`), markdown)
+    if (settings.store === 'embedded') await writeFile(join(DOCS, 'benchmarks.svg'), chart(settings, sets, outcomes))
+    console.log(`written to docs/${name}.md (${elapsed()} in all)`)
+  } else {
+    console.log(`only some phases ran: the report is not written to docs/ (${elapsed()} in all)`)
+  }
   return failed ? 1 : 0
 }
 
 // ---------------------------------------------------------------------------------------------
-// json-server, data sets, servers
+// Data sets
 
-/** Installs json-server (pinned) into bench/.json-server/ unless it is there already. */
-async function ensureJsonServer(): Promise<void> {
-  const pkg = Bun.file(join(JSON_SERVER_DIR, 'node_modules', 'json-server', 'package.json'))
-  if ((await pkg.exists()) && ((await pkg.json()) as { version: string }).version === JSON_SERVER_VERSION) return
-  const npm = Bun.which('npm')
-  if (!npm) throw new Error(`json-server ${JSON_SERVER_VERSION} is not installed in ${JSON_SERVER_DIR} and npm is not on the PATH`)
-  console.log(`installing json-server@${JSON_SERVER_VERSION} into bench/.json-server/ (once)...`)
-  await mkdir(JSON_SERVER_DIR, { recursive: true })
-  const proc = children.spawn(
-    [npm, 'install', '--prefix', JSON_SERVER_DIR, '--no-audit', '--no-fund', '--loglevel=error', `json-server@${JSON_SERVER_VERSION}`],
-    { cwd: JSON_SERVER_DIR, stdin: 'ignore', stdout: 'inherit', stderr: 'inherit' },
-  )
-  if ((await proc.exited) !== 0) throw new Error(`npm install json-server@${JSON_SERVER_VERSION} failed (exit ${proc.exitCode})`)
-}
-
-async function buildSet(work: string, size: number): Promise<DataSet> {
+async function prepareSet(size: number, work: string): Promise<DataSet> {
   const label = sizeLabel(size)
-  const enrollments = Math.round((size - FIXED_RECORDS) / 3)
-  const pristineDir = join(work, `keyward-${label}.pristine`)
-  const pristineDb = join(work, `json-server-${label}.pristine.json`)
-  const plan: BuildPlan = {
-    dir: pristineDir,
-    label,
-    jsonServerDb: pristineDb,
-    customers: [{ description: 'Customer', applications: APPLICATIONS, enrollments, enrollmentsPerConsumer: 1, spareConsumerEvery: 0 }],
+  const unit = settings.store === 'embedded' ? 'records' : 'enrollments'
+  const spec = {
+    store: settings.store,
+    name: `${unit}_${label.toLowerCase()}`,
+    customers: customersOf(settings.store, size),
+    emptyCustomers: EMPTY_CUSTOMERS[settings.store],
+    jsonServer: settings.store === 'embedded',
+    adminUrl: settings.adminUrl,
   }
-  const meta = await buildInChild(plan, { planFile: join(work, `plan-${label}.json`), metaFile: join(work, `meta-${label}.json`), cwd: ROOT }, (cmd, options) =>
-    children.spawn(cmd, options),
+  const began = performance.now()
+  const cached = await cachedDataSet(spec, { rebuild: settings.rebuild, spawn: (cmd, options) => children.spawn(cmd, options) })
+  console.log(
+    `  ${label} ${unit}: ${cached.built ? `built through the storage interface in ${((performance.now() - began) / 1000).toFixed(0)} s` : 'from bench/.cache'} ` +
+      `(${cached.meta.records.toLocaleString('en')} records)`,
   )
-  const customer = meta.customers[0]!
+  let working: Target
+  let database: string | null = null
+  if (cached.pristine.store === 'embedded') {
+    working = { store: 'embedded', dir: join(work, `keyward-${label}`) }
+  } else {
+    database = `keyward_bench_run_${label.toLowerCase()}_${process.pid}`
+    databases.push(database)
+    await dropDatabase(settings.adminUrl, database)
+    await createDatabase(settings.adminUrl, database, cached.database!)
+    working = { store: 'postgres', url: databaseUrl(settings.adminUrl, database) }
+  }
+  // Tokens from the CLI: on the pristine data dir (every copy then holds whatever the token needs), or the working database.
+  const tokenTarget = cached.pristine.store === 'embedded' ? cached.pristine : working
+  const customer = cached.meta.customers[0]!
   const appsFile = join(work, `apps-${label}.txt`)
   await writeFile(appsFile, customer.applicationIds.join('\n') + '\n')
   return {
     size,
     label,
-    meta,
-    pristineDir,
-    dir: join(work, `keyward-${label}`),
-    pristineDb,
+    meta: cached.meta,
+    pristine: cached.pristine,
+    working,
+    database,
+    pristineDb: cached.jsonServerDb,
     customerId: customer.organizationId,
     applicationIds: customer.applicationIds,
     readId: customer.middleEnrollmentId!,
     pageApp: customer.applicationIds[0]!,
     appsFile,
-    token: customer.adminToken,
+    token: await issueToken(tokenTarget, customer.organizationId),
+    vendorToken: await issueToken(tokenTarget, cached.meta.vendorId),
   }
 }
 
-function newServer(kind: Kind, set: DataSet | null, work: string): Server {
-  const name = set ? `${kind} ${set.label}` : kind
+// ---------------------------------------------------------------------------------------------
+// Servers
+
+function newServer(kind: Kind, set: DataSet | null): Server {
   return {
     kind,
-    name,
+    name: set ? `${kind} ${set.label}` : kind,
     set,
     port: 0,
     proc: null,
-    logFile: join(work, `${name.replace(/\s+/g, '-')}.log`),
+    log: null,
     startupSeconds: null,
+    startups: [],
     rssAtReady: null,
     failure: null,
     dirty: false,
@@ -309,161 +347,104 @@ function newServer(kind: Kind, set: DataSet | null, work: string): Server {
   }
 }
 
-/** The environment without KEYWARD_* settings of the caller's shell: the benchmark says what it runs. */
-function serverEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KEYWARD_')))
-}
-
-async function startKeyward(s: Server): Promise<void> {
+/** keyward or json-server on a fresh copy of its set's data; json-server failing to start is a measurement, not an error. */
+async function startServer(s: Server, work: string): Promise<void> {
   const set = s.set!
-  await rm(set.dir, { recursive: true, force: true })
-  await copyDirDurably(set.pristineDir, set.dir)
-  s.port = await freePort()
-  const begun = performance.now()
-  s.proc = children.spawn([BUN, 'run', 'src/main.ts', 'serve', '--data', set.dir, '--port', String(s.port)], {
-    cwd: ROOT,
-    env: serverEnv(),
-    stdin: 'ignore',
-    stdout: 'ignore',
-    stderr: Bun.file(s.logFile),
-  })
-  await waitReady(s.name, s.proc, `http://127.0.0.1:${s.port}/healthz`, { timeoutMs: START_TIMEOUT_MS, log: () => tailOf(s.logFile) })
-  const seconds = (performance.now() - begun) / 1000
-  const rss = await procStatus(s.proc.pid, 'VmRSS')
-  if (s.startupSeconds === null) {
-    s.startupSeconds = seconds
-    s.rssAtReady = rss
-  }
-  s.dirty = false
-  console.log(`  ${s.name.padEnd(16)} answers /healthz after ${seconds.toFixed(2)} s, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
-}
-
-/** Stops a server now (SIGKILL: its data is a throw-away copy), noting its memory first. */
-async function kill(s: Server): Promise<void> {
-  if (!s.proc) return
-  if (s.proc.exitCode === null && s.proc.signalCode === null) {
-    s.memory = { rss: await procStatus(s.proc.pid, 'VmRSS'), hwm: await procStatus(s.proc.pid, 'VmHWM') }
-  }
-  await children.stop(s.proc, { signal: 'SIGKILL' })
-}
-
-/** Starts a server again on a fresh copy of its pristine data. */
-async function restart(s: Server): Promise<void> {
-  await kill(s)
-  s.restarts++
-  if (s.kind === 'keyward') await startKeyward(s)
-  else if (s.kind === 'json-server') await startJsonServer(s)
-  else throw new Error(`${s.name} cannot be restarted`)
-}
-
-/** json-server on a fresh copy of the pristine db.json; a failure to start is a measurement, not an error. */
-async function startJsonServer(s: Server): Promise<void> {
-  const set = s.set!
-  // json-server (lowdb's FileAsync, steno) writes a temp file and renames it over db.json, never in
-  // place: a hard link of the pristine file is a fresh copy at no cost.
-  const db = jsonServerDbPath(set)
-  await dropJsonServerFiles(set)
-  await link(set.pristineDb, db)
-  s.port = await freePort()
-  const begun = performance.now()
-  s.proc = children.spawn(
-    ['node', `--max-old-space-size=${JSON_SERVER_HEAP_MB}`, JSON_SERVER_BIN, '--quiet', '--host', '127.0.0.1', '--port', String(s.port), '--snapshots', workDir!, db],
-    { cwd: workDir!, stdin: 'ignore', stdout: Bun.file(s.logFile), stderr: Bun.file(`${s.logFile}.err`) },
-  )
   try {
-    // "Until it answers": a read of one record (the vendor, first of a two-record collection).
-    await waitReady(s.name, s.proc!, `http://127.0.0.1:${s.port}/organizations/${set.meta.vendorId}`, {
-      timeoutMs: START_TIMEOUT_MS,
-      intervalMs: 50,
-      log: () => tailOf(`${s.logFile}.err`),
-    })
+    let started: { proc: Server['proc']; port: number; log: ProcessLog; startupSeconds: number; startupCpuSeconds?: number }
+    if (s.kind === 'keyward') {
+      if (set.working.store === 'embedded' && set.pristine.store === 'embedded') {
+        await rm(set.working.dir, { recursive: true, force: true })
+        await copyDirDurably(set.pristine.dir, set.working.dir)
+      }
+      started = await startKeyward(children, set.working, { name: s.name, timeoutMs: START_TIMEOUT_MS, ...(settings.profileDir ? { profileDir: settings.profileDir } : {}) })
+    } else {
+      started = await startJsonServer(children, {
+        name: s.name,
+        pristineDb: set.pristineDb!,
+        db: jsonServerDb(set, work),
+        workDir: work,
+        // "Until it answers": a read of one record (the vendor, first of a two-record collection).
+        probePath: `/organizations/${set.meta.vendorId}`,
+        timeoutMs: START_TIMEOUT_MS,
+      })
+    }
+    Object.assign(s, { proc: started.proc, port: started.port, log: started.log, failure: null, dirty: false })
+    const rss = await procStatus(started.proc!.pid, 'VmRSS')
+    s.startups.push({ seconds: started.startupSeconds, cpuSeconds: started.startupCpuSeconds ?? null })
+    if (s.startupSeconds === null) {
+      s.startupSeconds = started.startupSeconds
+      s.rssAtReady = rss
+    }
+    const cpu = started.startupCpuSeconds !== undefined ? `, ${started.startupCpuSeconds.toFixed(2)} s of CPU` : ''
+    console.log(`  ${s.name.padEnd(16)} answers after ${started.startupSeconds.toFixed(2)} s${cpu}, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
   } catch (error) {
+    if (s.kind === 'keyward') throw error
     s.failure = `did not start: ${firstLine((error as Error).message)}`
     s.dirty = false // no second try: a start can take up to START_TIMEOUT_MS
     console.log(`  ${s.name.padEnd(16)} ${s.failure}`)
     await kill(s)
-    return
   }
-  const seconds = (performance.now() - begun) / 1000
-  const rss = await procStatus(s.proc!.pid, 'VmRSS')
-  if (s.startupSeconds === null) {
-    s.startupSeconds = seconds
-    s.rssAtReady = rss
-  }
-  s.failure = null
-  s.dirty = false
-  console.log(`  ${s.name.padEnd(16)} answers after ${seconds.toFixed(2)} s, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
 }
 
-const jsonServerDbPath = (set: DataSet) => join(workDir!, `json-server-${set.label}.json`)
+const jsonServerDb = (set: DataSet, work: string) => join(work, `json-server-${set.label}.json`)
 
-/**
- * Removes json-server's working db.json and steno's temp file: the kernel then drops their dirty
- * pages (json-server never fsyncs) instead of writing them back during some later run.
- */
-async function dropJsonServerFiles(set: DataSet): Promise<void> {
-  const db = jsonServerDbPath(set)
-  await rm(db, { force: true })
-  await rm(join(workDir!, `.~${db.slice(workDir!.length + 1)}`), { force: true })
+/** Stops a server now (SIGKILL: its data is a throw-away copy), noting its memory first. */
+async function kill(s: Server): Promise<void> {
+  if (!s.proc) return
+  if (running(s.proc)) s.memory = { rss: await procStatus(s.proc.pid, 'VmRSS'), hwm: await procStatus(s.proc.pid, 'VmHWM') }
+  await children.stop(s.proc, { signal: 'SIGKILL' })
 }
 
-async function startBare(keyward: Server, work: string): Promise<Server> {
-  const set = keyward.set!
-  const path = `/api/enrollments/${set.readId}`
-  const auth = `Bearer ${set.token}`
-  const keywardAnswer = await rawGet(keyward.port, path, auth)
-  const canned = parseResponse(keywardAnswer)
-  if (canned.status !== 200) throw new Error(`${keyward.name}: GET ${path} answered ${canned.status}:\n${keywardAnswer}`)
-  const responseFile = join(work, 'bare-response.json')
-  await writeFile(responseFile, JSON.stringify(canned))
-  bareResponseFile = responseFile
-
-  const s = newServer('bare', null, work)
-  s.port = await freePort()
-  const begun = performance.now()
-  s.proc = children.spawn([BUN, 'run', 'bench/bare-server.ts', '--port', String(s.port), '--response', responseFile], {
-    cwd: ROOT,
-    stdin: 'ignore',
-    stdout: 'ignore',
-    stderr: Bun.file(s.logFile),
-  })
-  await waitReady(s.name, s.proc, `http://127.0.0.1:${s.port}/`, { log: () => tailOf(s.logFile) })
-  s.startupSeconds = (performance.now() - begun) / 1000
-  s.rssAtReady = await procStatus(s.proc.pid, 'VmRSS')
-  // Same bytes on the wire, once the per-request Date and trace id are masked.
-  const bareAnswer = await rawGet(s.port, path, auth)
-  if (normaliseResponse(bareAnswer) !== normaliseResponse(keywardAnswer)) {
-    throw new Error(`the bare server's answer differs from keyward's:\n--- keyward\n${keywardAnswer}\n--- bare\n${bareAnswer}`)
-  }
-  bareRequestSet = set
-  bareBytes = Buffer.byteLength(keywardAnswer)
-  bareBodyBytes = Buffer.byteLength(canned.body)
-  console.log(`  bare Bun.serve     answers keyward's bytes: ${bareBytes} bytes each, body ${bareBodyBytes} bytes (Date and trace id aside)`)
-  return s
+/** Starts a server again on a fresh copy of its pristine data. */
+async function restart(s: Server, work: string): Promise<void> {
+  await kill(s)
+  s.restarts++
+  await startServer(s, work)
 }
 
 let bareBytes = 0
 let bareBodyBytes = 0
-let bareResponseFile = ''
 
-/** A step of the ladder, answering like the bare server, plus what the step adds. */
-async function startLadder(kind: LadderKind, bare: Server, work: string): Promise<Server> {
-  const s = newServer(kind, null, work)
+/** keyward's answer to the read by id (of the smallest set), as the bare server will repeat it. */
+async function cannedRead(keyward: Server, work: string): Promise<string> {
+  const set = keyward.set!
+  const path = `/api/enrollments/${set.readId}`
+  const answer = await rawGet(keyward.port, path, `Bearer ${set.token}`)
+  const canned = parseResponse(answer)
+  if (canned.status !== 200) throw new Error(`${keyward.name}: GET ${path} answered ${canned.status}:\n${answer}`)
+  const file = join(work, 'read-response.json')
+  await writeFile(file, JSON.stringify(canned))
+  bareBytes = Buffer.byteLength(answer)
+  bareBodyBytes = Buffer.byteLength(canned.body)
+  return file
+}
+
+/** A step of the ladder (the bare server first), checked to answer keyward's bytes but for the trace id. */
+async function startLadderStep(kind: 'bare' | LadderKind, responseFile: string, keyward: Server): Promise<Server> {
+  const s = newServer(kind, null)
   s.port = await freePort()
-  s.proc = children.spawn(
-    [BUN, 'run', 'bench/ladder-server.ts', '--variant', kind === 'elysia' ? 'elysia' : 'header', '--port', String(s.port), '--response', bareResponseFile],
-    { cwd: ROOT, stdin: 'ignore', stdout: 'ignore', stderr: Bun.file(s.logFile) },
-  )
-  const path = `/api/enrollments/${bareRequestSet!.readId}`
-  // Any answer means it listens (this one has no Authorization header, so it is an error).
-  await waitReady(s.name, s.proc, `http://127.0.0.1:${s.port}${path}`, { log: () => tailOf(s.logFile), accept: () => true })
-  // The same bytes as the bare server but for the trace id, which must be new and the same twice.
-  const auth = `Bearer ${bareRequestSet!.token}`
-  const [answer, bareAnswer] = [await rawGet(s.port, path, auth), await rawGet(bare.port, path, auth)]
-  const traceIds = [...new Set(answer.match(/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])].filter((id) => !bareAnswer.includes(id))
-  if (traceIds.length !== 1 || normaliseResponse(answer) !== normaliseResponse(bareAnswer)) {
-    throw new Error(`${s.name}'s answer differs from the bare server's:\n--- bare\n${bareAnswer}\n--- ${s.name}\n${answer}`)
+  const variant = kind === 'bare' ? 'bare' : kind === 'elysia' ? 'elysia' : 'header'
+  s.proc = children.spawn([process.execPath, 'run', 'bench/ladder-server.ts', '--variant', variant, '--port', String(s.port), '--response', responseFile], {
+    cwd: ROOT,
+    stdin: 'ignore',
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
+  s.log = new ProcessLog(s.proc.stderr)
+  const set = keyward.set!
+  const path = `/api/enrollments/${set.readId}`
+  // Any answer means it listens (this one has no Authorization header: an error for the steps).
+  await waitReady(s.name, s.proc, `http://127.0.0.1:${s.port}${path}`, { log: () => s.log!.text(), accept: () => true })
+  s.rssAtReady = await procStatus(s.proc.pid, 'VmRSS')
+  const auth = `Bearer ${set.token}`
+  const [answer, keywardAnswer] = [await rawGet(s.port, path, auth), await rawGet(keyward.port, path, auth)]
+  // The trace id must be a new one (not keyward's) for the steps that make one.
+  const fresh = [...new Set(answer.match(/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])].filter((id) => !keywardAnswer.includes(id))
+  if (normaliseResponse(answer) !== normaliseResponse(keywardAnswer) || (kind !== 'bare' && fresh.length !== 1)) {
+    throw new Error(`${s.name}'s answer differs from keyward's:\n--- keyward\n${keywardAnswer}\n--- ${s.name}\n${answer}`)
   }
+  if (kind === 'bare') console.log(`  bare Bun.serve     answers keyward's bytes: ${bareBytes} bytes each, body ${bareBodyBytes} bytes (Date and trace id aside)`)
   return s
 }
 
@@ -484,8 +465,10 @@ async function checkKeyward(s: Server): Promise<void> {
   const pageBody = (await page.json()) as { enrollments?: { application_id: string }[]; total?: number }
   s.checkPageMs = performance.now() - begun
   const items = pageBody.enrollments ?? []
-  if (page.status !== 200 || items.length !== PAGE_SIZE || (pageBody.total ?? 0) < 33 || items.some((e) => e.application_id !== set.pageApp)) {
-    throw new Error(`${s.name}: the filtered page answered ${page.status} with ${items.length} items of ${pageBody.total}`)
+  // At least the application's share of the data set: create runs add to it.
+  const expected = Math.ceil(set.meta.customers[0]!.enrollments / set.applicationIds.length)
+  if (page.status !== 200 || items.length !== PAGE_SIZE || (pageBody.total ?? 0) < expected || items.some((e) => e.application_id !== set.pageApp)) {
+    throw new Error(`${s.name}: the filtered page answered ${page.status} with ${items.length} items of ${pageBody.total} (expected ${PAGE_SIZE} of ${expected})`)
   }
   begun = performance.now()
   const created = await fetch(`${base}/api/enrollments`, {
@@ -495,7 +478,13 @@ async function checkKeyward(s: Server): Promise<void> {
   })
   s.checkCreateSeconds = (performance.now() - begun) / 1000
   if (created.status !== 201) throw new Error(`${s.name}: POST /api/enrollments answered ${created.status}: ${await created.text()}`)
-  console.log(`  ${s.name.padEnd(16)} checked: read 200, page ${items.length} of ${pageBody.total}, create 201`)
+  const customer = await fetch(`${base}/api/organizations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${set.vendorToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ description: 'check', parent_id: set.meta.vendorId }),
+  })
+  if (customer.status !== 201) throw new Error(`${s.name}: POST /api/organizations answered ${customer.status}: ${await customer.text()}`)
+  console.log(`  ${s.name.padEnd(16)} checked: read 200, page ${items.length} of ${pageBody.total}, enrollment and organization create 201`)
 }
 
 async function checkJsonServer(s: Server): Promise<void> {
@@ -525,7 +514,7 @@ async function checkJsonServer(s: Server): Promise<void> {
     })
     s.checkCreateSeconds = (performance.now() - begun) / 1000
     if (created.status !== 201) throw new Error(`POST /enrollments answered ${created.status}: ${(await created.text()).slice(0, 300)}`)
-    console.log(`  ${s.name.padEnd(16)} checked: read 200, page ${items.length} of ${total}, create 201 in ${formatMs(s.checkCreateSeconds * 1000)}`)
+    console.log(`  ${s.name.padEnd(16)} checked: read 200, page ${items.length} of ${total}, create 201 in ${(s.checkCreateSeconds * 1000).toFixed(0)} ms`)
   } catch (error) {
     s.failure = `answered wrongly: ${(error as Error).message}`
     console.log(`  ${s.name.padEnd(16)} ${s.failure}`)
@@ -546,7 +535,7 @@ function createBody(set: DataSet, withId: boolean): Record<string, string> {
   }
 }
 
-/** Rows keyward holds now: its enrollments total, the consumer and installation of each, and the fixed rows. */
+/** Rows an embedded keyward holds now: its enrollments total, the consumer and installation of each, and the fixed rows. */
 async function keywardRecords(s: Server): Promise<number | null> {
   try {
     const response = await fetch(`http://127.0.0.1:${s.port}/api/enrollments?page_size=1`, { headers: { authorization: `Bearer ${s.set!.token}` } })
@@ -557,181 +546,341 @@ async function keywardRecords(s: Server): Promise<number | null> {
   }
 }
 
-/** Waits until `servers` are quiet (see waitQuiet); says so when they were not within QUIET_TIMEOUT_MS. */
-async function settle(servers: Server[], when: string): Promise<void> {
-  const { quiet, seconds } = await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS })
-  if (!quiet) console.log(`    (${when}: the servers were still busy after ${seconds.toFixed(1)} s; going on)`)
-}
-
-const livePids = (servers: Server[]) => servers.flatMap((s) => (s.proc && s.proc.exitCode === null && s.proc.signalCode === null ? [s.proc.pid] : []))
-
 // ---------------------------------------------------------------------------------------------
-// Requests
+// Loads
 
-function readArgs(s: Server): string[] {
-  // The bare server answers anything with the same bytes; it is sent keyward's request (of the smallest set).
-  const set = s.set ?? bareRequestSet!
-  const path = s.kind === 'json-server' ? `/enrollments/${set.readId}` : `/api/enrollments/${set.readId}`
-  return ['-c', String(READ_CLIENTS), '-s', GET_SCRIPT, `http://127.0.0.1:${s.port}${path}`, ...(s.kind === 'json-server' ? [] : authHeader(set.token))]
+/** wrk's environment: KEYWARD_TOKEN is the token the scripts send (none: none, whatever the caller's shell holds). */
+const wrkOptions = (token?: string) => ({
+  timeoutSeconds: WRK_TIMEOUT_SECONDS,
+  env: { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'KEYWARD_TOKEN')), ...(token ? { KEYWARD_TOKEN: token } : {}) },
+  spawn: (cmd: string[], options: Parameters<typeof Bun.spawn>[1]) => children.spawn(cmd, options),
+})
+const nonce = () => 1 + Math.floor(Math.random() * 0x7ffffff0)
+
+/**
+ * GET `path` on server `s` from `clients` connections, as `token` (none: no Authorization header).
+ * The port is read when the load starts: a restart moves the server to another.
+ */
+function getLoad(s: Server, path: string, clients: number, token: string | null) {
+  return (seconds: number): Load =>
+    wrkLoad(bench().tools.wrk, ['-d', `${seconds}s`, '-c', String(clients), '-s', GET_SCRIPT, `http://127.0.0.1:${s.port}${path}`], wrkOptions(token ?? undefined))
 }
 
-let bareRequestSet: DataSet | undefined
-
-const authHeader = (token: string) => ['-H', `Authorization: Bearer ${token}`]
-
-function pageArgs(s: Server): string[] {
+/** POST /api/enrollments (keyward) or /enrollments (json-server) with fresh ids; the warm-up from one connection. */
+function createLoad(s: Server, clients: number) {
   const set = s.set!
-  const url =
-    s.kind === 'keyward'
-      ? `http://127.0.0.1:${s.port}/api/enrollments?application_ids=${set.pageApp}&page=1&page_size=${PAGE_SIZE}`
-      : `http://127.0.0.1:${s.port}/enrollments?application_id=${set.pageApp}&_page=1&_limit=${PAGE_SIZE}`
-  return ['-c', String(PAGE_CLIENTS), '-s', GET_SCRIPT, url, ...(s.kind === 'keyward' ? authHeader(set.token) : [])]
+  const path = s.kind === 'json-server' ? '/enrollments' : '/api/enrollments'
+  const kind = s.kind === 'json-server' ? 'json-server' : 'keyward'
+  return (seconds: number, warmup: boolean): Load =>
+    wrkLoad(
+      bench().tools.wrk,
+      ['-d', `${seconds}s`, '-c', String(warmup ? 1 : clients), '-s', CREATE_SCRIPT, `http://127.0.0.1:${s.port}${path}`, '--', kind, set.appsFile, String(nonce()), ENVIRONMENT],
+      wrkOptions(set.token),
+    )
 }
 
-function createArgs(s: Server, clients: number, nonce: number): string[] {
+/** POST /api/organizations (one new customer of the vendor) from `clients` connections to server `s`. */
+function organizationLoad(s: Server, clients: number) {
   const set = s.set!
-  const url = s.kind === 'keyward' ? `http://127.0.0.1:${s.port}/api/enrollments` : `http://127.0.0.1:${s.port}/enrollments`
-  return ['-c', String(clients), '-s', CREATE_SCRIPT, url, '--', s.kind, set.appsFile, String(nonce), ENVIRONMENT]
+  return (seconds: number): Load =>
+    wrkLoad(
+      bench().tools.wrk,
+      ['-d', `${seconds}s`, '-c', String(clients), '-s', CREATE_SCRIPT, `http://127.0.0.1:${s.port}/api/organizations`, '--', 'organization', set.meta.vendorId],
+      wrkOptions(set.vendorToken),
+    )
 }
+
+/** The benchmark's state once its servers run (the loads and measurements read the tools and work dir from it). */
+let benchContext: Bench | undefined
+const bench = () => benchContext!
 
 // ---------------------------------------------------------------------------------------------
 // Measuring
 
+/** The order of a round: reversed every other round. */
+const order = <T>(items: T[], round: number) => (round % 2 === 0 ? [...items].reverse() : items)
+
 /**
- * One run of `server` for `phase` at `size`: restart json-server if a create run left it bigger,
- * wait for every server to go quiet, warm up (discarded), then the measured run with the server's
- * CPU time around it (and, for keyward, its data dir watched for snapshots). A failure is recorded
- * (and the run reported as not measured), not thrown: the other measurements still count.
+ * One run of `measure` on server `s` (restarted first if a create run left it bigger) into the
+ * outcome of (measure, kind, size).
  */
-async function measure(
-  wrk: string,
+async function measureServer(
   s: Server,
-  phase: Phase,
-  size: number,
-  wrkArgs: string[] | ((nonce: number) => string[]),
-  timing: { warmup: number; seconds: number; round: number; warmupArgs?: (nonce: number) => string[] },
-  servers: Server[],
+  measure: Measure,
+  round: number,
+  load: (seconds: number, warmup: boolean) => Load,
+  options: { warmup?: number; seconds?: number; creates?: boolean; kind?: Kind; size?: number; serverPids?: () => number[] } = {},
 ): Promise<void> {
   if (interrupted) return
-  const outcome = outcomeOf(phase, s.kind, size)
-  const label = `  ${phase.padEnd(8)} ${s.name.padEnd(16)} r${timing.round}`
-  const nonce = () => 1 + Math.floor(Math.random() * 0x7ffffff0)
-  const argsFor = () => (typeof wrkArgs === 'function' ? wrkArgs(nonce()) : wrkArgs)
-  const wrkOptions = {
-    timeoutSeconds: WRK_TIMEOUT_SECONDS,
-    env: { ...process.env, ...(s.set ? { KEYWARD_TOKEN: s.set.token } : {}) },
-    spawn: (cmd: string[], options: Parameters<typeof Bun.spawn>[1]) => children.spawn(cmd, options),
-  }
-  try {
-    if (s.dirty) await restart(s)
-    if (s.failure || !s.proc) throw new Error(s.failure ?? 'not running')
-    const pid = s.proc.pid
-    await settle(servers, `before ${s.name}`)
-    if (timing.warmup > 0) {
-      await runWrk(wrk, ['-d', `${timing.warmup}s`, ...(timing.warmupArgs ? timing.warmupArgs(nonce()) : argsFor())], wrkOptions)
-      await settle([s], `after the warm-up of ${s.name}`)
+  const b = bench()
+  const outcome = outcomes.of(measure, options.kind ?? s.kind, options.size ?? s.set!.size)
+  if (s.kind === 'keyward') await focusOn(b, s.set!)
+  if (s.dirty) {
+    try {
+      await restart(s, b.work)
+    } catch (error) {
+      s.failure = `did not restart: ${firstLine((error as Error).message)}`
     }
-    const recordsAtStart = s.kind === 'keyward' && phase.startsWith('create') ? await keywardRecords(s) : null
-    const watch = s.kind === 'keyward' ? watchSnapshots(s.set!.dir) : null
-    const measured = await measuredRun(startWrk(wrk, ['-d', `${timing.seconds}s`, ...argsFor()], wrkOptions), pid, servers).catch(async (error) => {
-      await watch?.stop()
-      throw error
-    })
-    const snapshots = watch ? await watch.stop() : null
-    const recordsAtEnd = recordsAtStart !== null ? await keywardRecords(s) : null
-    const result = measured.result
-    outcome.runs.push({ ...result, cpuMicros: measured.cpuMicros, otherCores: measured.otherCores, snapshots, recordsAtStart, recordsAtEnd })
-    const cpuMicros = measured.cpuMicros
-    console.log(
-      `${label} ${result.rps.toFixed(result.rps < 100 ? 2 : 0).padStart(9)} req/s  mean ${formatMs(result.meanMs).padEnd(9)} p99 ${formatMs(result.p99Ms).padEnd(9)}` +
-        (cpuMicros !== null ? ` CPU ${cpuMicros.toFixed(cpuMicros < 100 ? 1 : 0)} µs/req` : '') +
-        (result.non2xx > 0 ? `  ${result.non2xx} non-2xx` : '') +
-        (result.timeouts > 0 ? `  ${result.timeouts} timeouts` : '') +
-        (result.socketErrors > 0 ? `  ${result.socketErrors} socket errors` : '') +
-        (snapshots?.busy ? `  (snapshot: ${snapshots.started} started, ${snapshots.finished} finished)` : '') +
-        (measured.otherCores !== null && measured.otherCores >= DISTURBED_CORES ? `  (other load: ${measured.otherCores.toFixed(2)} cores)` : '') +
-        (recordsAtStart !== null ? `  (records ${fmt(recordsAtStart)} → ${recordsAtEnd === null ? '?' : fmt(recordsAtEnd)})` : ''),
-    )
-    if (phase.startsWith('create')) {
-      // The data grew: the next run starts again from the pristine data.
-      s.dirty = true
-      if (s.kind === 'json-server') {
-        // It still has the writes wrk gave up on queued (seconds each at the large sizes): stop it now.
-        await kill(s)
-        await dropJsonServerFiles(s.set!)
+  }
+  if (s.failure || !running(s.proc)) {
+    outcome.failures.push(s.failure ?? 'not running')
+    console.log(`  ${measure} ${s.name} r${round}: not measured: ${s.failure ?? 'not running'}`)
+    return
+  }
+  const embeddedKeyward = s.kind === 'keyward' && s.set?.working.store === 'embedded'
+  await measureRun({
+    label: `${measure} ${s.name}${options.kind && options.kind !== s.kind ? ` (${options.kind})` : ''} r${round}`,
+    outcome,
+    load,
+    warmupSeconds: options.warmup ?? settings.warmupSeconds,
+    seconds: options.seconds ?? settings.runSeconds,
+    accounting: () => ({
+      serverPids: options.serverPids ? options.serverPids() : [s.proc!.pid],
+      ourPids: livePids(b.servers.map((x) => x.proc)),
+      database: s.set?.database ? { adminUrl: settings.adminUrl, names: [s.set.database] } : null,
+    }),
+    dataDir: embeddedKeyward ? (s.set!.working as { dir: string }).dir : null,
+    ...(embeddedKeyward && (measure === 'create1' || measure === 'create64') ? { records: () => keywardRecords(s) } : {}),
+    settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
+  })
+  const last = outcome.runs.at(-1)
+  if (last && last.non2xx > 0) console.log(`    (answers ≥ 400; the server's log ends: ${JSON.stringify(s.log?.text().trim().split('\n').slice(-3).join(' | ').slice(-600) ?? '')})`)
+  if (options.creates && s.set?.working.store === 'embedded') {
+    // The data grew: the next run starts again from the pristine data.
+    s.dirty = true
+    if (s.kind === 'json-server') {
+      // It still has the writes wrk gave up on queued (seconds each at the large sizes): stop it now.
+      await kill(s)
+      await dropJsonServerFiles(jsonServerDb(s.set, b.work), b.work)
+    }
+  }
+  const exit = s.proc ? (s.proc.exitCode ?? s.proc.signalCode) : null
+  if (exit !== null && !s.dirty) s.failure = `exited (${exit}): ${firstLine(s.log?.text().slice(-600) ?? '')}`
+}
+
+/**
+ * One pgbench run of `script` on the set's working database (or `url`) into the outcome of
+ * (measure, kind, size): `pgbench` the database's limit, `pgbench: keyward` the statements keyward
+ * sends for the same request.
+ */
+async function measurePgbench(
+  set: DataSet,
+  measure: Measure,
+  round: number,
+  run: { script: string; clients: number; define: Record<string, string>; url?: string; kind?: Kind },
+): Promise<void> {
+  if (interrupted) return
+  const b = bench()
+  const { script, clients, define } = run
+  const target = run.url ?? (set.working as { url: string }).url
+  const kind = run.kind ?? 'pgbench'
+  await focusOn(b, set)
+  await measureRun({
+    label: `${measure} ${kind} ${set.label} r${round}`,
+    outcome: outcomes.of(measure, kind, set.size),
+    load: (seconds) =>
+      pgbenchLoad(b.tools.pgbench!, target, { script, clients, seconds, define, spawn: (cmd, options) => children.spawn(cmd, options) }),
+    // At least 2 s: opening 64 connections can take a second on a busy machine.
+    warmupSeconds: Math.max(2, settings.warmupSeconds),
+    seconds: settings.runSeconds,
+    accounting: () => ({ serverPids: [], ourPids: livePids(b.servers.map((x) => x.proc)), database: { adminUrl: settings.adminUrl, names: [new URL(target).pathname.slice(1)] } }),
+    settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
+  })
+}
+
+/** pgbench's scripts (bench/pgbench/): the database's limit, and keyward's own statements. */
+const PGBENCH = {
+  read: join(import.meta.dir, 'pgbench', 'read.sql'),
+  readAsKeyward: join(import.meta.dir, 'pgbench', 'read-as-keyward.sql'),
+  insert: join(import.meta.dir, 'pgbench', 'insert.sql'),
+  insertAsKeyward: join(import.meta.dir, 'pgbench', 'insert-as-keyward.sql'),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+
+const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>> = {
+  async read(b) {
+    // keyward's read also reads the enrollment's application (bench/pgbench/read-as-keyward.sql).
+    const applicationOf = new Map<number, string>()
+    if (settings.store === 'postgres') {
+      for (const set of b.sets) {
+        const rows = await onDatabase((set.working as { url: string }).url, (sql) => sql`SELECT application_id FROM enrollments WHERE enrollment_id = ${set.readId}`)
+        applicationOf.set(set.size, rows[0].application_id as string)
       }
     }
-    if (s.proc.exitCode === null) await settle([s], `after ${s.name}`)
-  } catch (error) {
-    if (interrupted) return
-    const exited = s.proc && (s.proc.exitCode !== null || s.proc.signalCode !== null) && !s.dirty
-    const message = exited
-      ? `${s.name} exited (${s.proc!.exitCode ?? s.proc!.signalCode}): ${firstLine(await tailOf(`${s.logFile}${s.kind === 'json-server' ? '.err' : ''}`, 600))}`
-      : firstLine((error as Error)?.message ?? String(error))
-    if (exited && s.set) s.dirty = true // try again from the pristine copy next time
-    outcome.failures.push(message)
-    console.log(`${label} not measured: ${message}`)
-  }
-}
-
-/**
- * Waits for a wrk run, with the server's CPU time around it, and the CPU that everything else on
- * the machine used meanwhile: the machine's busy time less that of our servers, of wrk (sampled
- * while it runs) and of this process.
- */
-async function measuredRun(
-  load: ReturnType<typeof startWrk>,
-  pid: number,
-  servers: Server[],
-): Promise<{ result: WrkResult; cpuMicros: number | null; otherCores: number | null }> {
-  const pids = livePids(servers)
-  const ours = async () => {
-    let sum = ownCpuSeconds()
-    for (const p of pids) sum += (await cpuSeconds(p)) ?? 0
-    return sum
-  }
-  const [machineBefore, oursBefore, cpuBefore] = [await machineBusySeconds(), await ours(), await cpuSeconds(pid)]
-  let wrkCpu = 0
-  let finished = false
-  const sampler = (async () => {
-    while (!finished) {
-      wrkCpu = (await cpuSeconds(load.proc.pid)) ?? wrkCpu
-      await Bun.sleep(100)
+    for (let round = 1; round <= settings.rounds; round++) {
+      for (const size of order([...settings.sizes], round)) {
+        const set = b.sets.find((s) => s.size === size)!
+        const keyward = b.keyward(size)
+        const path = `/api/enrollments/${set.readId}`
+        const sides: (() => Promise<void>)[] = [() => measureServer(keyward, 'read', round, getLoad(keyward, path, READ_CLIENTS, set.token), { warmup: warmupFor(keyward.checkReadMs) })]
+        if (settings.store === 'embedded') {
+          // The bare server and the steps do not depend on the data: the ladder beside the smallest set, the limit beside each.
+          for (const step of [b.bare!, ...(size === smallest() ? b.ladder : [])]) {
+            sides.push(() => measureServer(step, 'read', round, getLoad(step, path, READ_CLIENTS, set.token), { size }))
+          }
+          const jsonServer = b.jsonServer(size)
+          if (jsonServer) {
+            sides.push(() => measureServer(jsonServer, 'read', round, getLoad(jsonServer, `/enrollments/${set.readId}`, READ_CLIENTS, null), { warmup: warmupFor(jsonServer.checkReadMs) }))
+          }
+        } else {
+          const define = { id: set.readId, org: set.customerId, app: applicationOf.get(size)! }
+          sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.read, clients: READ_CLIENTS, define }))
+          sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.readAsKeyward, clients: READ_CLIENTS, define, kind: 'pgbench: keyward' }))
+        }
+        for (const side of order(sides, round)) await side()
+      }
     }
-  })()
-  const begun = performance.now()
-  try {
-    const result = await load.result
-    const seconds = (performance.now() - begun) / 1000
-    const [machineAfter, oursAfter, cpuAfter] = [await machineBusySeconds(), await ours(), await cpuSeconds(pid)]
-    const cpuMicros = cpuBefore !== null && cpuAfter !== null && result.requests > 0 ? ((cpuAfter - cpuBefore) / result.requests) * 1e6 : null
-    const otherCores =
-      machineBefore !== null && machineAfter !== null ? Math.max(0, (machineAfter - machineBefore - (oursAfter - oursBefore) - wrkCpu) / seconds) : null
-    return { result, cpuMicros, otherCores }
-  } finally {
-    finished = true
-    await sampler
-  }
+  },
+
+  async page(b) {
+    for (let round = 1; round <= settings.rounds; round++) {
+      for (const size of order([...settings.sizes], round)) {
+        const set = b.sets.find((s) => s.size === size)!
+        const keyward = b.keyward(size)
+        const jsonServer = b.jsonServer(size)
+        const sides: (() => Promise<void>)[] = [
+          () =>
+            measureServer(keyward, 'page', round, getLoad(keyward, `/api/enrollments?application_ids=${set.pageApp}&page=1&page_size=${PAGE_SIZE}`, PAGE_CLIENTS, set.token), {
+              warmup: warmupFor(keyward.checkPageMs),
+            }),
+        ]
+        if (jsonServer) {
+          sides.push(() =>
+            measureServer(jsonServer, 'page', round, getLoad(jsonServer, `/enrollments?application_id=${set.pageApp}&_page=1&_limit=${PAGE_SIZE}`, PAGE_CLIENTS, null), {
+              warmup: warmupFor(jsonServer.checkPageMs),
+            }),
+          )
+        }
+        for (const side of order(sides, round)) await side()
+      }
+    }
+  },
+
+  async create(b) {
+    for (const clients of CREATE_CLIENTS) {
+      const measure: Measure = clients === 1 ? 'create1' : 'create64'
+      console.log(`  (${clients} connection${clients > 1 ? 's' : ''})`)
+      for (let round = 1; round <= settings.rounds; round++) {
+        for (const size of order([...settings.sizes], round)) {
+          const sides = [b.keyward(size), b.jsonServer(size)].filter((s): s is Server => s !== null)
+          for (const s of order(sides, round)) {
+            // json-server: no warm-up (every warm-up write would have to be undone by a restart;
+            // its reads warmed it up); at the large sizes runs long enough to see a few writes.
+            const jsonServer = s.kind === 'json-server'
+            const seconds = jsonServer ? Math.max(settings.runSeconds, Math.min(slowRunCapSeconds(settings), Math.ceil(3 * s.checkCreateSeconds))) : settings.runSeconds
+            await measureServer(s, measure, round, createLoad(s, clients), { warmup: jsonServer ? 0 : settings.warmupSeconds, seconds, creates: true })
+          }
+        }
+      }
+    }
+  },
+
+  async insert(b) {
+    // keyward creating customers (one row each) beside pgbench inserting one row into a table
+    // shaped like keyward's organizations: in the same database in database mode, in a database
+    // of its own (with keyward's schema, made by `keyward init`) for the embedded store.
+    const set = b.sets.find((s) => s.size === (settings.store === 'embedded' ? smallest() : largest()))!
+    const keyward = b.keyward(set.size)
+    await focusOn(b, set)
+    let url: string
+    if (set.working.store === 'postgres') {
+      url = set.working.url
+    } else {
+      const name = `keyward_bench_pgbench_${process.pid}`
+      databases.push(name)
+      await dropDatabase(settings.adminUrl, name)
+      await createDatabase(settings.adminUrl, name)
+      url = databaseUrl(settings.adminUrl, name)
+      await initStore({ store: 'postgres', url })
+    }
+    await onDatabase(url, (sql) => sql.unsafe('DROP TABLE IF EXISTS bench_organizations; CREATE TABLE bench_organizations (LIKE organizations INCLUDING ALL)'))
+    try {
+      for (let round = 1; round <= settings.rounds; round++) {
+        const define = { parent: set.meta.vendorId }
+        const sides = [
+          () => measureServer(keyward, 'insert64', round, organizationLoad(keyward, INSERT_CLIENTS), { creates: true }),
+          () => measurePgbench(set, 'insert64', round, { script: PGBENCH.insert, clients: INSERT_CLIENTS, define, url }),
+        ]
+        if (set.working.store === 'postgres') {
+          sides.push(() => measurePgbench(set, 'insert64', round, { script: PGBENCH.insertAsKeyward, clients: INSERT_CLIENTS, define, kind: 'pgbench: keyward' }))
+        }
+        for (const side of order(sides, round)) await side()
+      }
+    } finally {
+      if (set.working.store === 'postgres') await onDatabase(url, (sql) => sql`DROP TABLE IF EXISTS bench_organizations`)
+    }
+  },
+
+  async instances(b) {
+    // Two `serve` processes on one database, the load spread over both (a wrk each), against one
+    // instance under the same two wrk processes: the same load generators on both sides.
+    const set = b.sets.find((s) => s.size === largest())!
+    const first = b.keyward(set.size)
+    await focusOn(b, set)
+    const second = newServer('keyward', set)
+    await startServer(second, b.work)
+    b.servers.push(second)
+    try {
+      await checkKeyward(second)
+      const half = READ_CLIENTS / 2
+      const path = `/api/enrollments/${set.readId}`
+      const reads = (targets: Server[]) => (seconds: number) => spreadLoad(targets.map((s) => getLoad(s, path, half, set.token)(seconds)))
+      const inserts = (targets: Server[]) => (seconds: number) => spreadLoad(targets.map((s) => organizationLoad(s, INSERT_CLIENTS / 2)(seconds)))
+      for (const [measure, load] of [['instances-read', reads], ['instances-insert64', inserts]] as const) {
+        for (let round = 1; round <= settings.rounds; round++) {
+          const sides = [
+            () => measureServer(first, measure, round, load([first, first]), { kind: 'keyward' }),
+            () => measureServer(first, measure, round, load([first, second]), { kind: 'keyward×2', serverPids: () => livePids([first.proc, second.proc]) }),
+          ]
+          for (const side of order(sides, round)) await side()
+        }
+      }
+    } finally {
+      await kill(second)
+      b.servers.splice(b.servers.indexOf(second), 1)
+    }
+  },
 }
 
 /**
- * Reads (GET by id, SNAPSHOT_CLIENTS connections) while keyward writes a snapshot: first a baseline
- * run without one, then a run that starts SNAPSHOT_LEAD_SECONDS before SIGUSR1 and is stopped
- * SNAPSHOT_LEAD_SECONDS after the new snapshot.json is in place, so it covers the whole write.
+ * Database mode: only the keyward server of the data set being measured runs; the others are
+ * stopped and started again when their turn comes. Each keeps up to 16 connections open, and
+ * pgbench's 64 clients beside several of them would pass the server's max_connections (100 by
+ * default; other sessions use some too).
  */
-async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise<SnapshotPhase> {
-  const set = s.set!
-  const empty = { baseline: null, during: null, duringOtherCores: null, serverSeconds: null, watchedSeconds: null, signalToDoneSeconds: null, covered: false, snapshotBytes: null }
-  const source = await Bun.file(join(ROOT, 'src', 'cli', 'serve.ts')).text()
-  if (!source.includes('SIGUSR1')) {
-    const note = 'not measured: src/cli/serve.ts has no SIGUSR1 handler ("write a snapshot now") yet'
-    console.log(`  ${note}`)
-    return { ...empty, records: null, note }
-  }
-  const args = ['-c', String(SNAPSHOT_CLIENTS), '-s', GET_SCRIPT, `http://127.0.0.1:${s.port}/api/enrollments/${set.readId}`, ...authHeader(set.token)]
-  const wrkOptions = { timeoutSeconds: WRK_TIMEOUT_SECONDS, spawn: (cmd: string[], options: Parameters<typeof Bun.spawn>[1]) => children.spawn(cmd, options) }
+async function focusOn(b: Bench, set: DataSet): Promise<void> {
+  if (settings.store !== 'postgres') return
+  for (const s of b.servers) if (s.kind === 'keyward' && s.set !== set && running(s.proc)) await kill(s)
+  const own = b.keyward(set.size)
+  if (running(own.proc) || own.failure) return
   try {
-    const pid = s.proc!.pid
+    await restart(own, b.work)
+  } catch (error) {
+    // Its runs are reported as not measured; the others go on.
+    own.failure = `did not start again: ${firstLine((error as Error).message)}`
+  }
+}
+
+/** No warm-up for a request that took long in the checks: its cost is the work, not a cold JIT (and a warm-up would leave a queue). */
+const warmupFor = (checkMs: number) => (checkMs > NO_WARMUP_ABOVE_MS ? 0 : settings.warmupSeconds)
+
+/**
+ * Reads (GET by id, SNAPSHOT_CLIENTS connections) while the embedded store writes a snapshot of
+ * the largest set: first a baseline run without one, then a run that starts SNAPSHOT_LEAD_SECONDS
+ * before SIGUSR1 and is stopped SNAPSHOT_LEAD_SECONDS after the new snapshot.json is in place, so
+ * it covers the whole write.
+ */
+async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
+  const s = b.keyward(largest())
+  const set = s.set!
+  const dir = (set.working as { dir: string }).dir
+  const empty = { baseline: null, during: null, serverSeconds: null, watchedSeconds: null, signalToDoneSeconds: null, covered: false, snapshotBytes: null }
+  const load = getLoad(s, `/api/enrollments/${set.readId}`, SNAPSHOT_CLIENTS, set.token)
+  const accounting = () => ({ serverPids: [s.proc!.pid], ourPids: livePids(b.servers.map((x) => x.proc)), database: null })
+  try {
+    if (s.dirty) await restart(s, b.work)
     // A snapshot is only written when something changed since the last one: one create first.
     const created = await fetch(`http://127.0.0.1:${s.port}/api/enrollments`, {
       method: 'POST',
@@ -740,40 +889,31 @@ async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise
     })
     if (created.status !== 201) throw new Error(`POST /api/enrollments answered ${created.status}`)
     const records = await keywardRecords(s)
-    await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS })
-    await runWrk(wrk, ['-d', `${WARMUP_SECONDS}s`, ...args], wrkOptions)
+    await settle(livePids(b.servers.map((x) => x.proc)), 'before the snapshot phase', quietTimeoutMs(settings))
+    await load(settings.warmupSeconds).result
 
-    const measured = await measuredRun(startWrk(wrk, ['-d', `${SNAPSHOT_BASELINE_SECONDS}s`, ...args], wrkOptions), pid, servers)
-    const baseline: Run = {
-      ...measured.result,
-      cpuMicros: measured.cpuMicros,
-      otherCores: measured.otherCores,
-      snapshots: null,
-      recordsAtStart: null,
-      recordsAtEnd: null,
-    }
-    console.log(`  without a snapshot: p99.9 ${formatMs(baseline.p999Ms)}, max ${formatMs(baseline.maxMs)}, ${baseline.rps.toFixed(0)} req/s`)
+    const baseline = await measuredRun(() => load(snapshotBaselineSeconds(settings)), accounting())
+    console.log(`  without a snapshot:    ${describeRun(baseline)}`)
 
-    const logBefore = (await Bun.file(s.logFile).text()).length
-    const serverLog = async () => (await Bun.file(s.logFile).text()).slice(logBefore)
-    const watch = watchSnapshots(set.dir, 25)
+    const written = s.log!.watch(/snapshot written in ([\d.]+) s/)
+    const failed = s.log!.watch(/snapshot failed: (.*)/)
+    const watch = watchSnapshots(dir, 25)
     const loadStartedAt = performance.now()
-    const load = startWrk(wrk, ['-d', `${SNAPSHOT_TIMEOUT_SECONDS + 60}s`, ...args], wrkOptions)
-    const duringRun = measuredRun(load, pid, servers)
+    let readLoad: Load | undefined
+    const duringRun = measuredRun(() => (readLoad = load(SNAPSHOT_TIMEOUT_SECONDS + 60)), accounting())
     let signalledAt = performance.now()
     let failure: string | null = null
     let activity: SnapshotActivity
     try {
       await Bun.sleep(SNAPSHOT_LEAD_SECONDS * 1000)
       signalledAt = performance.now()
-      process.kill(pid, 'SIGUSR1')
+      process.kill(s.proc!.pid, 'SIGUSR1')
       // Done when the new snapshot.json has replaced the old one (the data dir tells, whatever the log says).
       const deadline = signalledAt + SNAPSHOT_TIMEOUT_SECONDS * 1000
       for (;;) {
         if (watch.current().finished > 0) break
-        const failed = /snapshot failed: (.*)/.exec(await serverLog())
-        if (failed) failure = `the server logged: snapshot failed: ${failed[1]}`
-        else if (s.proc!.exitCode !== null || s.proc!.signalCode !== null) failure = `the server exited (${s.proc!.exitCode ?? s.proc!.signalCode})`
+        if (failed.found()) failure = `the server logged: snapshot failed: ${failed.found()![1]}`
+        else if (!running(s.proc)) failure = `the server exited (${s.proc!.exitCode ?? s.proc!.signalCode})`
         else if (performance.now() > deadline) failure = `no new snapshot.json within ${SNAPSHOT_TIMEOUT_SECONDS} s of SIGUSR1`
         if (failure) break
         await Bun.sleep(25)
@@ -781,14 +921,15 @@ async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise
       activity = watch.current()
       await Bun.sleep(SNAPSHOT_LEAD_SECONDS * 1000)
     } finally {
-      load.stop()
+      readLoad?.stop()
     }
-    const { result: during, otherCores: duringOther } = await duringRun
+    const during = await duringRun
     const stoppedAt = performance.now()
     await watch.stop()
-    // The server's own figure, if it logged one ("snapshot written in X s").
-    const logged = /snapshot written in ([\d.]+) s/.exec(await serverLog())
-    const serverSeconds = logged ? Number(logged[1]) : null
+    // The server's own figure, if it logged one.
+    const serverSeconds = written.found() ? Number(written.found()![1]) : null
+    written.stop()
+    failed.stop()
     const finishedAt = activity.lastFinishedAt
     // Covered: wrk was running before the temp file appeared and still after the rename.
     const covered =
@@ -797,11 +938,10 @@ async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise
       (activity.firstStartedAt ?? signalledAt) >= loadStartedAt &&
       during.seconds * 1000 >= finishedAt - loadStartedAt &&
       finishedAt < stoppedAt
-    const snapshotBytes = await stat(join(set.dir, 'snapshot.json')).then((i) => i.size, () => null)
+    const snapshotBytes = await stat(join(dir, 'snapshot.json')).then((i) => i.size, () => null)
     const result: SnapshotPhase = {
       baseline,
       during,
-      duringOtherCores: duringOther,
       serverSeconds,
       watchedSeconds: activity.firstStartedAt !== null && finishedAt !== null ? (finishedAt - activity.firstStartedAt) / 1000 : null,
       signalToDoneSeconds: finishedAt !== null ? (finishedAt - signalledAt) / 1000 : null,
@@ -811,14 +951,12 @@ async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise
       note: failure,
     }
     console.log(
-      `  during the snapshot: p99.9 ${formatMs(during.p999Ms)}, max ${formatMs(during.maxMs)}, ${during.rps.toFixed(0)} req/s` +
-        (during.non2xx > 0 ? `, ${during.non2xx} non-2xx` : '') +
-        (during.timeouts > 0 ? `, ${during.timeouts} timeouts` : '') +
-        `; snapshot ${serverSeconds !== null ? `${serverSeconds.toFixed(2)} s (server log)` : '?'}` +
+      `  during the snapshot:   ${describeRun(during)}; p99.9 ${during.p999Ms.toFixed(2)} ms, max ${during.maxMs.toFixed(2)} ms; snapshot ` +
+        `${serverSeconds !== null ? `${serverSeconds.toFixed(2)} s (server log)` : '?'}` +
         `${result.watchedSeconds !== null ? `, ${result.watchedSeconds.toFixed(2)} s temp file → rename` : ''}` +
         (failure ? `; ${failure}` : ''),
     )
-    await waitQuiet(livePids(servers), { timeoutMs: QUIET_TIMEOUT_MS })
+    await settle(livePids(b.servers.map((x) => x.proc)), 'after the snapshot phase', quietTimeoutMs(settings))
     return result
   } catch (error) {
     const note = `not measured: ${firstLine((error as Error)?.message ?? String(error))}`
@@ -827,14 +965,11 @@ async function snapshotPhase(wrk: string, s: Server, servers: Server[]): Promise
   }
 }
 
-const firstLine = (text: string) => text.trim().split('\n')[0]!.slice(0, 300)
-
 // ---------------------------------------------------------------------------------------------
 
 onInterrupt(async () => {
   interrupted = true
-  await children.stopAll({ signal: 'SIGKILL' })
-  if (workDir) await rm(workDir, { recursive: true, force: true })
+  await cleanup()
 })
 try {
   process.exitCode = await main()

@@ -1,31 +1,38 @@
 /**
- * Data sets for the benchmarks, built THROUGH THE STORE: Store.open, initialiseStorage (the vendor),
- * then store.commit with PUTS_PER_TRANSACTION puts per transaction, records shaped as the services
- * make them; closing the store writes the snapshot. So the server later starts from a data dir
- * exactly like one it wrote itself. Optionally the same records go to a json-server db.json too.
+ * Data sets for the benchmarks, made the way keyward makes its own: `keyward init` creates the
+ * store and its vendor, then the records go in THROUGH THE STORAGE INTERFACE (src/storage/storage.ts:
+ * `storage.transaction` with `tx.insert`, about 1,000 rows a transaction, several in flight), shaped
+ * as the services make them, on either store. So a server later starts from a data dir, or a
+ * database, exactly like one it wrote itself. Optionally the same records go to a json-server db.json.
  *
- * Building a million records holds them all in memory: do it in a child process so the benchmark
- * itself stays small (buildInChild), which runs this file:
+ * A million records take a minute or more to build: each data set is built once and kept, in
+ * bench/.cache/ (git-ignored; a data dir, or a database on the PostgreSQL server and a note of it
+ * there), until keyward's version or the plan changes, or `--rebuild`. Benchmarks run on copies.
+ *
+ * Building holds every record in memory: it runs in a child process (buildInChild), which runs this file:
  *
  *   bun run bench/support/dataset.ts PLAN.json META.json
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdir, open, stat } from 'node:fs/promises'
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
-import { Store } from '../../src/store/store'
-import type { Application, Consumer, Enrollment, Installation, Organization, RecordOf, TableName } from '../../src/store/database'
-import { nowMicros } from '../../src/store/clock'
-import { SNAPSHOT_FILE } from '../../src/store/paths'
-import { acquireDataDirLock } from '../../src/store/lock'
-import { initialiseStorage } from '../../src/cli/init'
+import type { Storage } from '../../src/storage/storage'
+import { PRIMARY_KEY, type Application, type Consumer, type Enrollment, type Installation, type Organization, type TableName } from '../../src/storage/records'
 import { EmbeddedStorage } from '../../src/storage/embedded'
-import { MAX_TOKEN_TTL_SECONDS } from '../../src/auth/tokens'
-import { createToken } from '../../src/modules/tokens/service'
+import { PostgresStorage } from '../../src/storage/postgres'
+import { Store } from '../../src/store/store'
+import { acquireDataDirLock } from '../../src/store/lock'
+import { initStore, keywardCli, ROOT, type Target } from './keyward'
+import { createDatabase, databaseBytes, databaseExists, databaseUrl, dropDatabase, onDatabase } from './postgres'
 
-export const PUTS_PER_TRANSACTION = 1_000
-const COMMITS_IN_FLIGHT = 8
+/** Enrollments a transaction creates, each with its consumer and installation: about 1,000 rows. */
+const ENROLLMENTS_PER_TRANSACTION = 333
+const TRANSACTIONS_IN_FLIGHT = 8
 export const ENVIRONMENT = 'PRODUCTION'
+/** Part of every cache key: raise it when the records a plan makes change. */
+const DATASET_VERSION = 2
+export const CACHE_DIR = join(ROOT, 'bench', '.cache')
 
 /** One customer organization of the vendor and what it holds. */
 export interface CustomerPlan {
@@ -41,9 +48,13 @@ export interface CustomerPlan {
 }
 
 export interface BuildPlan {
-  readonly dir: string
+  /** Initialised already (`keyward init`): holds the vendor and nothing else. */
+  readonly target: Target
+  readonly vendorId: string
   /** Built in this order. */
   readonly customers: readonly CustomerPlan[]
+  /** Then this many more customers of the vendor holding nothing (a vendor has many customers). */
+  readonly emptyCustomers?: number
   /** Also write the same records here as a json-server database (each record with `id` = its key). */
   readonly jsonServerDb?: string
   /** For progress lines. */
@@ -56,192 +67,162 @@ export interface BuiltCustomer {
   readonly enrollments: number
   /** The enrollment in the middle of the customer's enrollments (in creation order). */
   readonly middleEnrollmentId: string | null
-  /** An admin token of the customer (recorded in the data dir; valid 366 days). */
-  readonly adminToken: string
 }
 
 export interface BuildMeta {
-  readonly dir: string
   readonly vendorId: string
-  /** The vendor admin token `init` printed. */
-  readonly vendorToken: string
   readonly customers: BuiltCustomer[]
   readonly counts: Record<TableName, number>
   /** Rows stored, all tables. */
   readonly records: number
+  /** Inserting every record through the storage interface. */
   readonly loadSeconds: number
-  readonly snapshotSeconds: number
-  readonly snapshotBytes: number
-  readonly jsonServerDbSeconds: number | null
+  /** Embedded: closing the store (it writes its snapshot). PostgreSQL: VACUUM ANALYZE. */
+  readonly closeSeconds: number
+  /** The data dir's files, or the database (pg_database_size). */
+  readonly bytes: number
   readonly jsonServerDbBytes: number | null
 }
 
 /** Tables json-server gets, in this order. */
 export const JSON_SERVER_COLLECTIONS = ['organizations', 'applications', 'consumers', 'installations', 'enrollments'] as const
 
-/** Builds `plan.dir` (which must not hold a data dir yet) in this process. */
-export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
-  const log = (line: string) => console.error(`  [build ${plan.label}] ${line}`)
-  const dir = plan.dir
-  await mkdir(dir, { recursive: true, mode: 0o700 })
-  const lock = acquireDataDirLock(dir)
-  const started = performance.now()
-  // No compaction while loading (every 64 MiB it would rewrite the whole snapshot): one at close.
-  const store = await Store.open(dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER, log })
-  const storage = new EmbeddedStorage(store)
-  const { organization_id: vendorId, token: vendorToken } = await initialiseStorage(storage, 'Vendor', 'init')
-
-  let batch: [TableName, unknown][] = []
-  const inFlight: Promise<unknown>[] = []
-  const flush = async () => {
-    if (batch.length === 0) return
-    const puts = batch
-    batch = []
-    inFlight.push(
-      store.commit((tx) => {
-        for (const [table, record] of puts) tx.put(table, record as never)
-      }),
-    )
-    if (inFlight.length >= COMMITS_IN_FLIGHT) await inFlight.shift()
+/** The storage of `target`, opened as `serve` would (the embedded store under its data dir lock). */
+export async function openStorage(target: Target): Promise<{ storage: Storage; close: () => Promise<void> }> {
+  if (target.store === 'postgres') {
+    const storage = PostgresStorage.connect(target.url, { maxConnections: TRANSACTIONS_IN_FLIGHT })
+    return { storage, close: () => storage.close() }
   }
-  const put = async <N extends TableName>(table: N, record: RecordOf<N>) => {
-    batch.push([table, record])
-    if (batch.length >= PUTS_PER_TRANSACTION) await flush()
+  const lock = acquireDataDirLock(target.dir)
+  try {
+    // No compaction while loading (every 64 MiB it would rewrite the whole snapshot): one at close.
+    const storage = new EmbeddedStorage(await Store.open(target.dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER }))
+    return { storage, close: () => storage.close().finally(() => lock.release()) }
+  } catch (error) {
+    lock.release()
+    throw error
+  }
+}
+
+/** Fills `plan.target` in this process. */
+export async function buildDataSet(plan: BuildPlan): Promise<BuildMeta> {
+  const log = (line: string) => console.error(`  [build ${plan.label}] ${line}`)
+  const started = performance.now()
+  const { storage, close } = await openStorage(plan.target)
+  const counts = { organizations: 1, applications: 0, consumers: 0, installations: 0, enrollments: 0, keysets: 0 } as Record<TableName, number>
+  // Records as stored (with their times), for json-server; only kept when it is wanted.
+  const kept = plan.jsonServerDb ? new Map<TableName, object[]>(JSON_SERVER_COLLECTIONS.map((t) => [t, []])) : null
+  const vendor = await storage.find('organizations', plan.vendorId)
+  if (!vendor) throw new Error(`the vendor ${plan.vendorId} is not in the store`)
+  kept?.get('organizations')!.push(vendor)
+  const insertAll = async (rows: [TableName, object][]) => {
+    const stored = await storage.transaction((tx) => Promise.all(rows.map(([table, record]) => tx.insert(table, record as never))))
+    for (const [i, [table]] of rows.entries()) {
+      counts[table]++
+      kept?.get(table)?.push(stored[i]!)
+    }
+  }
+  const inFlight: Promise<void>[] = []
+  const submit = async (rows: [TableName, object][]) => {
+    inFlight.push(insertAll(rows))
+    if (inFlight.length >= TRANSACTIONS_IN_FLIGHT) await inFlight.shift()
   }
 
   // As OrganizationService.create: a customer of the vendor, no virtual environments.
-  const customer = (description: string): Organization => {
-    const now = nowMicros()
-    return {
-      organization_id: crypto.randomUUID(),
-      parent_id: vendorId,
-      organization_type: 'customer',
-      description,
-      state: 'active',
-      environments: null,
-      created: now,
-      modified: now,
-    }
-  }
+  const customer = (description: string): Omit<Organization, 'created' | 'modified'> => ({
+    organization_id: crypto.randomUUID(),
+    parent_id: plan.vendorId,
+    organization_type: 'customer',
+    description,
+    state: 'active',
+    environments: null,
+  })
   // As ApplicationService.create: the customer's default environment, an api_key stored as a hash.
-  const application = (owner: Organization, i: number): Application => {
-    const now = nowMicros()
-    return {
-      application_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      description: `Application ${i}`,
-      environments: [ENVIRONMENT],
-      state: 'active',
-      api_key_hash: createHash('sha256').update(`kwk_${randomBytes(24).toString('base64url')}`).digest('hex'),
-      created: now,
-      modified: now,
-    }
-  }
+  const application = (owner: string, i: number): Omit<Application, 'created' | 'modified'> => ({
+    application_id: crypto.randomUUID(),
+    organization_id: owner,
+    description: `Application ${i}`,
+    environments: [ENVIRONMENT],
+    state: 'active',
+    api_key_hash: createHash('sha256').update(`kwk_${randomBytes(24).toString('base64url')}`).digest('hex'),
+  })
   // As ConsumerService.createIn, InstallationService.createIn (not auto-verified) and EnrollmentService.create.
-  const consumer = (owner: Organization): Consumer => {
-    const now = nowMicros()
-    return { consumer_id: crypto.randomUUID(), organization_id: owner.organization_id, state: 'active', created: now, modified: now }
-  }
-  const installation = (owner: Organization, n: number): Installation => {
-    const now = nowMicros()
-    return {
-      installation_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      description: `Device ${n}`,
-      state: 'unregistered',
-      created: now,
-      modified: now,
-    }
-  }
-  const enrollment = (owner: Organization, c: Consumer, i: Installation, app: Application): Enrollment => {
-    const now = nowMicros()
-    return {
-      enrollment_id: crypto.randomUUID(),
-      organization_id: owner.organization_id,
-      consumer_id: c.consumer_id,
-      installation_id: i.installation_id,
-      application_id: app.application_id,
-      environment: ENVIRONMENT,
-      active_keyset_id: null,
-      client_enclave_key: null,
-      state: 'active',
-      created: now,
-      modified: now,
-    }
-  }
+  const consumer = (owner: string): Omit<Consumer, 'created' | 'modified'> => ({ consumer_id: crypto.randomUUID(), organization_id: owner, state: 'active' })
+  const installation = (owner: string, n: number): Omit<Installation, 'created' | 'modified'> => ({
+    installation_id: crypto.randomUUID(),
+    organization_id: owner,
+    description: `Device ${n}`,
+    state: 'unregistered',
+  })
+  const enrollment = (owner: string, consumerId: string, installationId: string, applicationId: string): Omit<Enrollment, 'created' | 'modified'> => ({
+    enrollment_id: crypto.randomUUID(),
+    organization_id: owner,
+    consumer_id: consumerId,
+    installation_id: installationId,
+    application_id: applicationId,
+    environment: ENVIRONMENT,
+    active_keyset_id: null,
+    client_enclave_key: null,
+    state: 'active',
+  })
 
-  const built: Omit<BuiltCustomer, 'adminToken'>[] = []
-  const owners: Organization[] = []
+  const built: BuiltCustomer[] = []
   for (const [o, spec] of plan.customers.entries()) {
     const owner = customer(spec.description)
-    owners.push(owner)
-    await put('organizations', owner)
-    const apps: Application[] = []
-    for (let a = 0; a < spec.applications; a++) {
-      const app = application(owner, a)
-      apps.push(app)
-      await put('applications', app)
-    }
+    await insertAll([['organizations', owner]])
+    const apps = Array.from({ length: spec.applications }, (_, a) => application(owner.organization_id, a))
+    await insertAll(apps.map((app) => ['applications', app]))
     const middle = Math.floor(spec.enrollments / 2)
     let middleEnrollmentId: string | null = null
-    let n = 0
+    let rows: [TableName, object][] = []
     let consumers = 0
-    while (n < spec.enrollments) {
-      const who = consumer(owner)
-      await put('consumers', who)
+    for (let n = 0; n < spec.enrollments; ) {
+      const who = consumer(owner.organization_id)
+      rows.push(['consumers', who])
       for (let k = 0; k < spec.enrollmentsPerConsumer && n < spec.enrollments; k++, n++) {
-        const device = installation(owner, n)
-        await put('installations', device)
-        const record = enrollment(owner, who, device, apps[n % apps.length]!)
+        const device = installation(owner.organization_id, n)
+        const record = enrollment(owner.organization_id, who.consumer_id, device.installation_id, apps[n % apps.length]!.application_id)
         if (n === middle) middleEnrollmentId = record.enrollment_id
-        await put('enrollments', record)
+        rows.push(['installations', device], ['enrollments', record])
         if ((n + 1) % 100_000 === 0) log(`customer ${o + 1}: ${(n + 1).toLocaleString('en')} enrollments, ${((performance.now() - started) / 1000).toFixed(1)} s`)
       }
-      if (spec.spareConsumerEvery > 0 && ++consumers % spec.spareConsumerEvery === 0) await put('consumers', consumer(owner))
+      if (spec.spareConsumerEvery > 0 && ++consumers % spec.spareConsumerEvery === 0) rows.push(['consumers', consumer(owner.organization_id)])
+      if (rows.length >= 3 * ENROLLMENTS_PER_TRANSACTION) {
+        await submit(rows)
+        rows = []
+      }
     }
-    built.push({ organizationId: owner.organization_id, applicationIds: apps.map((a) => a.application_id), enrollments: n, middleEnrollmentId })
+    if (rows.length > 0) await submit(rows)
+    await Promise.all(inFlight.splice(0))
+    built.push({ organizationId: owner.organization_id, applicationIds: apps.map((a) => a.application_id), enrollments: spec.enrollments, middleEnrollmentId })
   }
-  await flush()
-  await Promise.all(inFlight)
-  const customers: BuiltCustomer[] = []
-  for (const [i, owner] of owners.entries()) {
-    const grant = { organization: owner, role: 'admin' as const, ttlSeconds: MAX_TOKEN_TTL_SECONDS, description: 'benchmark' }
-    const { token } = await storage.transaction((tx) => createToken(tx, grant, { cli: 'issue-token' }))
-    customers.push({ ...built[i]!, adminToken: token })
+  for (let n = 0; n < (plan.emptyCustomers ?? 0); n += 1000) {
+    await submit(Array.from({ length: Math.min(1000, plan.emptyCustomers! - n) }, (_, i): [TableName, object] => ['organizations', customer(`Customer ${n + i + 2}`)]))
   }
+  await Promise.all(inFlight.splice(0))
   const loaded = performance.now()
-  const counts = Object.fromEntries(Object.entries(store.tables).map(([name, table]) => [name, table.size])) as Record<TableName, number>
   const records = Object.values(counts).reduce((a, b) => a + b, 0)
-  log(`loaded ${records.toLocaleString('en')} records in ${((loaded - started) / 1000).toFixed(1)} s; writing the snapshot`)
-  await store.close()
-  lock.release()
-  const closed = performance.now()
-  const snapshotBytes = (await stat(join(dir, SNAPSHOT_FILE))).size
+  log(`loaded ${records.toLocaleString('en')} records in ${((loaded - started) / 1000).toFixed(1)} s; ${plan.target.store === 'embedded' ? 'writing the snapshot' : 'VACUUM ANALYZE'}`)
+  await close()
+  // A database that has run for a while has been vacuumed and analysed by autovacuum: so that the
+  // first runs do not measure a planner without statistics or index scans without a visibility map.
+  if (plan.target.store === 'postgres') await onDatabase(plan.target.url, (sql) => sql`VACUUM ANALYZE`)
+  const closeSeconds = (performance.now() - loaded) / 1000
 
-  let jsonServerDbSeconds: number | null = null
   let jsonServerDbBytes: number | null = null
-  if (plan.jsonServerDb) {
-    // The store's tables stay readable after close.
-    jsonServerDbBytes = await writeJsonServerDb(plan.jsonServerDb, store)
-    jsonServerDbSeconds = (performance.now() - closed) / 1000
+  if (plan.jsonServerDb && kept) {
+    jsonServerDbBytes = await writeJsonServerDb(plan.jsonServerDb, kept)
+    log(`wrote the json-server db.json (${(jsonServerDbBytes / 2 ** 20).toFixed(0)} MiB)`)
   }
-  log(
-    `snapshot ${(snapshotBytes / 2 ** 20).toFixed(0)} MiB in ${((closed - loaded) / 1000).toFixed(1)} s` +
-      (jsonServerDbBytes !== null ? `; json-server db ${(jsonServerDbBytes / 2 ** 20).toFixed(0)} MiB in ${jsonServerDbSeconds!.toFixed(1)} s` : ''),
-  )
-  return {
-    dir,
-    vendorId,
-    vendorToken,
-    customers,
-    counts,
-    records,
-    loadSeconds: (loaded - started) / 1000,
-    snapshotSeconds: (closed - loaded) / 1000,
-    snapshotBytes,
-    jsonServerDbSeconds,
-    jsonServerDbBytes,
-  }
+  const target = plan.target
+  const bytes = target.store === 'embedded' ? await directoryBytes(target.dir) : await databaseBytes(target.url, new URL(target.url).pathname.slice(1))
+  return { vendorId: plan.vendorId, customers: built, counts, records, loadSeconds: (loaded - started) / 1000, closeSeconds, bytes, jsonServerDbBytes }
+}
+
+async function directoryBytes(dir: string): Promise<number> {
+  let bytes = 0
+  for (const entry of await readdir(dir, { withFileTypes: true })) if (entry.isFile()) bytes += (await stat(join(dir, entry.name))).size
+  return bytes
 }
 
 /**
@@ -249,16 +230,11 @@ export async function buildDataDir(plan: BuildPlan): Promise<BuildMeta> {
  * (json-server's key) first, equal to its own primary key. Streamed: the text of a million records
  * would not fit in one string comfortably.
  */
-async function writeJsonServerDb(path: string, store: Store): Promise<number> {
+async function writeJsonServerDb(path: string, tables: Map<TableName, object[]>): Promise<number> {
   const handle = await open(path, 'w', 0o600)
   let parts: string[] = []
   let chars = 0
   let bytes = 0
-  const add = async (text: string) => {
-    parts.push(text)
-    chars += text.length
-    if (chars >= 1 << 20) await flush()
-  }
   const flush = async () => {
     const buffer = Buffer.from(parts.join(''))
     parts = []
@@ -267,15 +243,18 @@ async function writeJsonServerDb(path: string, store: Store): Promise<number> {
     let written = 0
     while (written < buffer.length) written += (await handle.write(buffer, written, buffer.length - written)).bytesWritten
   }
+  const add = async (text: string) => {
+    parts.push(text)
+    chars += text.length
+    if (chars >= 1 << 20) await flush()
+  }
   try {
     await add('{')
     for (const [t, name] of JSON_SERVER_COLLECTIONS.entries()) {
-      const table = store.tables[name]
       await add(`${t > 0 ? ',' : ''}\n${JSON.stringify(name)}:[`)
-      let first = true
-      for (const id of table.ids()) {
-        await add(`${first ? '' : ','}\n${JSON.stringify({ id, ...table.get(id)! })}`)
-        first = false
+      for (const [i, record] of tables.get(name)!.entries()) {
+        const id = (record as Record<string, string>)[PRIMARY_KEY[name]]
+        await add(`${i > 0 ? ',' : ''}\n${JSON.stringify({ id, ...record })}`)
       }
       await add('\n]')
     }
@@ -295,26 +274,94 @@ async function writeJsonServerDb(path: string, store: Store): Promise<number> {
  */
 export async function buildInChild(
   plan: BuildPlan,
-  files: { planFile: string; metaFile: string; cwd: string },
+  files: { planFile: string; metaFile: string },
   spawn: (cmd: string[], options: Parameters<typeof Bun.spawn>[1]) => Subprocess = Bun.spawn,
 ): Promise<BuildMeta> {
   await Bun.write(files.planFile, JSON.stringify(plan))
-  const proc = spawn([process.execPath, 'run', import.meta.path, files.planFile, files.metaFile], {
-    cwd: files.cwd,
-    stdin: 'ignore',
-    stdout: 'inherit',
-    stderr: 'inherit',
-  })
+  const proc = spawn([process.execPath, 'run', import.meta.path, files.planFile, files.metaFile], { cwd: ROOT, stdin: 'ignore', stdout: 'inherit', stderr: 'inherit' })
   const code = await proc.exited
-  if (code !== 0) throw new Error(`building ${plan.label} in ${plan.dir} failed (exit ${code ?? proc.signalCode})`)
+  if (code !== 0) throw new Error(`building ${plan.label} failed (exit ${code ?? proc.signalCode})`)
   return (await Bun.file(files.metaFile).json()) as BuildMeta
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cache
+
+export interface DataSetSpec {
+  readonly store: Target['store']
+  /** Part of the cache's file and database names: lowercase letters, digits, underscores. */
+  readonly name: string
+  readonly customers: readonly CustomerPlan[]
+  readonly emptyCustomers?: number
+  readonly jsonServer: boolean
+  /** PostgreSQL: the administrative URL of the server that holds the cached database. */
+  readonly adminUrl?: string
+}
+
+export interface CachedDataSet {
+  readonly meta: BuildMeta
+  /** The data as built: never served, only copied (a data dir) or used as a template (a database). */
+  readonly pristine: Target
+  /** The cached database's name (PostgreSQL). */
+  readonly database: string | null
+  readonly jsonServerDb: string | null
+  /** Built by this run (false: taken from the cache). */
+  readonly built: boolean
+}
+
+/** The cached database of a spec, on its server. */
+export const cachedDatabaseName = (spec: DataSetSpec) => `keyward_bench_${spec.name}`
+
+/** The data set of `spec` from bench/.cache, built first when it is missing, stale, or `rebuild`. */
+export async function cachedDataSet(
+  spec: DataSetSpec,
+  options: { rebuild: boolean; spawn: (cmd: string[], options: Parameters<typeof Bun.spawn>[1]) => Subprocess },
+): Promise<CachedDataSet> {
+  const dir = join(CACHE_DIR, `${spec.store}-${spec.name}`)
+  const metaFile = join(dir, 'meta.json')
+  const database = spec.store === 'postgres' ? cachedDatabaseName(spec) : null
+  const pristine: Target =
+    spec.store === 'embedded' ? { store: 'embedded', dir: join(dir, 'data') } : { store: 'postgres', url: databaseUrl(spec.adminUrl!, database!) }
+  const jsonServerDb = spec.jsonServer ? join(dir, 'db.json') : null
+  const server = spec.adminUrl ? new URL(spec.adminUrl).host : null
+  const key = JSON.stringify({
+    version: DATASET_VERSION,
+    keyward: (await keywardCli(['--version'])).trim(),
+    server,
+    customers: spec.customers,
+    emptyCustomers: spec.emptyCustomers ?? 0,
+    jsonServer: spec.jsonServer,
+  })
+
+  const cached = (await Bun.file(metaFile).exists()) ? ((await Bun.file(metaFile).json()) as { key: string; meta: BuildMeta }) : null
+  const present = database ? await databaseExists(spec.adminUrl!, database) : (await readdir(join(dir, 'data')).catch(() => [])).length > 0
+  if (!options.rebuild && cached?.key === key && present) return { meta: cached.meta, pristine, database, jsonServerDb, built: false }
+
+  await rm(dir, { recursive: true, force: true })
+  await mkdir(dir, { recursive: true, mode: 0o700 })
+  if (database) {
+    await dropDatabase(spec.adminUrl!, database)
+    await createDatabase(spec.adminUrl!, database)
+  }
+  const { organization_id: vendorId } = await initStore(pristine)
+  const plan: BuildPlan = {
+    target: pristine,
+    vendorId,
+    customers: spec.customers,
+    emptyCustomers: spec.emptyCustomers ?? 0,
+    label: `${spec.store} ${spec.name}`,
+    ...(jsonServerDb ? { jsonServerDb } : {}),
+  }
+  const meta = await buildInChild(plan, { planFile: join(dir, 'plan.json'), metaFile: join(dir, 'built.json') }, options.spawn)
+  await Bun.write(metaFile, JSON.stringify({ key, meta }))
+  return { meta, pristine, database, jsonServerDb, built: true }
 }
 
 if (import.meta.main) {
   const [planFile, metaFile] = process.argv.slice(2)
   try {
     if (!planFile || !metaFile) throw new Error('usage: bun run bench/support/dataset.ts PLAN.json META.json')
-    const meta = await buildDataDir((await Bun.file(planFile).json()) as BuildPlan)
+    const meta = await buildDataSet((await Bun.file(planFile).json()) as BuildPlan)
     await Bun.write(metaFile, JSON.stringify(meta))
   } catch (error) {
     console.error(`bench/support/dataset.ts: ${(error as Error)?.stack ?? error}`)

@@ -1,7 +1,8 @@
 /**
- * Child processes of a benchmark (servers, builders): spawned through one registry so that every
- * one of them is stopped at the end, on failure and on Ctrl-C too; free ports; waiting until a
- * server answers; raw HTTP/1.1 to compare the bytes two servers put on the wire.
+ * Child processes of a benchmark (servers, builders, load generators): spawned through one
+ * registry so that every one of them is stopped at the end, on failure and on Ctrl-C too; their
+ * output kept as a bounded tail; free ports; waiting until a server answers; raw HTTP/1.1 to
+ * compare the bytes two servers put on the wire.
  */
 import { connect } from 'node:net'
 import type { Subprocess } from 'bun'
@@ -39,9 +40,54 @@ export class Children {
   }
 }
 
+/** A process that has not exited yet. */
+export const running = (proc: Subprocess | null | undefined): proc is Subprocess => !!proc && proc.exitCode === null && proc.signalCode === null
+
 /**
- * On Ctrl-C or SIGTERM: run `cleanup` (stop children, remove temp dirs), then exit 130. A second
- * signal during the cleanup is ignored: it would leave children behind.
+ * What a child writes on a pipe, kept as its last `keep` characters, and lines matched against
+ * patterns a caller watches for. A server may log a line per request (tens of thousands a second):
+ * a file would grow by gigabytes over a benchmark, and splitting every chunk into lines would cost
+ * this process CPU inside the measurements, so lines are split only while someone watches.
+ */
+export class ProcessLog {
+  private tail = ''
+  private partial = ''
+  private readonly watchers = new Set<{ pattern: RegExp; found: RegExpExecArray | null }>()
+  readonly drained: Promise<void>
+
+  constructor(stream: ReadableStream<Uint8Array> | number | undefined | null, private readonly keep = 16_384) {
+    this.drained = stream instanceof ReadableStream ? this.pump(stream) : Promise.resolve()
+  }
+
+  private async pump(stream: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) {
+      const text = decoder.decode(chunk, { stream: true })
+      this.tail = (this.tail + text).slice(-this.keep)
+      if (this.watchers.size === 0) continue
+      const lines = (this.partial + text).split('\n')
+      this.partial = lines.pop()!.slice(-this.keep)
+      for (const line of lines) for (const watch of this.watchers) watch.found ??= watch.pattern.exec(line)
+    }
+  }
+
+  /** The last characters written (the whole output when it was short). */
+  text(): string {
+    return this.tail
+  }
+
+  /** The first line matching `pattern` from now on (null until there is one); `stop` ends the watch. */
+  watch(pattern: RegExp): { readonly found: () => RegExpExecArray | null; readonly stop: () => void } {
+    const watch = { pattern, found: null as RegExpExecArray | null }
+    this.partial = ''
+    this.watchers.add(watch)
+    return { found: () => watch.found, stop: () => void this.watchers.delete(watch) }
+  }
+}
+
+/**
+ * On Ctrl-C or SIGTERM: run `cleanup` (stop children, remove temp files and databases), then exit
+ * 130. A second signal during the cleanup is ignored: it would leave children behind.
  */
 export function onInterrupt(cleanup: () => Promise<unknown>): void {
   let cleaning = false
@@ -67,21 +113,19 @@ export async function freePort(): Promise<number> {
 
 /**
  * Polls `url` until it answers 2xx (`accept` may judge otherwise); fails fast if the process
- * exits, and after `timeoutMs`. `log` gives the process's log for the error message.
+ * exits, and after `timeoutMs`. `log` gives the process's output for the error message.
  */
 export async function waitReady(
   name: string,
   proc: Subprocess,
   url: string,
-  options: { timeoutMs?: number; intervalMs?: number; log?: () => Promise<string>; accept?: (response: Response) => boolean } = {},
+  options: { timeoutMs?: number; intervalMs?: number; log?: () => string; accept?: (response: Response) => boolean } = {},
 ): Promise<void> {
   const { timeoutMs = 15_000, intervalMs = 20 } = options
   const deadline = Date.now() + timeoutMs
-  const logText = () => (options.log ? options.log().catch(() => '(no log)') : Promise.resolve(''))
+  const logText = () => options.log?.() ?? ''
   while (Date.now() < deadline) {
-    if (proc.exitCode !== null || proc.signalCode !== null) {
-      throw new Error(`${name} exited (${proc.exitCode ?? proc.signalCode}) before it was ready:\n${await logText()}`)
-    }
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${name} exited (${proc.exitCode ?? proc.signalCode}) before it was ready:\n${logText()}`)
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1000) })
       await response.arrayBuffer()
@@ -91,18 +135,11 @@ export async function waitReady(
     }
     await Bun.sleep(intervalMs)
   }
-  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000}s:\n${await logText()}`)
+  throw new Error(`${name} did not answer ${url} within ${timeoutMs / 1000}s:\n${logText()}`)
 }
 
-/** The last `chars` characters of a log file (or a note that there is none). */
-export async function tailOf(file: string, chars = 4000): Promise<string> {
-  try {
-    const text = await Bun.file(file).text()
-    return text.length > chars ? `...${text.slice(-chars)}` : text
-  } catch {
-    return '(no log)'
-  }
-}
+/** The first line of a message, bounded, for one-line reports. */
+export const firstLine = (text: string) => text.trim().split('\n')[0]!.slice(0, 300)
 
 // --- raw HTTP, to compare the bytes on the wire --------------------------------------------------
 
@@ -138,9 +175,12 @@ export function parseResponse(raw: string): CannedResponse {
   return { status: Number(statusLine!.split(' ')[1]), headers, body: raw.slice(split + 4) }
 }
 
-/** Masks what differs per request: the Date header and the trace id (header and body). */
+/**
+ * Masks what differs per request: the Date header, the trace id (header and body) and rate limit
+ * headers (their counts move with every request).
+ */
 export function normaliseResponse(raw: string): string {
   const traceId = /^x-trace-id: (.*)$/im.exec(raw)?.[1]?.trim()
   const masked = traceId ? raw.split(traceId).join('<trace-id>') : raw
-  return masked.replace(/^Date: .*$/im, 'Date: <date>')
+  return masked.replace(/^Date: .*$/im, 'Date: <date>').replace(/^(ratelimit[\w-]*): .*$/gim, '$1: <count>')
 }

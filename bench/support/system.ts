@@ -91,3 +91,52 @@ export function ownCpuSeconds(): number {
   const usage = process.cpuUsage()
   return (usage.user + usage.system) / 1e6
 }
+
+/**
+ * CPU seconds used by a changing set of processes (`pids`, asked again every `rescanMs`) from
+ * `ready` until `stop`, sampled every `intervalMs`: a process that starts meanwhile counts from
+ * zero, one that ends loses at most its last interval.
+ */
+export function meterCpu(
+  pids: () => Promise<number[]> | number[],
+  { intervalMs = 100, rescanMs = 500 } = {},
+): { readonly ready: Promise<void>; stop(): Promise<number> } {
+  const first = new Map<number, number>()
+  const last = new Map<number, number>()
+  let known: number[] = []
+  let scannedAt = -Infinity
+  let stopped = false
+  let initial = true
+  const sample = async () => {
+    if (performance.now() - scannedAt >= rescanMs) {
+      // A source that cannot answer (a database restarting) keeps the last list.
+      known = await Promise.resolve(pids()).catch(() => known)
+      scannedAt = performance.now()
+    }
+    for (const pid of known) {
+      const seconds = await cpuSeconds(pid)
+      if (seconds === null) continue
+      if (!first.has(pid)) first.set(pid, initial ? seconds : 0)
+      last.set(pid, seconds)
+    }
+    initial = false
+  }
+  const ready = sample()
+  const loop = (async () => {
+    await ready
+    while (!stopped) {
+      await Bun.sleep(intervalMs)
+      await sample()
+    }
+  })()
+  return {
+    ready,
+    stop: async () => {
+      stopped = true
+      await loop
+      let sum = 0
+      for (const [pid, seconds] of last) sum += seconds - first.get(pid)!
+      return sum
+    },
+  }
+}

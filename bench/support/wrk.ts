@@ -72,7 +72,9 @@ export function startWrk(wrk: string, args: readonly string[], options: WrkOptio
       new Response(proc.stderr as ReadableStream).text(),
       proc.exited,
     ])
-    if (code !== 0 || !/Requests\/sec:/.test(out)) throw new Error(`wrk failed (exit ${code}): wrk ${args.join(' ')}\n${out}${err}`)
+    if (code !== 0 || !/Requests\/sec:/.test(out)) {
+      throw new Error(`wrk failed (exit ${code}): ${(err || out).trim().split('\n').at(-1) ?? ''} (wrk ${args.join(' ')})\n${out}${err}`)
+    }
     return parseWrk(out)
   })()
   return { proc, stop: () => proc.kill('SIGINT'), result }

@@ -1,0 +1,90 @@
+/**
+ * keyward as the benchmarks run it: the real CLI (`bun run src/main.ts`), never its internals, so
+ * that they keep measuring what users run as its options and token scheme change. `init` makes a
+ * store, `issue-token` the tokens, `serve` the server (on a data dir or a database).
+ */
+import { join } from 'node:path'
+import type { Subprocess } from 'bun'
+import { Children, ProcessLog, freePort, waitReady } from './servers'
+import { cpuSeconds, procStatus } from './system'
+
+export const ROOT = join(import.meta.dir, '..', '..')
+
+/** Where keyward keeps its data: a data dir (the embedded store) or a PostgreSQL database. */
+export type Target = { readonly store: 'embedded'; readonly dir: string } | { readonly store: 'postgres'; readonly url: string }
+
+const targetArgs = (target: Target) => (target.store === 'embedded' ? ['--data', target.dir] : ['--database-url', target.url])
+
+/** The environment without KEYWARD_* settings of the caller's shell: the benchmark says what it runs. */
+export function keywardEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KEYWARD_')))
+}
+
+/** A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it fails. */
+export async function keywardCli(args: string[]): Promise<string> {
+  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  if (code !== 0) throw new Error(`keyward ${args[0]} exited ${code}: ${stderr.trim().slice(0, 600)}`)
+  return stdout
+}
+
+/** `keyward init`: the vendor organization of a new store. */
+export async function initStore(target: Target): Promise<{ organization_id: string }> {
+  const line = (await keywardCli(['init', ...targetArgs(target)])).trim().split('\n').at(-1)!
+  return { organization_id: (JSON.parse(line) as { organization_id: string }).organization_id }
+}
+
+/** `keyward issue-token`: an admin token of `org` (the last line it prints). Never printed by the benchmarks. */
+export async function issueToken(target: Target, org: string, role = 'admin'): Promise<string> {
+  const token = (await keywardCli(['issue-token', ...targetArgs(target), '--org', org, '--role', role, '--ttl', '30d'])).trim().split('\n').at(-1)
+  if (!token) throw new Error(`keyward issue-token printed no token for ${org}`)
+  return token
+}
+
+let serveHelp: Promise<string> | undefined
+
+/**
+ * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where this keyward
+ * has them, since a load generator sends far more than any client should with one token. Read from
+ * `serve --help`, so that the benchmarks run on a keyward with or without the option.
+ */
+export async function benchServeOptions(): Promise<{ args: string[]; note: string }> {
+  const help = await (serveHelp ??= keywardCli(['serve', '--help']))
+  return help.includes('--rate-limit')
+    ? { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
+    : { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
+}
+
+export interface RunningKeyward {
+  readonly proc: Subprocess
+  readonly port: number
+  /** Its stderr (lifecycle lines, and a line per request where it logs them). */
+  readonly log: ProcessLog
+  /** Spawn until `GET /healthz` answered 200. */
+  readonly startupSeconds: number
+  /** CPU time the process used until then (steadier than the wall time on a shared machine). */
+  readonly startupCpuSeconds: number
+  readonly rssAtReady: number
+}
+
+/**
+ * `keyward serve` on `target` and a free port, ready once `/healthz` answers. `profileDir`: under
+ * `bun --cpu-prof`, the profile written there when it stops (SIGTERM: it must exit by itself).
+ */
+export async function startKeyward(
+  children: Children,
+  target: Target,
+  options: { name: string; timeoutMs?: number; profileDir?: string },
+): Promise<RunningKeyward> {
+  const port = await freePort()
+  const profile = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`, `--cpu-prof-name=${options.name.replace(/\W+/g, '-')}-${Date.now()}.cpuprofile`] : []
+  const begun = performance.now()
+  const proc = children.spawn(
+    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions()).args],
+    { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
+  )
+  const log = new ProcessLog(proc.stderr)
+  await waitReady(options.name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: options.timeoutMs ?? 120_000, log: () => log.text() })
+  const startupSeconds = (performance.now() - begun) / 1000
+  return { proc, port, log, startupSeconds, startupCpuSeconds: (await cpuSeconds(proc.pid)) ?? NaN, rssAtReady: await procStatus(proc.pid, 'VmRSS') }
+}
