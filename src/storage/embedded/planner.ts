@@ -71,9 +71,23 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
   })()
 }
 
-/** Whether any record matches: the first one found ends the walk. */
+/**
+ * Whether any record matches: the first one found ends the walk. Rules ask this inside changes (is
+ * this enrollment tuple taken, does this environment have keysets), so the common case, plain `in`
+ * conditions of one value on single-field indexes, is tested on the shortest index list directly,
+ * without building filters; anything else goes through the planner's filters.
+ */
 export function exists<N extends TableName>(tables: Tables, name: N, where: readonly Condition<N>[]): boolean {
   const table = tables[name] as unknown as Table<RecordOf<N>>
+  const shortest = shortestIndexList(table, name, where)
+  if (shortest) {
+    for (const id of shortest) {
+      plannerWork.recordsRead++
+      const record = table.get(id) as Record<string, unknown> | undefined
+      if (record !== undefined && where.every((condition) => (condition as { in: readonly string[] }).in.includes(record[(condition as { field: string }).field] as string))) return true
+    }
+    return false
+  }
   const filters = filtersOf(tables, name, where)
   const driver = filters.filter((f) => f.candidates).sort((a, b) => a.estimate - b.estimate)[0]
   const tests = filters.filter((f) => f !== driver).map((f) => f.test)
@@ -83,6 +97,22 @@ export function exists<N extends TableName>(tables: Tables, name: N, where: read
     if (record !== undefined && tests.every((test) => test(record))) return true
   }
   return false
+}
+
+/**
+ * When every condition is `field in [one value]` and one of the fields has an index of its own: the
+ * shortest of those index lists. Undefined otherwise (the planner's general path decides).
+ */
+function shortestIndexList<N extends TableName>(table: Table<RecordOf<N>>, name: N, where: readonly Condition<N>[]): readonly string[] | undefined {
+  let shortest: readonly string[] | undefined
+  for (const condition of where) {
+    if (!('field' in condition) || !('in' in condition) || condition.in.length !== 1) return undefined
+    const index = indexNamed(name, [condition.field])
+    if (!index) continue
+    const ids = table.idsBy(index, condition.in[0]!)
+    if (!shortest || ids.length < shortest.length) shortest = ids
+  }
+  return shortest
 }
 
 /** The ids (in creation order) whose record's `created` is within the range: two binary searches. */
