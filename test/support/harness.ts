@@ -20,7 +20,7 @@ import { createTestDatabase, TEST_STORE } from './database'
 import { answerChecker, type AnswerCheck } from './openapi-check'
 import { createLogger } from '../../src/ops/logger'
 import { Metrics } from '../../src/ops/metrics'
-import { RateLimiter } from '../../src/ops/rate-limit'
+import type { RateLimiter } from '../../src/ops/rate-limit'
 
 /** The header a test sets to say which client address a request comes from (`app.handle` has no socket). */
 export const CLIENT_ADDRESS_HEADER = 'x-test-client-address'
@@ -83,8 +83,8 @@ export interface HarnessOptions {
   readonly autoVerifyInstallations?: boolean
   readonly corsOrigins?: string[]
   readonly store?: StoreOptions
-  /** Requests per second per token or client address, as `serve --rate-limit`; default none. */
-  readonly rateLimit?: number
+  /** Rate limits, as `serve --rate-limit` makes them (give it a clock of the test's own); default none. */
+  readonly rateLimiter?: RateLimiter
 }
 
 export async function createHarness(options: HarnessOptions = {}) {
@@ -103,7 +103,7 @@ export async function createHarness(options: HarnessOptions = {}) {
     },
     logger: createLogger('json', (line) => logged.push(line)),
     metrics,
-    rateLimiter: options.rateLimit ? new RateLimiter(options.rateLimit) : null,
+    rateLimiter: options.rateLimiter ?? null,
     clientAddress: (request) => request.headers.get(CLIENT_ADDRESS_HEADER) ?? 'test-client',
   })
 
