@@ -139,6 +139,11 @@ describe('the log cannot grow (file-size limit)', () => {
     expect(refused).toBe(8) // each client stopped at its first refusal (a write answered 503)
     expect(ledger.organizations.size).toBeGreaterThan(50)
     expect(server.stderr.text).toContain('write-ahead log append failed')
+    // Not ready while changes cannot be made durable (CONTRACT section 11); still alive.
+    const readiness = await fetch(`${server.url}/readyz`)
+    expect(readiness.status).toBe(503)
+    expect(((await readiness.json()) as { code: string }).code).toBe('storage_unavailable')
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
 
     // Writes that still fit in the room left are taken; the next that does not is refused again.
     await write(server, token, customer, ledger, { untilRefused: true })
@@ -147,6 +152,7 @@ describe('the log cannot grow (file-size limit)', () => {
     expect(await stopServer(server, 'SIGKILL')).toBe(-9)
     const restarted = await startServer(data)
     try {
+      expect((await fetch(`${restarted.url}/readyz`)).status).toBe(200)
       await expectExactly(restarted, token, ledger, [vendorId, customer])
       // The disk has room again: writes are taken and kept.
       const more = newLedger()
