@@ -64,7 +64,7 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
     expect(entry.bytes_out).toBeGreaterThan(0)
   }
   expect(requests[2]).toMatchObject({ organization_id: vendorId, token_id: expect.stringMatching(/^[0-9a-f-]{36}$/) })
-  expect(requests[3].token_id).toBeUndefined()
+  expect(requests[3]!.token_id).toBeUndefined()
 
   // Lifecycle: recovery, the first-run line (its token on stdout only), the start line, the stop.
   const messages = log.map((entry) => entry.msg)
