@@ -42,13 +42,6 @@ function pathOf(url: string): string {
   return query === -1 ? url.slice(start) : url.slice(start, query)
 }
 
-/** What an answer's size is: its Content-Length when set, else its body counted off the path. */
-function bodySize(response: Response): number | Promise<number> {
-  const length = response.headers.get('content-length')
-  if (length !== null) return Number(length)
-  return response.body === null ? 0 : response.clone().blob().then((blob) => blob.size)
-}
-
 /**
  * The function for `app.wrap`: given a route's handler and a request, the handler to call, which
  * records the request once it is answered. `routes` is read on first use (the app's routes, once built).
@@ -57,24 +50,34 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
   let match: ((method: string, path: string) => string) | undefined
   const templateOf = (request: Request) => (match ??= routeMatcher(routes()))(request.method, pathOf(request.url))
 
-  const record = (request: Request, response: Response, route: string, series: RouteSeries, started: number) => {
+  const record = (request: Request, response: Response, route: string, series: RouteSeries, started: number, bytesOut: number) => {
     const seconds = (performance.now() - started) / 1000
     series.observe(response.status, seconds)
     const principal = principals.get(request)
-    const log = (bytes: number) =>
-      logger.info('request', {
-        method: request.method,
-        route,
-        status: response.status,
-        duration_ms: Math.round(seconds * 1e6) / 1000,
-        trace_id: response.headers.get('x-trace-id') ?? undefined,
-        organization_id: principal?.organization.organization_id,
-        token_id: principal?.tokenId,
-        bytes_out: bytes,
-      })
-    const size = bodySize(response)
-    if (typeof size === 'number') log(size)
-    else size.then(log, () => log(0))
+    logger.request({
+      method: request.method,
+      route,
+      status: response.status,
+      durationMs: Math.round(seconds * 1e6) / 1000,
+      traceId: response.headers.get('x-trace-id') ?? undefined,
+      organizationId: principal?.organization.organization_id,
+      tokenId: principal?.tokenId,
+      bytesOut,
+    })
+  }
+
+  /** Records `response` once its size is known: at once for JSON answers (they carry Content-Length). */
+  const answered = (request: Request, response: Response, route: string, series: RouteSeries, started: number) => {
+    const length = response.headers.get('content-length')
+    if (length !== null || response.body === null) return record(request, response, route, series, started, Number(length))
+    // Pages and documents built as a Response (not on the hot path): counted off a copy.
+    response
+      .clone()
+      .arrayBuffer()
+      .then(
+        (body) => record(request, response, route, series, started, body.byteLength),
+        () => record(request, response, route, series, started, 0),
+      )
   }
 
   const observe = (handler: Handler, known: { route: string; series: RouteSeries } | undefined): Handler => {
@@ -85,8 +88,8 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
       if (known) ({ route, series } = known)
       else series = metrics.series((route = templateOf(request)), request.method)
       const response = handler(request)
-      if (response instanceof Promise) return response.then((answer) => (record(request, answer, route, series, started), answer))
-      record(request, response, route, series, started)
+      if (response instanceof Promise) return response.then((answer) => (answered(request, answer, route, series, started), answer))
+      answered(request, response, route, series, started)
       return response
     }
   }
