@@ -69,7 +69,9 @@ export const foundation = (logger: Logger) =>
     // request log's bytes_out (src/http/observe.ts): counting a Response's body afterwards costs
     // the read by id more than this (README "Operating keyward").
     .mapResponse({ as: 'global' }, ({ responseValue, set }) => {
-      if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response) return
+      // Not a Response, nor a promise (a read that waits for a write's fsync, a long walk: Elysia awaits
+      // it and maps it itself; such answers are counted by the log from their body).
+      if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response || responseValue instanceof Promise) return
       const text = JSON.stringify(responseValue)
       set.headers['content-type'] = 'application/json;charset=utf-8'
       set.headers['content-length'] = String(Buffer.byteLength(text))
