@@ -12,10 +12,10 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
-import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -92,6 +92,17 @@ export class PostgresStorage implements Storage {
     if (!isKey(id)) return undefined
     const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
+  }
+
+  async findCredential(tokenId: string): Promise<Credential | undefined> {
+    if (!isKey(tokenId)) return undefined
+    const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
+    if (!row) return undefined
+    return {
+      token: toRecord('tokens', row.token),
+      organization: row.organization ? toRecord('organizations', row.organization) : undefined,
+      parent: row.parent ? toRecord('organizations', row.parent) : undefined,
+    }
   }
 
   async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
