@@ -52,10 +52,8 @@ export class PostgresStorage implements Storage {
    */
   static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
     const max = options.maxConnections ?? 16
-    // A custom plan for every statement: a generic plan made while a table was tiny (a sequential
-    // scan) would otherwise be kept by the connection as the table grows (docs/storage.md).
-    const connection = { plan_cache_mode: 'force_custom_plan' }
-    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10, connection } as ConstructorParameters<typeof SQL>[0]), max + 1)
+    // PostgreSQL's default plan caching, not a custom plan per statement: see docs/storage.md, "Plans".
+    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10 }), max + 1)
   }
 
   /**
