@@ -2,11 +2,12 @@
  * Every request's line in the log and its count and duration in the metrics (CONTRACT section 11;
  * docs/operations.md), including those no route answers, 401s and 429s.
  *
- * Observed around Elysia's handler of each route (`app.wrap`), not in a lifecycle hook: a global
- * onRequest or onAfterResponse hook makes Elysia build a context and schedule work for every
- * request, which costs the read by id more than this wrapper (README "Operating keyward"). Bun's
- * router calls one handler per route, so the route's template is found once per handler; requests
- * that reach Elysia's own router (no route matched, or `app.handle` in tests) are matched here.
+ * Observed around Elysia's handler of each route (`app.wrap`), which sees the final Response of
+ * every request, not in a lifecycle hook: a global onRequest hook costs the read by id more than the
+ * read itself (README "Performance"), and onAfterResponse schedules a task per request and is given
+ * the handler's value, not the Response it became. Bun's router calls one handler per route, so the
+ * route's template is found once per handler; requests that reach Elysia's own router (no route
+ * matched, or `app.handle` in tests) are matched here, per request. The cost: docs/operations.md.
  */
 import type { Logger } from '../ops/logger'
 import type { Metrics, RouteSeries } from '../ops/metrics'
