@@ -21,8 +21,8 @@ export function keywardEnv(): Record<string, string | undefined> {
 }
 
 /** A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it fails. */
-export async function keywardCli(args: string[]): Promise<string> {
-  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+export async function keywardCli(args: string[], root = ROOT): Promise<string> {
+  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   if (code !== 0) throw new Error(`keyward ${args[0]} exited ${code}: ${stderr.trim().slice(0, 600)}`)
   return stdout
@@ -41,18 +41,21 @@ export async function issueToken(target: Target, org: string, role = 'admin'): P
   return token
 }
 
-let serveHelp: Promise<string> | undefined
+const serveHelp = new Map<string, Promise<string>>()
 
 /**
- * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where this keyward
- * has them, since a load generator sends far more than any client should with one token. Read from
- * `serve --help`, so that the benchmarks run on a keyward with or without the option.
+ * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where the keyward
+ * of `root` has them, since a load generator sends far more than any client should with one token;
+ * or `rateLimit` requests per second (bench/run.ts `--rate-limit`: the limits' cost measured, set
+ * far above the load). Read from `serve --help`, so that the benchmarks run on a keyward with or
+ * without the option.
  */
-export async function benchServeOptions(): Promise<{ args: string[]; note: string }> {
-  const help = await (serveHelp ??= keywardCli(['serve', '--help']))
-  return help.includes('--rate-limit')
-    ? { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
-    : { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
+export async function benchServeOptions(root = ROOT, rateLimit = 0): Promise<{ args: string[]; note: string }> {
+  if (!serveHelp.has(root)) serveHelp.set(root, keywardCli(['serve', '--help'], root))
+  const help = await serveHelp.get(root)!
+  if (!help.includes('--rate-limit')) return { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
+  if (rateLimit > 0) return { args: ['--rate-limit', String(rateLimit)], note: `rate limits on (\`--rate-limit ${rateLimit}\`, above any load here)` }
+  return { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
 }
 
 export interface RunningKeyward {
@@ -74,14 +77,16 @@ export interface RunningKeyward {
 export async function startKeyward(
   children: Children,
   target: Target,
-  options: { name: string; timeoutMs?: number; profileDir?: string },
+  /** `root`: the checkout whose src/main.ts runs (default this one); `rateLimit`: see benchServeOptions. */
+  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string; rateLimit?: number },
 ): Promise<RunningKeyward> {
+  const root = options.root ?? ROOT
   const port = await freePort()
   const profile = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`, `--cpu-prof-name=${options.name.replace(/\W+/g, '-')}-${Date.now()}.cpuprofile`] : []
   const begun = performance.now()
   const proc = children.spawn(
-    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions()).args],
-    { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
+    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root, options.rateLimit)).args],
+    { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
   )
   const log = new ProcessLog(proc.stderr)
   await waitReady(options.name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: options.timeoutMs ?? 120_000, log: () => log.text() })

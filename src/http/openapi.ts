@@ -20,7 +20,7 @@ import { AuditEventRecord } from '../modules/audit/model'
 type Success = GenericSchema | { readonly description: string; readonly contentType: string }
 
 /** Errors a route may declare; those every route of its kind answers are added (`errorStatuses`). */
-type DeclaredError = 400 | 401 | 403 | 404 | 409
+type DeclaredError = 400 | 401 | 403 | 404 | 409 | 503
 
 interface RouteDoc {
   /** Stable: generated clients name their functions after it. */
@@ -54,7 +54,7 @@ const TAGS = {
   keysets: "An enrollment's keys; a new keyset retires the previous one.",
   tokens: 'Bearer tokens: issued (the token string shown once), listed and revoked by admins.',
   audit: 'Every change, who made it and what it changed; for admins and viewers of the vendor and of customers.',
-  service: 'Liveness, this document and its page; no token needed.',
+  service: 'Liveness, readiness, this document and its page (no token needed); metrics (a vendor token).',
 } as const
 type Tag = keyof typeof TAGS
 
@@ -82,14 +82,18 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
   409: ['Conflict', 'The change conflicts with the current state (already in that state, still in use, owned by another customer, ...).'],
   413: ['PayloadTooLarge', 'The request body is over 64 KiB.'],
   415: ['UnsupportedMediaType', 'A request body whose Content-Type is not application/json.'],
+  429: ['TooManyRequests', 'Over the rate limit of the token (or, without a valid token, of the client address): `rate_limited`; `Retry-After` says in how many seconds to try again.'],
   500: ['InternalError', 'An unexpected fault; it was logged with the trace id.'],
-  503: ['StorageUnavailable', 'A change could not be made durable and was not made (nor is any read answered that saw it).'],
+  503: [
+    'StorageUnavailable',
+    'Changes cannot be made durable now: a change could not be written and was not made, nor is any read answered that saw it (`storage_unavailable`), or the database cannot be reached (`database_unavailable`).',
+  ],
 }
 
 /** Errors by route kind (the contract, section 3), beyond what a route declares. */
 function errorStatuses(meta: RouteDoc, hasPathIds: boolean): number[] {
   const statuses = new Set<number>([...(meta.errors ?? []), 500])
-  if (!meta.public) for (const status of [401, 413, 415, 503]) statuses.add(status)
+  if (!meta.public) for (const status of [401, 413, 415, 429, 503]) statuses.add(status)
   if (hasPathIds) statuses.add(400).add(404)
   if (meta.body || meta.query) statuses.add(400)
   return [...statuses].sort((a, b) => a - b)

@@ -34,18 +34,19 @@ describe('the document', () => {
     expect(operations().map((o) => `${o.method} ${o.path}`).sort()).toEqual(routes)
   })
 
-  test('servers is the configured public URL; the bearer scheme secures every /api operation', () => {
+  test('servers is the configured public URL; the bearer scheme secures every /api operation and /metrics', () => {
     expect(document.servers).toEqual([{ url: 'http://keyward.test', description: 'This server' }])
     expect(document.security).toEqual([{ bearer: [] }])
+    const needsToken = (path: string) => path.startsWith('/api/') || path === '/metrics'
     for (const { path, operation } of operations()) {
-      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !path.startsWith('/api/') })
+      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !needsToken(path) })
     }
   })
 
-  test('every /api operation lists 401, 413, 415, 500 and 503, and only named problem responses for errors', () => {
+  test('every /api operation lists 401, 413, 415, 429, 500 and 503, and only named problem responses for errors', () => {
     for (const { path, operation } of operations()) {
       const statuses = Object.keys(operation.responses)
-      if (path.startsWith('/api/')) for (const status of ['401', '413', '415', '500', '503']) expect(statuses).toContain(status)
+      if (path.startsWith('/api/')) for (const status of ['401', '413', '415', '429', '500', '503']) expect(statuses).toContain(status)
       for (const status of statuses.filter((s) => Number(s) >= 400)) {
         expect(operation.responses[status].$ref).toStartWith('#/components/responses/')
       }
