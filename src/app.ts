@@ -7,7 +7,7 @@ import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
 import { DOCS_SCRIPT_PATH, docsPage, docsScript } from './http/docs-page'
 import { cors } from './http/cors'
-import type { AppDeps, AppOptions } from './http/context'
+import { unmatchedApiCharge, type AppDeps, type AppOptions } from './http/context'
 import { operationsRoutes } from './http/operations'
 import { requestObserver, type Route } from './http/observe'
 import { createLogger } from './ops/logger'
@@ -54,7 +54,7 @@ function routes(deps: AppDeps) {
   const app = new Elysia()
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
-    .use(foundation(deps.logger))
+    .use(foundation(deps.logger, unmatchedApiCharge(deps)))
     // Only when configured: a global hook costs every request (see `withTraceId`).
     .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {

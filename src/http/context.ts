@@ -83,6 +83,21 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
 }
 
 /**
+ * Charges a request that no route answers to its client's address, when it is an /api request:
+ * every /api answer carries the RateLimit headers, and a flood of unknown /api paths is limited like
+ * one without a token (it has none that was checked). Undefined when there are no limits.
+ */
+export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { headers: Record<string, unknown> }) => void) | undefined {
+  if (!deps.rateLimiter) return undefined
+  const charge = rateLimits(deps.rateLimiter)
+  return (request, set) => {
+    const url = request.url
+    const path = url.indexOf('/api/', url.indexOf('//') + 2)
+    if (path !== -1 && path === url.indexOf('/', url.indexOf('//') + 2)) charge(`address ${deps.clientAddress(request)}`, set)
+  }
+}
+
+/**
  * Elysia decides from a hook's source text whether to await it. The embedded storage answers
  * synchronously, and an awaited hook would make every request async: so it gets a hook written
  * without a call in its return (docs/storage.md, "What each implementation promises").

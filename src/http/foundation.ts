@@ -46,7 +46,7 @@ export function problemFor(error: unknown, code: string | number | undefined, se
       limitHeaders(error, set),
     )
   }
-  if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
+  if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId, undefined, limitHeaders(error, set))
   if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
   if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId, undefined, limitHeaders(error, set))
   logger.error('unexpected error', { trace_id: traceId, code: code === undefined ? undefined : String(code), error: (error as Error)?.stack ?? String(error) })
@@ -62,9 +62,22 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
   return headers
 }
 
-export const foundation = (logger: Logger) =>
+/**
+ * `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedApiCharge` in
+ * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
+ */
+export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>
   new Elysia({ name: 'foundation' })
-    .onError({ as: 'global' }, ({ code, error, set }) => problemFor(error, code, set, logger))
+    .onError({ as: 'global' }, ({ code, error, request, set }) => {
+      if (code === 'NOT_FOUND' && chargeUnmatched) {
+        try {
+          chargeUnmatched(request, set)
+        } catch (limited) {
+          return problemFor(limited, undefined, set, logger)
+        }
+      }
+      return problemFor(error, code, set, logger)
+    })
     // JSON answers are serialised here rather than by Elysia, so that their size is known for the
     // request log's bytes_out (src/http/observe.ts): counting a Response's body afterwards costs
     // the read by id more than this (README "Operating keyward").

@@ -264,6 +264,30 @@ describe('rate limits', () => {
     }
   })
 
+  test('an /api path no route answers is charged to the client address: 404 with the headers, then 429', async () => {
+    const { harness } = await limited()
+    try {
+      const from = (address: string) => harness.request('GET', '/api/no-such-route', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: address } })
+      for (let i = 0; i < 4; i++) {
+        const res = await from('192.0.2.3')
+        expect(res.status).toBe(404)
+        expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+        expect(res.headers.get('ratelimit')).toBe(`"default";r=${3 - i};t=${Math.ceil((i + 1) / 2)}`)
+      }
+      const refused = await from('192.0.2.3')
+      expect(refused.status).toBe(429)
+      expect(refused.body).toMatchObject({ status: 429, code: 'rate_limited' })
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect((await from('192.0.2.4')).status).toBe(404)
+      // Outside /api, an unknown path is not limited and carries no headers.
+      const outside = await harness.request('GET', '/no-such-page', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.3' } })
+      expect(outside.status).toBe(404)
+      expect(outside.headers.get('ratelimit')).toBeNull()
+    } finally {
+      await harness.close()
+    }
+  })
+
   test('without limits (`--rate-limit 0`): no headers, never 429', async () => {
     const res = await h.request('GET', '/api/organizations')
     expect(res.status).toBe(200)
