@@ -101,6 +101,11 @@ function errorStatuses(meta: RouteDoc, hasPathIds: boolean): number[] {
 
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 const TRACE_ID_HEADER = { $ref: '#/components/headers/TraceId' }
+/** On every answer of a rate-limited route while limits are on (docs/operations.md, "Rate limits"). */
+const RATE_LIMIT_HEADERS = {
+  'ratelimit-policy': { $ref: '#/components/headers/RateLimitPolicy' },
+  ratelimit: { $ref: '#/components/headers/RateLimit' },
+}
 
 export function openApiDocument(
   routes: readonly { method: string; path: string; hooks: { detail?: unknown } }[],
@@ -123,7 +128,7 @@ export function openApiDocument(
     }))
     if (meta.query) parameters.push(...queryParameters(meta.query))
     const responses: Record<string, unknown> = {}
-    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success)
+    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public)
     for (const status of errorStatuses(meta, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}')
     paths[path] ??= {}
@@ -160,6 +165,15 @@ export function openApiDocument(
       schemas: componentSchemas(),
       headers: {
         TraceId: { description: 'New for each request; equal to the body\'s `trace_id` where it has one.', schema: { type: 'string', format: 'uuid' } },
+        RateLimitPolicy: {
+          description: 'On every answer of a rate-limited route (the /api routes and /metrics) while limits are on: the burst `q` per window of `w` = 1 second.',
+          schema: { type: 'string', examples: ['"default";q=200;w=1'] },
+        },
+        RateLimit: {
+          description: 'With RateLimit-Policy: the requests `r` left now, and the seconds `t` until the allowance is full again.',
+          schema: { type: 'string', examples: ['"default";r=143;t=1'] },
+        },
+        RetryAfter: { description: 'Whole seconds until one request is allowed again.', schema: { type: 'integer', minimum: 1 } },
       },
       responses: Object.fromEntries(
         Object.entries(ERRORS).map(([status, [name, description]]) => [
@@ -168,7 +182,9 @@ export function openApiDocument(
             description,
             headers: {
               'x-trace-id': TRACE_ID_HEADER,
+              ...RATE_LIMIT_HEADERS,
               ...(status === '401' ? { 'www-authenticate': { description: 'Bearer realm="keyward"', schema: { type: 'string' } } } : {}),
+              ...(status === '429' ? { 'retry-after': { $ref: '#/components/headers/RetryAfter' } } : {}),
             },
             content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
           },
@@ -178,8 +194,8 @@ export function openApiDocument(
   }
 }
 
-function successResponse(status: number, success: Success) {
-  const headers = { 'x-trace-id': TRACE_ID_HEADER }
+function successResponse(status: number, success: Success, rateLimited: boolean) {
+  const headers = { 'x-trace-id': TRACE_ID_HEADER, ...(rateLimited ? RATE_LIMIT_HEADERS : {}) }
   if ('contentType' in success) return { description: success.description, headers, content: { [success.contentType]: { schema: { type: 'string' } } } }
   const description = status === 201 ? 'Created' : 'OK'
   return { description, headers, content: { 'application/json': { schema: jsonSchema(success) } } }

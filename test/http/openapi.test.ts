@@ -55,6 +55,19 @@ describe('the document', () => {
     expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
   })
 
+  test('the rate-limit headers: on every answer of an /api operation, Retry-After on 429; none on the public routes', () => {
+    for (const { path, operation } of operations()) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        const headers = response.$ref ? document.components.responses[response.$ref.split('/').pop()].headers : response.headers
+        if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit')
+        if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit-policy')
+        if (!operation.security && Number(status) < 400) expect(Object.keys(headers)).toContain('ratelimit')
+        if (operation.security?.length === 0 && Number(status) < 400) expect(Object.keys(headers)).not.toContain('ratelimit')
+      }
+    }
+    expect(document.components.responses.TooManyRequests.headers['retry-after']).toEqual({ $ref: '#/components/headers/RetryAfter' })
+  })
+
   test('idempotent creates answer 201 or 200, the other creates 201 only', () => {
     const codes = (path: string) => Object.keys(document.paths[path].post.responses).filter((s) => s < '300')
     for (const path of ['/api/consumers', '/api/installations', '/api/enrollments']) expect(codes(path)).toEqual(['200', '201'])
