@@ -9,7 +9,7 @@ import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
-import { checkPublicUrl, parsePort, readTlsFiles, reservePort } from './listen'
+import { checkPublicUrl, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
 import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
@@ -77,20 +77,26 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   const rateLimit = parseRateLimit(options.rateLimit ?? '100')
   const logger = createLogger(parseLogFormat(options.logFormat ?? 'json'))
-  const tls = readTlsFiles(options.tlsCert, options.tlsKey)
   const retentionSeconds = parseRetention(options.auditRetention)
-  // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
-  // nothing behind and prints no token (README "Configuration").
-  const reserved = reservePort(options.host, port)
-  // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
-  // reads the config per request, so filling it in right after binding is early enough.
-  const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
-  const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
+  let reserved: ReservedPort | undefined
   try {
+    const tls = readTlsFiles(options.tlsCert, options.tlsKey)
+    // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
+    // nothing behind and prints no token (README "Configuration").
+    reserved = reservePort(options.host, port)
+    // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
+    // reads the config per request, so filling it in right after binding is early enough.
+    const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
+    const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
     const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger) : await openDataDir(options, logger)
     return await serveUntilStopped(opened, settings)
+  } catch (error) {
+    if (error instanceof UsageError) throw error
+    // Once the log exists, a failure is one of its lines (a port in use, damage, a dir in use...).
+    logger.error('failed', { error: (error as Error)?.message ?? String(error) })
+    return 1
   } finally {
-    reserved.release() // a start that failed: the port is free again
+    reserved?.release() // a start that failed: the port is free again
     await logger.flush()
   }
 }

@@ -187,7 +187,7 @@ describe('the log cannot grow (file-size limit)', () => {
     await expectReadsWork(limited, token, ledger, [vendorId, customer])
     const code = await stopServer(limited, 'SIGTERM')
     expect(code).toBe(1)
-    expect(limited.stderr.text).toMatch(/keyward: .*(EFBIG|too large)/i)
+    expect(limited.stderr.text).toMatch(/"level":"error","msg":"failed","error":".*(EFBIG|too large)/i)
     expect(isDataDirLocked(data)).toBe(false)
     expect(readdirSync(data)).not.toContain('snapshot.json.tmp')
 

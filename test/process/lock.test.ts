@@ -40,7 +40,12 @@ test.skipIf(!canUsePidNamespaces())('two servers in different PID namespaces on 
   const second = await run(inNewPidNamespace(keywardCommand(['serve', '--data', data, '--port', '0'])))
   expect(second.code).toBe(1)
   expect(second.stdout).toBe('')
-  expect(second.stderr).toContain(`keyward: data dir ${data} is already in use by another running keyward`)
+  // serve's failure is a line of its JSON log (CONTRACT section 11).
+  expect(JSON.parse(second.stderr.trim().split('\n').at(-1)!)).toMatchObject({
+    level: 'error',
+    msg: 'failed',
+    error: expect.stringContaining(`data dir ${data} is already in use by another running keyward`),
+  })
   const init = await run(inNewPidNamespace(keywardCommand(['init', '--data', data])))
   expect(init.code).toBe(1)
   expect(init.stderr).toContain(`keyward: data dir ${data} is already in use by another running keyward`)

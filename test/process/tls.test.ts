@@ -114,7 +114,7 @@ describe('TLS files that cannot be used: the start stops before anything else', 
         const data = newDataDir()
         const result = await serve(data, ...args())
         expect([name, result.code, result.stdout]).toEqual([name, 1, ''])
-        expect(result.stderr).toContain(`keyward: ${message}`)
+        expect(JSON.parse(result.stderr.trim().split('\n').at(-1)!)).toMatchObject({ level: 'error', msg: 'failed', error: expect.stringContaining(message) })
         expect(existsSync(data)).toBe(false)
       }),
     )
