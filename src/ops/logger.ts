@@ -77,11 +77,6 @@ const FLUSH_AFTER_MS = 20
 const FLUSH_AT_CHARS = 64 * 1024
 
 /**
- * Lines go into Bun's buffered writer for stderr (native, no string kept per line), which is
- * flushed FLUSH_AFTER_MS after the first line it holds, or once it holds FLUSH_AT_CHARS: never
- * a system call per line.
- */
-/**
  * Lines wait here and go to stderr together, FLUSH_AFTER_MS after the first of them or once they
  * hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each `write` at
  * once). Bun's writer takes what the pipe cannot yet, so a slow reader never blocks the event loop.
