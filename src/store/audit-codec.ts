@@ -156,15 +156,24 @@ export class AuditCodec {
   /** The whole event at `offset` of `bytes`. */
   decode(bytes: Uint8Array, offset: number, header: EventHeader = newHeader()): Record<string, unknown> {
     const reader = this.readHeader(bytes, offset, header)
-    const event: Record<string, unknown> = {}
-    for (let i = 0; i < HEADER_FIELDS.length; i++) event[HEADER_FIELDS[i]!] = headerValue(this, header, i)
-    const ownTarget = event.target_id
-    const ownCustomer = event.customer_id
-    const time = header.created
-    event.changes = reader.value(this, { target: ownTarget, customer: ownCustomer, time })
-    event.created = header.created
-    event.modified = header.modified
-    return event
+    const target = headerValue(this, header, 1)
+    const customer = headerValue(this, header, 8)
+    // The fields in the order `recordEvent` writes them, so a snapshot's lines read as before.
+    return {
+      event_id: headerValue(this, header, 0),
+      action: headerValue(this, header, 2),
+      target_type: headerValue(this, header, 3),
+      target_id: target,
+      actor_organization_id: headerValue(this, header, 4),
+      actor_token_id: headerValue(this, header, 5),
+      actor_role: headerValue(this, header, 6),
+      actor_cli: headerValue(this, header, 7),
+      customer_id: customer,
+      changes: reader.value(this, { target, customer, time: header.created }),
+      trace_id: headerValue(this, header, 9),
+      created: header.created,
+      modified: header.modified,
+    }
   }
 
   /** The header of the event at `offset` into `header`; returns the reader, left at `changes`. */

@@ -278,7 +278,11 @@ export class AuditEventTable {
   // -------------------------------------------------------------------------------------------
 
   private append(record: Record<string, unknown>): void {
-    if (this.end >= this.sequenceLimit) this.rebuild(this.liveRecords())
+    if (this.end >= this.sequenceLimit) {
+      // Numbers are freed only by drops: a table this large without any cannot go on.
+      if (this.base === 0) throw new RangeError(`more than ${this.sequenceLimit} audit events in memory`)
+      this.rebuild(this.liveRecords())
+    }
     const encoded = this.codec.encode(record)
     const seq = this.end
     if (seq - this.floor === this.positions.length) this.growSequences()
