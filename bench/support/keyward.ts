@@ -20,36 +20,40 @@ export function keywardEnv(): Record<string, string | undefined> {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KEYWARD_')))
 }
 
-/** A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it fails. */
-export async function keywardCli(args: string[]): Promise<string> {
-  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+/**
+ * A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it
+ * fails. `root`: the checkout whose keyward runs (another commit's, for an A/B); default this one.
+ */
+export async function keywardCli(args: string[], root = ROOT): Promise<string> {
+  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   if (code !== 0) throw new Error(`keyward ${args[0]} exited ${code}: ${stderr.trim().slice(0, 600)}`)
   return stdout
 }
 
 /** `keyward init`: the vendor organization of a new store. */
-export async function initStore(target: Target): Promise<{ organization_id: string }> {
-  const line = (await keywardCli(['init', ...targetArgs(target)])).trim().split('\n').at(-1)!
+export async function initStore(target: Target, root = ROOT): Promise<{ organization_id: string }> {
+  const line = (await keywardCli(['init', ...targetArgs(target)], root)).trim().split('\n').at(-1)!
   return { organization_id: (JSON.parse(line) as { organization_id: string }).organization_id }
 }
 
 /** `keyward issue-token`: an admin token of `org` (the last line it prints). Never printed by the benchmarks. */
-export async function issueToken(target: Target, org: string, role = 'admin'): Promise<string> {
-  const token = (await keywardCli(['issue-token', ...targetArgs(target), '--org', org, '--role', role, '--ttl', '30d'])).trim().split('\n').at(-1)
+export async function issueToken(target: Target, org: string, role = 'admin', root = ROOT): Promise<string> {
+  const token = (await keywardCli(['issue-token', ...targetArgs(target), '--org', org, '--role', role, '--ttl', '30d'], root)).trim().split('\n').at(-1)
   if (!token) throw new Error(`keyward issue-token printed no token for ${org}`)
   return token
 }
 
-let serveHelp: Promise<string> | undefined
+const serveHelp = new Map<string, Promise<string>>()
 
 /**
  * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where this keyward
  * has them, since a load generator sends far more than any client should with one token. Read from
  * `serve --help`, so that the benchmarks run on a keyward with or without the option.
  */
-export async function benchServeOptions(): Promise<{ args: string[]; note: string }> {
-  const help = await (serveHelp ??= keywardCli(['serve', '--help']))
+export async function benchServeOptions(root = ROOT): Promise<{ args: string[]; note: string }> {
+  if (!serveHelp.has(root)) serveHelp.set(root, keywardCli(['serve', '--help'], root))
+  const help = await serveHelp.get(root)!
   return help.includes('--rate-limit')
     ? { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
     : { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
@@ -74,14 +78,15 @@ export interface RunningKeyward {
 export async function startKeyward(
   children: Children,
   target: Target,
-  options: { name: string; timeoutMs?: number; profileDir?: string },
+  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string },
 ): Promise<RunningKeyward> {
+  const root = options.root ?? ROOT
   const port = await freePort()
   const profile = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`, `--cpu-prof-name=${options.name.replace(/\W+/g, '-')}-${Date.now()}.cpuprofile`] : []
   const begun = performance.now()
   const proc = children.spawn(
-    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions()).args],
-    { cwd: ROOT, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
+    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root)).args],
+    { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
   )
   const log = new ProcessLog(proc.stderr)
   await waitReady(options.name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: options.timeoutMs ?? 120_000, log: () => log.text() })

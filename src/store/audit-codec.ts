@@ -25,7 +25,8 @@ import { formatTimestamp } from './clock'
 const T_NULL = 0
 const T_TRUE = 1
 const T_FALSE = 2
-const T_UUID = 3
+/** A UUID's tag: its 16 bytes follow (a key's encoding is then 17 bytes long). */
+export const T_UUID = 3
 const T_DICT = 4
 const T_STRING = 5
 const T_NUMBER = 6
@@ -97,7 +98,7 @@ export const UUID: unique symbol = Symbol('uuid')
 /** Header value `i` as the record holds it: a dictionary index becomes its string, a UUID its text. */
 export function headerValue(codec: AuditCodec, header: EventHeader, i: number): unknown {
   const value = header.values[i]
-  if (value === UUID) return new Reader(header.bytes, header.offsets[i]!).uuid()
+  if (value === UUID) return uuidText(header.bytes, header.offsets[i]!)
   return typeof value === 'number' ? codec.strings[value] : value
 }
 
@@ -117,10 +118,12 @@ export class AuditCodec {
   at = 0
   private readonly utf8 = new TextEncoder()
   private readonly utf8Decoder = new TextDecoder()
+  /** One reader, reset for each event (reading never nests). */
+  private readonly reader = new Reader()
   /** The event being encoded: what `T_SAME_*` and `T_TIME_OWN` refer to. */
   private ownTarget: unknown = null
   private ownCustomer: unknown = null
-  private ownTime = ''
+  private ownTime = 0
 
   /** The dictionary index of `text`, or -1 when it has none. */
   indexOf(text: string): number {
@@ -136,7 +139,7 @@ export class AuditCodec {
     this.ownTarget = event.target_id
     this.ownCustomer = event.customer_id
     const created = event.created as number
-    this.ownTime = typeof created === 'number' ? formatTimestamp(created) : ''
+    this.ownTime = created
     for (let i = 0; i < HEADER_FIELDS.length; i++) {
       const value = event[HEADER_FIELDS[i]!]
       // A number here would read back as a dictionary index (EventHeader): the fields are text.
@@ -178,7 +181,7 @@ export class AuditCodec {
 
   /** The header of the event at `offset` into `header`; returns the reader, left at `changes`. */
   readHeader(bytes: Uint8Array, offset: number, header: EventHeader): Reader {
-    const reader = new Reader(bytes, offset)
+    const reader = this.reader.reset(bytes, offset)
     header.bytes = bytes
     for (let i = 0; i < HEADER_FIELDS.length; i++) {
       const tag = bytes[reader.at]
@@ -223,10 +226,15 @@ export class AuditCodec {
       return
     }
     if (typeof value === 'object') {
-      const entries = Object.entries(value as object).filter(([, v]) => v !== undefined || inChanges)
+      const object = value as Record<string, unknown>
+      let count = 0
+      for (const key in object) if (Object.hasOwn(object, key) && (object[key] !== undefined || inChanges)) count++
       this.byte(T_OBJECT)
-      this.varint(entries.length)
-      for (const [key, item] of entries) {
+      this.varint(count)
+      for (const key in object) {
+        if (!Object.hasOwn(object, key)) continue
+        const item = object[key]
+        if (item === undefined && !inChanges) continue
         const index = this.intern(key)
         this.varint(index + 1)
         if (index === -1) this.text(key)
@@ -252,8 +260,8 @@ export class AuditCodec {
     }
     if (value.length === 36 && this.uuid(value)) return
     if (inChanges && value.length === 33) {
-      if (value === this.ownTime) return this.byte(T_TIME_OWN)
       const micros = parseTimestamp(value)
+      if (micros === this.ownTime) return this.byte(T_TIME_OWN)
       if (micros !== null) {
         this.byte(T_TIME)
         return this.float(micros)
@@ -337,13 +345,13 @@ export class AuditCodec {
 
 /** Reads one event's values, in order. */
 export class Reader {
-  private readonly view: DataView
+  private bytes: Uint8Array = new Uint8Array(0)
+  at = 0
 
-  constructor(
-    private readonly bytes: Uint8Array,
-    public at: number,
-  ) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  reset(bytes: Uint8Array, at: number): this {
+    this.bytes = bytes
+    this.at = at
+    return this
   }
 
   byte(): number {
@@ -351,9 +359,11 @@ export class Reader {
   }
 
   float(): number {
-    const value = this.view.getFloat64(this.at, true)
+    const b = this.bytes
+    const at = this.at
+    for (let i = 0; i < 8; i++) FLOAT_BYTES[i] = b[at + i]!
     this.at += 8
-    return value
+    return FLOAT[0]!
   }
 
   varint(): number {
@@ -422,15 +432,9 @@ export class Reader {
     }
   }
 
-  /** 16 bytes as a lowercase UUID. */
   uuid(): string {
-    const b = this.bytes
-    const i = this.at
     this.at += 16
-    return (
-      HEX[b[i]!]! + HEX[b[i + 1]!]! + HEX[b[i + 2]!]! + HEX[b[i + 3]!]! + '-' + HEX[b[i + 4]!]! + HEX[b[i + 5]!]! + '-' + HEX[b[i + 6]!]! + HEX[b[i + 7]!]! + '-' +
-      HEX[b[i + 8]!]! + HEX[b[i + 9]!]! + '-' + HEX[b[i + 10]!]! + HEX[b[i + 11]!]! + HEX[b[i + 12]!]! + HEX[b[i + 13]!]! + HEX[b[i + 14]!]! + HEX[b[i + 15]!]!
-    )
+    return uuidText(this.bytes, this.at - 16)
   }
 
   private text(codec: AuditCodec): string {
@@ -455,18 +459,38 @@ interface Own {
 const NO_OWN: Own = { target: null, customer: null, time: 0 }
 
 /**
- * Microseconds of a timestamp in exactly the API's format (`2026-05-01 12:00:00.000000 +00:00`), or
- * null for any other text, or one that would not format back to the same text.
+ * Microseconds of a timestamp in exactly the API's format (`2026-05-01 12:00:00.000000 +00:00`),
+ * or null for any other text: only a text that `formatTimestamp` gives back unchanged (digits where
+ * digits go, every field in range, a real date, a whole number of microseconds from 1970 on) is
+ * read as a time.
  */
 export function parseTimestamp(text: string): number | null {
-  if (text.length !== 33 || text.charCodeAt(10) !== 32 || text.charCodeAt(19) !== 46 || !text.endsWith(' +00:00')) return null
-  const millis = Date.parse(`${text.slice(0, 10)}T${text.slice(11, 19)}Z`)
-  if (!Number.isFinite(millis) || millis % 1000 !== 0) return null
-  const fraction = text.slice(20, 26)
-  if (!/^\d{6}$/.test(fraction)) return null
-  const micros = millis * 1000 + Number(fraction)
-  return formatTimestamp(micros) === text ? micros : null
+  if (text.length !== 33) return null
+  for (let i = 0; i < 33; i++) {
+    const code = text.charCodeAt(i)
+    const expected = TIMESTAMP_SHAPE.charCodeAt(i)
+    if (expected === 100 /* d */ ? code < 48 || code > 57 : code !== expected) return null
+  }
+  const number = (from: number, to: number) => {
+    let value = 0
+    for (let i = from; i < to; i++) value = value * 10 + text.charCodeAt(i) - 48
+    return value
+  }
+  const year = number(0, 4)
+  const month = number(5, 7)
+  const day = number(8, 10)
+  const hour = number(11, 13)
+  const minute = number(14, 16)
+  const second = number(17, 19)
+  if (year < 1970 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return null
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
+  if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return null
+  const micros = Date.UTC(year, month - 1, day, hour, minute, second) * 1000 + number(20, 26)
+  return Number.isSafeInteger(micros) ? micros : null // up to the year 2255
 }
+
+const TIMESTAMP_SHAPE = 'dddd-dd-dd dd:dd:dd.dddddd +00:00'
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 
 /**
  * A key (an event id, a target id) encoded as the event's first two values are: the bytes that
@@ -482,10 +506,12 @@ export function encodeKey(key: string | null): Uint8Array {
 
 /** Where the value at `at` ends (skipping it without building it). */
 export function skipValue(bytes: Uint8Array, at: number): number {
-  const reader = new Reader(bytes, at)
+  const reader = SKIPPER.reset(bytes, at)
   skip(reader, bytes)
   return reader.at
 }
+
+const SKIPPER = new Reader()
 
 function skip(reader: Reader, bytes: Uint8Array): void {
   const tag = bytes[reader.at++]
@@ -528,3 +554,15 @@ function skip(reader: Reader, bytes: Uint8Array): void {
 }
 
 const KEY_CODEC = new AuditCodec()
+
+/** The 16 bytes at `i` as a lowercase UUID. */
+function uuidText(b: Uint8Array, i: number): string {
+  return (
+      HEX[b[i]!]! + HEX[b[i + 1]!]! + HEX[b[i + 2]!]! + HEX[b[i + 3]!]! + '-' + HEX[b[i + 4]!]! + HEX[b[i + 5]!]! + '-' + HEX[b[i + 6]!]! + HEX[b[i + 7]!]! + '-' +
+      HEX[b[i + 8]!]! + HEX[b[i + 9]!]! + '-' + HEX[b[i + 10]!]! + HEX[b[i + 11]!]! + HEX[b[i + 12]!]! + HEX[b[i + 13]!]! + HEX[b[i + 14]!]! + HEX[b[i + 15]!]!
+  )
+}
+
+/** Float64 decoding without a DataView per event (little-endian, as written). */
+const FLOAT = new Float64Array(1)
+const FLOAT_BYTES = new Uint8Array(FLOAT.buffer)

@@ -16,7 +16,7 @@
  * a query that yielded in between starts again. The same table method set as `Table` (table.ts), so
  * the store, recovery and snapshots treat it alike.
  */
-import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, type EventHeader } from './audit-codec'
+import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
 import type { AuditEvent } from '../storage/records'
 import type { ChangeObserver } from './table'
 
@@ -397,14 +397,28 @@ export class AuditEventTable {
     this.positions = new Float64Array(1024)
     this.previousOfTarget = new Int32Array(1024)
     this.floor = this.base = this.end = 0
-    const keyAt = (seq: number, which: 'id' | 'target') => {
-      const { chunk, offset } = this.locate(seq)
-      if (which === 'id') return { bytes: chunk, start: offset, end: skipValue(chunk, offset) }
-      const start = skipValue(chunk, offset)
-      return { bytes: chunk, start, end: skipValue(chunk, start) }
+    // One span object per index, filled in place: no allocation per probe.
+    const keyAt = (seq: number, which: 'id' | 'target', span: KeySpan): KeySpan => {
+      const position = this.positions[seq - this.floor]!
+      const chunk = Math.floor(position / CHUNK_SPAN)
+      const bytes = this.chunks[chunk - this.chunkFloor]!
+      const offset = position - chunk * CHUNK_SPAN
+      span.bytes = bytes
+      // A UUID (nearly every id) is 17 bytes: no need to read the value to know where it ends.
+      const idEnd = bytes[offset] === T_UUID ? offset + 17 : skipValue(bytes, offset)
+      if (which === 'id') {
+        span.start = offset
+        span.end = idEnd
+      } else {
+        span.start = idEnd
+        span.end = bytes[idEnd] === T_UUID ? idEnd + 17 : skipValue(bytes, idEnd)
+      }
+      return span
     }
-    this.byId = new HashIndex((seq) => keyAt(seq, 'id'), false)
-    this.byTarget = new HashIndex((seq) => keyAt(seq, 'target'), true)
+    const idSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
+    const targetSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
+    this.byId = new HashIndex((seq) => keyAt(seq, 'id', idSpan), false)
+    this.byTarget = new HashIndex((seq) => keyAt(seq, 'target', targetSpan), true)
     this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new Map()]))
   }
 }
@@ -422,9 +436,9 @@ function listKey(codec: AuditCodec, header: EventHeader, index: AuditListIndex):
 }
 
 interface KeySpan {
-  readonly bytes: Uint8Array
-  readonly start: number
-  readonly end: number
+  bytes: Uint8Array
+  start: number
+  end: number
 }
 
 function hashBytes(bytes: Uint8Array, start: number, end: number): number {

@@ -41,7 +41,7 @@ function sampleEvents(count: number, seed = 1) {
     if (!reuse) targets.push(target)
     const token = pick(tokens)
     const action = reuse ? pick(['consumer.suspend', 'consumer.activate', 'enrollment.suspend']) : pick(['consumer.create', 'installation.create', 'enrollment.create'])
-    const changes = reuse
+    const changes: Record<string, [unknown, unknown]> = reuse
       ? { state: ['active', 'suspended'], modified: [formatTimestamp(time - 5), formatTimestamp(time)] }
       : {
           consumer_id: [null, target],
