@@ -113,14 +113,11 @@ export class AuditEventTable {
 
   /** Inserts an event; returns the previous version (undefined: events are never replaced in practice). */
   put(record: AuditEvent): AuditEvent | undefined {
+    if (this.append(record)) return undefined
+    // Never done by keyward (events are not changed): kept correct, not fast.
     const previous = this.get(record.event_id)
-    if (previous !== undefined) {
-      // Never done by keyward (events are not changed): kept correct, not fast.
-      this.rebuild(this.liveRecords().map((event) => (event.event_id === record.event_id ? record : event)))
-      return previous
-    }
-    this.append(record as unknown as Record<string, unknown>)
-    return undefined
+    this.rebuild(this.liveRecords().map((event) => (event.event_id === record.event_id ? record : event)))
+    return previous
   }
 
   putStored(stored: Record<string, unknown>): void {
@@ -128,7 +125,7 @@ export class AuditEventTable {
   }
 
   loadStored(stored: Record<string, unknown>): void {
-    this.append(stored)
+    this.put(stored as unknown as AuditEvent)
   }
 
   /** Removes an event; only used to undo an insert whose log write failed, so it is the newest. */
@@ -139,7 +136,7 @@ export class AuditEventTable {
       this.rebuild(this.liveRecords().filter((event) => event.event_id !== id))
       return
     }
-    this.unindex(seq, 'newest')
+    this.unindex(seq, this.decode(seq), 'newest')
     this.end--
   }
 
@@ -149,8 +146,9 @@ export class AuditEventTable {
     const n = Math.min(count, this.size)
     for (let i = 0; i < n; i++) {
       const seq = this.base
-      removed.push(this.decode(seq))
-      this.unindex(seq, 'oldest')
+      const record = this.decode(seq)
+      removed.push(record)
+      this.unindex(seq, record, 'oldest')
       this.base++
     }
     this.releaseHead()
@@ -277,52 +275,45 @@ export class AuditEventTable {
 
   // -------------------------------------------------------------------------------------------
 
-  private append(record: Record<string, unknown>): void {
+  /** Appends the event as the newest; false (nothing indexed) when its id is taken. */
+  private append(record: AuditEvent): boolean {
     if (this.end >= this.sequenceLimit) {
       // Numbers are freed only by drops: a table this large without any cannot go on.
       if (this.base === 0) throw new RangeError(`more than ${this.sequenceLimit} audit events in memory`)
       this.rebuild(this.liveRecords())
     }
-    const encoded = this.codec.encode(record)
+    const encoded = this.codec.encode(record as unknown as Record<string, unknown>)
     const seq = this.end
     if (seq - this.floor === this.positions.length) this.growSequences()
     const position = this.store(encoded)
     this.positions[seq - this.floor] = position
     const chunk = this.chunks[this.chunks.length - 1]!
     const offset = position - (this.chunkFloor + this.chunks.length - 1) * CHUNK_SPAN
-    const targetStart = skipValue(chunk, offset)
-    if (this.byId.find(chunk, offset, targetStart) !== -1) {
-      // Two records with one id in the data: the later one wins, as in `Table`.
-      this.positions[seq - this.floor] = 0
-      this.put(this.codec.decode(chunk, offset) as unknown as AuditEvent)
-      return
-    }
+    const idEnd = chunk[offset] === T_UUID ? offset + 17 : skipValue(chunk, offset)
+    // Two records with one id (in data, or a caller's mistake): the bytes just stored are left unused.
+    if (this.byId.find(chunk, offset, idEnd) !== -1) return false
     this.end++
     this.byId.insert(seq)
-    const targetEnd = skipValue(chunk, targetStart)
-    const newest = this.byTarget.find(chunk, targetStart, targetEnd)
-    this.previousOfTarget[seq - this.floor] = newest
-    this.byTarget.insertOrReplace(seq, newest)
-    const header = this.headerOf(seq)
+    this.previousOfTarget[seq - this.floor] = this.byTarget.addNewest(seq)
     for (const [index, keys] of this.lists) {
-      const key = listKey(this.codec, header, index)
+      const key = listKey(record, index)
       if (key === null) continue
       let list = keys.get(key)
       if (!list) keys.set(key, (list = new SequenceList()))
       list.push(seq)
     }
+    return true
   }
 
   /** Takes `seq` (the oldest or the newest live event) out of every index. */
-  private unindex(seq: number, which: 'oldest' | 'newest'): void {
+  private unindex(seq: number, record: AuditEvent, which: 'oldest' | 'newest'): void {
     this.byId.remove(seq)
     const { chunk, offset } = this.locate(seq)
     const targetStart = skipValue(chunk, offset)
     const targetEnd = skipValue(chunk, targetStart)
     this.byTarget.drop(chunk, targetStart, targetEnd, which === 'newest' ? this.previousOfTarget[seq - this.floor]! : -1)
-    const header = this.headerOf(seq)
     for (const [index, keys] of this.lists) {
-      const key = listKey(this.codec, header, index)
+      const key = listKey(record, index)
       if (key === null) continue
       const list = keys.get(key)!
       list.length--
@@ -387,7 +378,7 @@ export class AuditEventTable {
   private rebuild(records: readonly AuditEvent[]): void {
     this.reset()
     this.generation++
-    for (const record of records) this.append(record as unknown as Record<string, unknown>)
+    for (const record of records) this.put(record)
   }
 
   private reset(): void {
@@ -424,11 +415,11 @@ export class AuditEventTable {
 }
 
 /** The key an event is listed under in a list index; null when a field is null. */
-function listKey(codec: AuditCodec, header: EventHeader, index: AuditListIndex): string | null {
-  const fields = AUDIT_LIST_INDEXES[index] as readonly string[]
+function listKey(record: AuditEvent, index: AuditListIndex): string | null {
+  const fields = AUDIT_LIST_INDEXES[index] as readonly (keyof AuditEvent)[]
   let key = ''
   for (let i = 0; i < fields.length; i++) {
-    const value = headerValue(codec, header, HEADER_INDEX[fields[i]!]!)
+    const value = record[fields[i]!]
     if (value === null || value === undefined) return null
     key = i === 0 ? String(value) : `${key}|${value}`
   }
@@ -498,13 +489,18 @@ class HashIndex {
     this.entries++
   }
 
-  /** Counted: `seq` becomes the newest under its key (`newest`: the one before it, -1 for none). */
-  insertOrReplace(seq: number, newest: number): void {
-    if (newest === -1) return this.insert(seq)
+  /** Counted: `seq` becomes the newest under its key; returns the one it replaces (-1: none). */
+  addNewest(seq: number): number {
     const key = this.keyAt(seq)
     const at = this.slotOf(key.bytes, key.start, key.end)
+    if (at === -1) {
+      this.insert(seq)
+      return -1
+    }
+    const previous = this.slots[at]! - 1
     this.slots[at] = seq + 1
     this.counts![at]!++
+    return previous
   }
 
   /** Removes the entry holding `seq` (uncounted: its key is `seq`'s own). */
