@@ -29,6 +29,7 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { cachedDataSet, ENVIRONMENT } from './support/dataset'
+import { tokenIdOf } from '../src/auth/tokens'
 import { benchServeOptions, issueToken, initStore, ROOT, startKeyward, type Target } from './support/keyward'
 import { Children, ProcessLog, firstLine, freePort, normaliseResponse, onInterrupt, parseResponse, rawGet, running, waitReady } from './support/servers'
 import { busyBeforeStart, mib, procStatus } from './support/system'
@@ -725,7 +726,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
             sides.push(() => measureServer(jsonServer, 'read', round, getLoad(jsonServer, `/enrollments/${set.readId}`, READ_CLIENTS, null), { warmup: warmupFor(jsonServer.checkReadMs) }))
           }
         } else {
-          const define = { id: set.readId, org: set.customerId, app: applicationOf.get(size)! }
+          const define = { id: set.readId, token: tokenIdOf(set.token)!, app: applicationOf.get(size)! }
           sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.read, clients: READ_CLIENTS, define }))
           sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.readAsKeyward, clients: READ_CLIENTS, define, kind: 'pgbench: keyward' }))
         }
@@ -798,7 +799,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
     await onDatabase(url, (sql) => sql.unsafe('DROP TABLE IF EXISTS bench_organizations; CREATE TABLE bench_organizations (LIKE organizations INCLUDING ALL)'))
     try {
       for (let round = 1; round <= settings.rounds; round++) {
-        const define = { parent: set.meta.vendorId }
+        const define = { parent: set.meta.vendorId, token: tokenIdOf(set.vendorToken)! }
         const sides = [
           () => measureServer(keyward, 'insert64', round, organizationLoad(keyward, INSERT_CLIENTS), { creates: true }),
           () => measurePgbench(set, 'insert64', round, { script: PGBENCH.insert, clients: INSERT_CLIENTS, define, url }),

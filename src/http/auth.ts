@@ -30,20 +30,17 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
   const tokenId = tokenIdOf(token)
   if (!tokenId) throw invalid()
-  return then(reader.find('tokens', tokenId), (record) => {
-    if (!record || !verifier.verify(token, record)) throw invalid()
+  return then(reader.findCredential(tokenId), (credential) => {
+    if (!credential || !verifier.verify(token, credential.token)) throw invalid()
+    const { token: record, organization, parent } = credential
     if (record.state !== 'active' || record.expires <= Date.now() * 1000) throw invalid()
     const role = record.role
-    return then(reader.find('organizations', record.organization_id), (organization) => {
-      if (!organization) throw invalid()
-      if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
-      if (organization.organization_type !== 'partner') {
-        return { organization, role, tokenId, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
-      }
-      return then(reader.find('organizations', organization.parent_id!), (customer) => {
-        if (!customer || customer.state !== 'active') throw unauthorized('The customer of this token is suspended.')
-        return { organization, role, tokenId, customerId: customer.organization_id }
-      })
-    })
+    if (!organization) throw invalid()
+    if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
+    if (organization.organization_type !== 'partner') {
+      return { organization, role, tokenId, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
+    }
+    if (!parent || parent.state !== 'active') throw unauthorized('The customer of this token is suspended.')
+    return { organization, role, tokenId, customerId: parent.organization_id }
   })
 }

@@ -7,7 +7,7 @@
  * tick), PostgreSQL with a promise. `then` chains either without turning a synchronous answer
  * into a promise, so an embedded read stays synchronous end to end.
  */
-import type { RecordOf, TableName } from './records'
+import type { Organization, RecordOf, TableName, Token } from './records'
 
 export type Maybe<T> = T | Promise<T>
 
@@ -64,8 +64,22 @@ export interface Page<T> {
   readonly total: number
 }
 
+/** What authenticating a bearer token reads (src/http/auth.ts), in one read. */
+export interface Credential {
+  readonly token: Token
+  /** The token's organization, and that organization's parent (a partner's customer). */
+  readonly organization: Organization | undefined
+  readonly parent: Organization | undefined
+}
+
 export interface Reader {
   find<N extends TableName>(table: N, id: string): Maybe<RecordOf<N> | undefined>
+  /**
+   * The token `tokenId` with its organization and that organization's parent; undefined when there
+   * is no such token. One read because every request makes it: in database mode one round trip
+   * instead of three (docs/storage.md). The rules about them stay in src/http/auth.ts.
+   */
+  findCredential(tokenId: string): Maybe<Credential | undefined>
   /** `ids` in order, undefined where there is none. */
   findMany<N extends TableName>(table: N, ids: readonly string[]): Maybe<(RecordOf<N> | undefined)[]>
   list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>>

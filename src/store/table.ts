@@ -33,6 +33,12 @@ export class Table<T> {
   private readonly indexes = new Map<string, GenerationalMap<IndexEntry>>()
   private readonly decodeStored: ((stored: Record<string, unknown>) => T) | undefined
   observer: ChangeObserver<T> | undefined
+  /**
+   * Counts the changes that move ids within the table's lists (a removal, or records put back at the
+   * head); appends do not count. A walk that yielded over a live list resumes where it was while
+   * this is unchanged, and looks its place up again otherwise (src/storage/embedded/planner.ts).
+   */
+  listEdits = 0
 
   constructor(definition: TableDefinition<T>) {
     this.name = definition.name
@@ -99,6 +105,7 @@ export class Table<T> {
     if (previous === undefined) return
     this.observer?.(id, previous)
     this.rows.delete(id)
+    this.listEdits++
     removeFromTail(this.order, id)
     for (const [name, keysOf] of this.indexDefs) {
       const index = this.indexes.get(name)!
@@ -136,6 +143,7 @@ export class Table<T> {
       this.rows.delete(id)
       removed.push(record)
     }
+    this.listEdits++
     removeFromList(this.order, ids)
     for (const [name, keysOf] of this.indexDefs) {
       const index = this.indexes.get(name)!
@@ -161,6 +169,7 @@ export class Table<T> {
       this.observer?.(ids[i]!, undefined)
       this.rows.add(ids[i]!, record)
     }
+    this.listEdits++
     this.order.unshift(...ids)
     for (const [name, keysOf] of this.indexDefs) {
       const index = this.indexes.get(name)!

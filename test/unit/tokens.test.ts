@@ -49,9 +49,12 @@ function issueWith(char: string) {
 
 /** What authentication reads: these token records and the vendor. */
 function readerOf(records: Token[]): Reader {
-  const byId = new Map<string, unknown>(records.map((r) => [r.token_id, r]))
-  byId.set(vendor.organization_id, vendor)
-  return { find: (_table: string, id: string) => byId.get(id) } as unknown as Reader
+  const byId = new Map(records.map((r) => [r.token_id, r]))
+  const findCredential = (id: string) => {
+    const token = byId.get(id)
+    return token && { token, organization: token.organization_id === vendor.organization_id ? vendor : undefined, parent: undefined }
+  }
+  return { findCredential } as unknown as Reader
 }
 
 const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'

@@ -10,7 +10,7 @@
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
 import { sameEnrollmentTuple, PRIMARY_KEY, type Enrollment, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Storage, type Tx } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Storage, type Tx } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -22,6 +22,15 @@ export class EmbeddedStorage implements Storage {
 
   find<N extends TableName>(table: N, id: string): RecordOf<N> | undefined {
     return this.store.tables[table].get(id) as RecordOf<N> | undefined
+  }
+
+  findCredential(tokenId: string): Credential | undefined {
+    const { tokens, organizations } = this.store.tables
+    const token = tokens.get(tokenId)
+    if (token === undefined) return undefined
+    const organization = organizations.get(token.organization_id)
+    const parent = organization?.parent_id ? organizations.get(organization.parent_id) : undefined
+    return { token, organization, parent }
   }
 
   findMany<N extends TableName>(table: N, ids: readonly string[]): (RecordOf<N> | undefined)[] {

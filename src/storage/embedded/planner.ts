@@ -137,10 +137,21 @@ function withinCreated<T>(table: Table<T>, ids: readonly string[], range: { read
   return start === 0 && end === ids.length ? ids : ids.slice(start, Math.max(start, end))
 }
 
-/** Tests candidates WALK_CHUNK at a time, keeping the matches; never tests an id twice. */
+/**
+ * Tests candidates WALK_CHUNK at a time, keeping the matches; never tests an id twice. An array is
+ * walked in place by position (no copy, no iterator result per id): a walk over a whole scope is the
+ * broadest request a tenant can send, and its garbage is what grows the heap (docs/abuse.md).
+ */
 class Walk<T> {
   readonly matched: T[] = []
-  private readonly ids: Iterator<string>
+  private readonly list: readonly string[] | null
+  /** Where the walk of `list` stops: what was listed when it began (later appends are newer). */
+  private end: number
+  private readonly endCreated: number
+  private position = 0
+  private lastCreated = -Infinity
+  private listEdits: number
+  private readonly iterator: Iterator<string> | null
   private readonly seen: Set<string> | null
 
   constructor(
@@ -148,28 +159,69 @@ class Walk<T> {
     source: { readonly ids: Iterable<string>; readonly ordered: boolean },
     private readonly tests: readonly ((record: T) => boolean)[],
   ) {
-    // An index list is live (inserts append to it): walking a copy keeps a yield from shifting it.
-    const ids = Array.isArray(source.ids) && (source.ids as string[]).length > WALK_CHUNK ? (source.ids as string[]).slice() : source.ids
-    this.ids = ids[Symbol.iterator]()
+    this.list = Array.isArray(source.ids) ? (source.ids as readonly string[]) : null
+    this.end = this.list ? this.list.length : 0
+    this.endCreated = this.end > 0 ? (createdOf(table, this.list![this.end - 1]!) ?? Infinity) : -Infinity
+    this.iterator = this.list ? null : source.ids[Symbol.iterator]()
     this.seen = source.ordered ? null : new Set()
+    this.listEdits = table.listEdits
   }
 
   /** Tests the next chunk; true once every candidate has been tested. */
   step(): boolean {
-    for (let n = 0; n < WALK_CHUNK; n++) {
-      const next = this.ids.next()
-      if (next.done) return true
-      const id = next.value
-      if (this.seen) {
-        if (this.seen.has(id)) continue
-        this.seen.add(id)
+    const list = this.list
+    if (!list) {
+      for (let n = 0; n < WALK_CHUNK; n++) {
+        const next = this.iterator!.next()
+        if (next.done) return true
+        this.consider(next.value)
       }
-      plannerWork.recordsRead++
-      const record = this.table.get(id)
-      if (record !== undefined && this.tests.every((test) => test(record))) this.matched.push(record)
+      return false
     }
-    return false
+    // Index lists are live: a removal made while the walk yielded shifted them, so the walk finds
+    // its place again by creation time (ordered lists are in creation order; the others are copies).
+    if (this.table.listEdits !== this.listEdits && !this.seen) {
+      this.listEdits = this.table.listEdits
+      this.position = firstCreatedAfter(this.table, list, this.lastCreated)
+      this.end = firstCreatedAfter(this.table, list, this.endCreated)
+    }
+    const stop = Math.min(this.position + WALK_CHUNK, this.end, list.length)
+    for (; this.position < stop; this.position++) this.consider(list[this.position]!)
+    return this.position >= Math.min(this.end, list.length)
   }
+
+  private consider(id: string): void {
+    if (this.seen) {
+      if (this.seen.has(id)) return
+      this.seen.add(id)
+    }
+    plannerWork.recordsRead++
+    const record = this.table.get(id)
+    if (record === undefined) return
+    this.lastCreated = (record as { created: number }).created
+    for (const test of this.tests) if (!test(record)) return
+    this.matched.push(record)
+  }
+}
+
+const createdOf = <T>(table: Table<T>, id: string) => (table.get(id) as { created: number } | undefined)?.created
+
+/** The position of the first id in `ids` (in creation order) created after `created`. */
+function firstCreatedAfter<T>(table: Table<T>, ids: readonly string[], created: number): number {
+  let low = 0
+  let high = ids.length
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    const at = createdOf(table, ids[mid]!)
+    if (at === undefined) {
+      // A list its index left behind (its key down to one id) may hold removed ids: look linearly.
+      const found = ids.findIndex((id) => (createdOf(table, id) ?? -Infinity) > created)
+      return found === -1 ? ids.length : found
+    }
+    if (at <= created) low = mid + 1
+    else high = mid
+  }
+  return low
 }
 
 /** The page at `offset` in creation order, or counted from the end for `desc`. */

@@ -12,10 +12,10 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
-import { existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -52,10 +52,8 @@ export class PostgresStorage implements Storage {
    */
   static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
     const max = options.maxConnections ?? 16
-    // A custom plan for every statement: a generic plan made while a table was tiny (a sequential
-    // scan) would otherwise be kept by the connection as the table grows (docs/storage.md).
-    const connection = { plan_cache_mode: 'force_custom_plan' }
-    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10, connection } as ConstructorParameters<typeof SQL>[0]), max + 1)
+    // PostgreSQL's default plan caching, not a custom plan per statement: see docs/storage.md, "Plans".
+    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10 }), max + 1)
   }
 
   /**
@@ -92,6 +90,17 @@ export class PostgresStorage implements Storage {
     if (!isKey(id)) return undefined
     const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
+  }
+
+  async findCredential(tokenId: string): Promise<Credential | undefined> {
+    if (!isKey(tokenId)) return undefined
+    const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
+    if (!row) return undefined
+    return {
+      token: toRecord('tokens', row.token),
+      organization: row.organization ? toRecord('organizations', row.organization) : undefined,
+      parent: row.parent ? toRecord('organizations', row.parent) : undefined,
+    }
   }
 
   async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {

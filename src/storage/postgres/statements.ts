@@ -118,6 +118,12 @@ function tableStatements(table: TableName): TableStatements {
   }
 }
 
+/** `Reader.findCredential`: a token, its organization and that one's parent, each row as JSON. */
+export const CREDENTIAL =
+  'SELECT to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ' +
+  'LEFT JOIN organizations o ON o.organization_id = t.organization_id ' +
+  'LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = $1::uuid'
+
 export const STATEMENTS = Object.fromEntries(Object.keys(COLUMNS).map((table) => [table, tableStatements(table as TableName)])) as {
   readonly [N in TableName]: TableStatements
 }

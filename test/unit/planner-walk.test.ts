@@ -1,0 +1,41 @@
+/**
+ * A long list walk yields between chunks over the live index list it walks (src/storage/embedded/
+ * planner.ts): records removed or added while it yields must neither shift it into skipping or
+ * repeating a record, nor add records created after it began.
+ */
+import { expect, test } from 'bun:test'
+import { createTables } from '../../src/store/database'
+import { listPage, WALK_CHUNK } from '../../src/storage/embedded/planner'
+import type { Consumer } from '../../src/storage/records'
+
+const ORG = 'org-1'
+const COUNT = 4 * WALK_CHUNK
+
+const consumer = (n: number): Consumer =>
+  ({ consumer_id: `c${String(n).padStart(6, '0')}`, organization_id: ORG, state: n % 3 === 0 ? 'suspended' : 'active', created: n, modified: n }) as Consumer
+
+test('removals and inserts while a walk yields: every remaining match once, nothing newer', async () => {
+  const tables = createTables()
+  for (let n = 1; n <= COUNT; n++) tables.consumers.put(consumer(n))
+  const pending = listPage(tables, { table: 'consumers', scope: ORG, where: [{ field: 'state', in: ['active'] }], order: 'asc' })
+  expect(pending).toBeInstanceOf(Promise)
+
+  // The first chunk has been walked: remove records behind the walk and ahead of it, add newer ones.
+  const removed = new Set<number>()
+  for (const n of [2, 5, 100, WALK_CHUNK + 1, WALK_CHUNK + 2, 3 * WALK_CHUNK, COUNT]) {
+    tables.consumers.remove(consumer(n).consumer_id)
+    removed.add(n)
+  }
+  for (let n = COUNT + 1; n <= COUNT + 50; n++) tables.consumers.put(consumer(n))
+
+  const page = await pending
+  const expected: string[] = []
+  for (let n = 1; n <= COUNT; n++) {
+    // Behind the walk, a removed record was already counted; ahead of it, it is gone.
+    if (consumer(n).state === 'active' && (!removed.has(n) || n <= WALK_CHUNK)) expected.push(consumer(n).consumer_id)
+  }
+  const ids = page.items.map((item) => item.consumer_id)
+  expect(new Set(ids).size).toBe(ids.length)
+  expect(ids).toEqual(expected)
+  expect(page.total).toBe(expected.length)
+})
