@@ -19,7 +19,7 @@
  * before and after (after a full GC), and times the query through the app (`app.handle`, no
  * network), as the median of 5 rounds of 2,000 requests. The other checkout of 4 is extracted with
  * `git archive` into the work dir (its node_modules linked to this one's: package.json is the same).
- * Prints a report and writes it to bench/results/audit.md.
+ * Prints a report and writes it to docs/benchmarks-audit.md (with only some phases: printed only).
  *
  *   bun run bench/audit.ts [--events N] [--phase memory,startup,create] [--before COMMIT] [--rounds 3] [--seconds 5] [--keep]
  *
@@ -72,6 +72,7 @@ interface Measured {
 const BEFORE_AUDIT_EVENTS = '6358805'
 const CLIENTS = 64
 const CREATE_SCRIPT = join(import.meta.dir, 'run-create.lua')
+const REPORT = join(ROOT, 'docs', 'benchmarks-audit.md')
 
 interface Started {
   readonly events: number
@@ -119,8 +120,7 @@ async function main(args: string[]): Promise<void> {
     const creates = phases.has('create') ? await createAB(children, work, before, rounds, seconds) : []
     const report = render(measured, starts, creates, before, seconds)
     console.log(report)
-    await mkdir(join(import.meta.dir, 'results'), { recursive: true })
-    await writeFile(join(import.meta.dir, 'results', 'audit.md'), report)
+    if (phases.size === 3 && !args.includes('--events')) await writeFile(REPORT, report)
   } finally {
     await children.stopAll({ signal: 'SIGKILL' })
     if (!args.includes('--keep')) await rm(work, { recursive: true, force: true })
@@ -197,7 +197,13 @@ async function createAB(children: Children, work: string, before: string, rounds
 function render(measured: Measured[], starts: Started[], creates: CreateRun[], before: string, seconds: number): string {
   const perEvent = (m: Measured) => (m.rssAfter - m.rssBefore) / m.events
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`
-  const lines = [`# Audit trail benchmark (bench/audit.ts)`, '', `Machine: ${navigator.hardwareConcurrency} CPUs; ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC.`, '']
+  const lines = [
+    `# The audit trail's cost`,
+    '',
+    `Written by \`bun run bench/audit.ts\` on a full run: do not edit by hand. ${navigator.hardwareConcurrency} CPUs, Bun ${Bun.version}; ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC. ` +
+      'The machine is shared: compare figures within this run, and prefer CPU time to rates.',
+    '',
+  ]
   if (measured.length === 2) {
     const [small, large] = measured as [Measured, Measured]
     lines.push(

@@ -287,13 +287,9 @@ export class AuditEventTable {
     if (seq - this.floor === this.positions.length) this.growSequences()
     const position = this.store(encoded)
     this.positions[seq - this.floor] = position
-    const chunk = this.chunks[this.chunks.length - 1]!
-    const offset = position - (this.chunkFloor + this.chunks.length - 1) * CHUNK_SPAN
-    const idEnd = chunk[offset] === T_UUID ? offset + 17 : skipValue(chunk, offset)
     // Two records with one id (in data, or a caller's mistake): the bytes just stored are left unused.
-    if (this.byId.find(chunk, offset, idEnd) !== -1) return false
+    if (!this.byId.insertIfAbsent(seq)) return false
     this.end++
-    this.byId.insert(seq)
     this.previousOfTarget[seq - this.floor] = this.byTarget.addNewest(seq)
     for (const [index, keys] of this.lists) {
       const key = listKey(record, index)
@@ -489,18 +485,43 @@ class HashIndex {
     this.entries++
   }
 
+  /** Adds `seq` unless an entry has its key already (false then: nothing changed). */
+  insertIfAbsent(seq: number): boolean {
+    return this.probeOrInsert(seq) === -1
+  }
+
   /** Counted: `seq` becomes the newest under its key; returns the one it replaces (-1: none). */
   addNewest(seq: number): number {
-    const key = this.keyAt(seq)
-    const at = this.slotOf(key.bytes, key.start, key.end)
-    if (at === -1) {
-      this.insert(seq)
-      return -1
-    }
+    const at = this.probeOrInsert(seq)
+    if (at === -1) return -1
     const previous = this.slots[at]! - 1
     this.slots[at] = seq + 1
     this.counts![at]!++
     return previous
+  }
+
+  /** One probe: the slot of an entry with `seq`'s key, or -1 after putting `seq` in the empty slot that ended the probe. */
+  private probeOrInsert(seq: number): number {
+    this.growIfFull()
+    const key = this.keyAt(seq)
+    // The span object is shared: keep this key's before reading others'.
+    const bytes = key.bytes
+    const start = key.start
+    const end = key.end
+    const mask = this.slots.length - 1
+    let at = hashBytes(bytes, start, end) & mask
+    for (;;) {
+      const entry = this.slots[at]!
+      if (entry === 0) {
+        this.slots[at] = seq + 1
+        if (this.counts) this.counts[at] = 1
+        this.entries++
+        return -1
+      }
+      const other = this.keyAt(entry - 1)
+      if (sameBytes(other.bytes, other.start, other.end, bytes, start, end)) return at
+      at = (at + 1) & mask
+    }
   }
 
   /** Removes the entry holding `seq` (uncounted: its key is `seq`'s own). */
