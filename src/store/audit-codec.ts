@@ -21,6 +21,7 @@
  * strings are stored as they are).
  */
 import { formatTimestamp } from './clock'
+import { GenerationalMap } from './table'
 
 const T_NULL = 0
 const T_TRUE = 1
@@ -48,6 +49,8 @@ const ENUMERATED_FIELDS: ReadonlySet<string> = new Set(['state', 'environment', 
 
 /** Past this many entries the dictionary takes no new ones (their strings are stored as they are). */
 export const DICTIONARY_CAP = 1 << 16
+const STRING_PIECE_BITS = 10
+const STRING_PIECE = 1 << STRING_PIECE_BITS
 
 /** Header fields a query reads (positions in `EventHeader.values`). */
 export const HEADER_FIELDS = [
@@ -99,7 +102,7 @@ export const UUID: unique symbol = Symbol('uuid')
 export function headerValue(codec: AuditCodec, header: EventHeader, i: number): unknown {
   const value = header.values[i]
   if (value === UUID) return uuidText(header.bytes, header.offsets[i]!)
-  return typeof value === 'number' ? codec.strings[value] : value
+  return typeof value === 'number' ? codec.stringAt(value) : value
 }
 
 /** The 256 byte values as two hex digits, and hex digits back to nibbles (-1: not lowercase hex). */
@@ -108,9 +111,13 @@ const NIBBLE = new Int8Array(128).fill(-1)
 for (let i = 0; i < 16; i++) NIBBLE['0123456789abcdef'.charCodeAt(i)] = i
 
 export class AuditCodec {
-  /** Interned strings by index, and back. */
-  readonly strings: string[] = []
-  private readonly stringIndex = new Map<string, number>()
+  /**
+   * Interned strings by index, and back; kept in pieces that stay small (a big object written
+   * while old is rescanned whole by the collector: table.ts, GenerationalMap).
+   */
+  private readonly strings: string[][] = [[]]
+  private stringCount = 0
+  private readonly stringIndex = new GenerationalMap<number>()
   /** @internal The encoding buffer, reused (encodeKey). */
   buffer = new Uint8Array(1024)
   private view = new DataView(this.buffer.buffer)
@@ -128,6 +135,15 @@ export class AuditCodec {
   /** The dictionary index of `text`, or -1 when it has none. */
   indexOf(text: string): number {
     return this.stringIndex.get(text) ?? -1
+  }
+
+  /** The string of dictionary index `index`. */
+  stringAt(index: number): string {
+    return this.strings[index >>> STRING_PIECE_BITS]![index & (STRING_PIECE - 1)]!
+  }
+
+  get dictionarySize(): number {
+    return this.stringCount
   }
 
   /**
@@ -201,10 +217,12 @@ export class AuditCodec {
   private intern(text: string): number {
     let index = this.stringIndex.get(text)
     if (index === undefined) {
-      if (this.strings.length >= DICTIONARY_CAP) return -1
-      index = this.strings.length
-      this.strings.push(text)
-      this.stringIndex.set(text, index)
+      if (this.stringCount >= DICTIONARY_CAP) return -1
+      index = this.stringCount++
+      let piece = this.strings[this.strings.length - 1]!
+      if (piece.length === STRING_PIECE) this.strings.push((piece = []))
+      piece.push(text)
+      this.stringIndex.add(text, index)
     }
     return index
   }
@@ -400,7 +418,7 @@ export class Reader {
       case T_UUID:
         return this.uuid()
       case T_DICT:
-        return codec.strings[this.varint()]
+        return codec.stringAt(this.varint())
       case T_STRING:
         return this.text(codec)
       case T_ARRAY: {
@@ -414,7 +432,7 @@ export class Reader {
         const object: Record<string, unknown> = {}
         for (let i = 0; i < count; i++) {
           const index = this.varint()
-          const key = index === 0 ? this.text(codec) : codec.strings[index - 1]!
+          const key = index === 0 ? this.text(codec) : codec.stringAt(index - 1)
           object[key] = this.value(codec, own)
         }
         return object

@@ -18,7 +18,7 @@
  */
 import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
 import type { AuditEvent } from '../storage/records'
-import type { ChangeObserver } from './table'
+import { GenerationalMap, type ChangeObserver } from './table'
 
 /** Size of one buffer of encoded events (an event larger than this gets a buffer of its own). */
 const CHUNK_BYTES = 1 << 20
@@ -84,7 +84,8 @@ export class AuditEventTable {
   private end = 0
   private byId!: HashIndex
   private byTarget!: HashIndex
-  private lists!: Map<AuditListIndex, Map<string, SequenceList>>
+  /** Per list index, per key: the one event under it, or its list (a key with one event costs no array). */
+  private lists!: Map<AuditListIndex, GenerationalMap<number | SequenceList>>
   private readonly header = newHeader()
   private readonly decodeHeader = newHeader()
   private readonly sequenceLimit: number
@@ -244,7 +245,11 @@ export class AuditEventTable {
   }
 
   list(index: AuditListIndex, key: string): SequenceList | undefined {
-    return this.lists.get(index)!.get(key)
+    const entry = this.lists.get(index)!.get(key)
+    if (typeof entry !== 'number') return entry
+    const one = new SequenceList()
+    one.push(entry)
+    return one
   }
 
   /** The event's header into a shared object (valid until the next call). */
@@ -269,7 +274,7 @@ export class AuditEventTable {
   get bytesHeld(): number {
     let bytes = this.positions.byteLength + this.previousOfTarget.byteLength + this.byId.bytes + this.byTarget.bytes
     for (const chunk of this.chunks) bytes += chunk.byteLength
-    for (const lists of this.lists.values()) for (const list of lists.values()) bytes += list.items.byteLength
+    for (const lists of this.lists.values()) for (const list of lists.values()) if (typeof list !== 'number') bytes += list.items.byteLength
     return bytes
   }
 
@@ -294,9 +299,14 @@ export class AuditEventTable {
     for (const [index, keys] of this.lists) {
       const key = listKey(record, index)
       if (key === null) continue
-      let list = keys.get(key)
-      if (!list) keys.set(key, (list = new SequenceList()))
-      list.push(seq)
+      const entry = keys.get(key)
+      if (entry === undefined) keys.add(key, seq)
+      else if (typeof entry === 'number') {
+        const list = new SequenceList()
+        list.push(entry)
+        list.push(seq)
+        keys.replace(key, list)
+      } else entry.push(seq)
     }
     return true
   }
@@ -312,6 +322,10 @@ export class AuditEventTable {
       const key = listKey(record, index)
       if (key === null) continue
       const list = keys.get(key)!
+      if (typeof list === 'number') {
+        keys.delete(key)
+        continue
+      }
       list.length--
       if (which === 'oldest') list.start++
       if (list.length === 0) keys.delete(key)
@@ -406,7 +420,7 @@ export class AuditEventTable {
     const targetSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
     this.byId = new HashIndex((seq) => keyAt(seq, 'id', idSpan), false)
     this.byTarget = new HashIndex((seq) => keyAt(seq, 'target', targetSpan), true)
-    this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new Map()]))
+    this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new GenerationalMap()]))
   }
 }
 
