@@ -442,9 +442,15 @@ interface KeySpan {
   end: number
 }
 
+/** FNV-1a, then a final mix: FNV's low bits (the ones a table's mask keeps) barely depend on the high bits of each byte. */
 function hashBytes(bytes: Uint8Array, start: number, end: number): number {
   let hash = 0x811c9dc5
   for (let i = start; i < end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
+  hash ^= hash >>> 16
+  hash = Math.imul(hash, 0x85ebca6b)
+  hash ^= hash >>> 13
+  hash = Math.imul(hash, 0xc2b2ae35)
+  hash ^= hash >>> 16
   return hash >>> 0
 }
 
@@ -456,12 +462,15 @@ function sameBytes(a: Uint8Array, aStart: number, aEnd: number, b: Uint8Array, b
 
 /**
  * Sequence numbers by the encoded bytes of a key of theirs: open addressing, linear probing, at most
- * 70% full, removal by shifting back (no tombstones). With `counted`, an entry also counts how many
- * events share its key, and holds the newest of them.
+ * 70% full, removal by shifting back (no tombstones). Each slot keeps its key's hash too, so a probe
+ * reads an event's bytes only when the hashes agree, and growing never reads them (random reads into
+ * the buffers were most of a start-up's time). With `counted`, an entry also counts how many events
+ * share its key, and holds the newest of them.
  */
 class HashIndex {
   /** seq + 1; 0 is empty. */
   private slots = new Int32Array(1024)
+  private hashes = new Int32Array(1024)
   private counts: Int32Array | null
   private entries = 0
 
@@ -473,7 +482,7 @@ class HashIndex {
   }
 
   get bytes(): number {
-    return this.slots.byteLength + (this.counts?.byteLength ?? 0)
+    return this.slots.byteLength + this.hashes.byteLength + (this.counts?.byteLength ?? 0)
   }
 
   /** The seq under the key (a whole encoded key, or a span of one), or -1. */
@@ -485,18 +494,6 @@ class HashIndex {
   countOf(key: Uint8Array): number {
     const at = this.slotOf(key, 0, key.length)
     return at === -1 ? 0 : this.counts![at]!
-  }
-
-  /** A key not in the index yet. */
-  insert(seq: number): void {
-    this.growIfFull()
-    const key = this.keyAt(seq)
-    const mask = this.slots.length - 1
-    let at = hashBytes(key.bytes, key.start, key.end) & mask
-    while (this.slots[at] !== 0) at = (at + 1) & mask
-    this.slots[at] = seq + 1
-    if (this.counts) this.counts[at] = 1
-    this.entries++
   }
 
   /** Adds `seq` unless an entry has its key already (false then: nothing changed). */
@@ -522,18 +519,22 @@ class HashIndex {
     const bytes = key.bytes
     const start = key.start
     const end = key.end
+    const hash = hashBytes(bytes, start, end) | 0
     const mask = this.slots.length - 1
-    let at = hashBytes(bytes, start, end) & mask
+    let at = hash & mask
     for (;;) {
       const entry = this.slots[at]!
       if (entry === 0) {
         this.slots[at] = seq + 1
+        this.hashes[at] = hash
         if (this.counts) this.counts[at] = 1
         this.entries++
         return -1
       }
-      const other = this.keyAt(entry - 1)
-      if (sameBytes(other.bytes, other.start, other.end, bytes, start, end)) return at
+      if (this.hashes[at] === hash) {
+        const other = this.keyAt(entry - 1)
+        if (sameBytes(other.bytes, other.start, other.end, bytes, start, end)) return at
+      }
       at = (at + 1) & mask
     }
   }
@@ -557,13 +558,16 @@ class HashIndex {
   }
 
   private slotOf(bytes: Uint8Array, start: number, end: number): number {
+    const hash = hashBytes(bytes, start, end) | 0
     const mask = this.slots.length - 1
-    let at = hashBytes(bytes, start, end) & mask
+    let at = hash & mask
     for (;;) {
       const entry = this.slots[at]!
       if (entry === 0) return -1
-      const key = this.keyAt(entry - 1)
-      if (sameBytes(key.bytes, key.start, key.end, bytes, start, end)) return at
+      if (this.hashes[at] === hash) {
+        const key = this.keyAt(entry - 1)
+        if (sameBytes(key.bytes, key.start, key.end, bytes, start, end)) return at
+      }
       at = (at + 1) & mask
     }
   }
@@ -577,11 +581,11 @@ class HashIndex {
     for (;;) {
       const entry = this.slots[next]!
       if (entry === 0) break
-      const key = this.keyAt(entry - 1)
-      const home = hashBytes(key.bytes, key.start, key.end) & mask
+      const home = this.hashes[next]! & mask
       // The entry may move into the hole when its home is not cyclically within (hole, next].
       if (hole <= next ? home <= hole || home > next : home <= hole && home > next) {
         this.slots[hole] = entry
+        this.hashes[hole] = this.hashes[next]!
         if (this.counts) this.counts[hole] = this.counts[next]!
         hole = next
       }
@@ -593,18 +597,19 @@ class HashIndex {
 
   private growIfFull(): void {
     if ((this.entries + 1) * 10 <= this.slots.length * 7) return
-    const old = this.slots
-    const oldCounts = this.counts
+    const [old, oldHashes, oldCounts] = [this.slots, this.hashes, this.counts]
     this.slots = new Int32Array(old.length * 2)
+    this.hashes = new Int32Array(old.length * 2)
     this.counts = oldCounts ? new Int32Array(old.length * 2) : null
     const mask = this.slots.length - 1
     for (let i = 0; i < old.length; i++) {
       const entry = old[i]!
       if (entry === 0) continue
-      const key = this.keyAt(entry - 1)
-      let at = hashBytes(key.bytes, key.start, key.end) & mask
+      const hash = oldHashes[i]!
+      let at = hash & mask
       while (this.slots[at] !== 0) at = (at + 1) & mask
       this.slots[at] = entry
+      this.hashes[at] = hash
       if (this.counts) this.counts[at] = oldCounts![i]!
     }
   }
