@@ -503,7 +503,14 @@ export function parseTimestamp(text: string): number | null {
   if (year < 1970 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return null
   const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
   if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return null
-  const micros = Date.UTC(year, month - 1, day, hour, minute, second) * 1000 + number(20, 26)
+  // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil): Date.UTC without its cost.
+  const y = month <= 2 ? year - 1 : year
+  const era = Math.floor(y / 400)
+  const yearOfEra = y - era * 400
+  const dayOfYear = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear
+  const days = era * 146097 + dayOfEra - 719468
+  const micros = (((days * 24 + hour) * 60 + minute) * 60 + second) * 1_000_000 + number(20, 26)
   return Number.isSafeInteger(micros) ? micros : null // up to the year 2255
 }
 

@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { AuditEventTable } from '../../src/store/audit-table'
-import { AuditCodec } from '../../src/store/audit-codec'
+import { AuditCodec, parseTimestamp } from '../../src/store/audit-codec'
 import { formatTimestamp } from '../../src/store/clock'
 import { listAuditEvents } from '../../src/storage/embedded/audit-query'
 import { plannerWork, WALK_CHUNK } from '../../src/storage/embedded/planner'
@@ -153,6 +153,18 @@ describe('encoding', () => {
     const table = tableOf(odd)
     for (const event of odd) expect(JSON.stringify(table.get(event.event_id))).toBe(JSON.stringify(event))
     expect([...table.values()].map((event) => JSON.stringify(event))).toEqual(odd.map((event) => JSON.stringify(event)))
+  })
+
+  test('a timestamp is read back to the microsecond it came from, and only a canonical one is read at all', () => {
+    const next = random(21)
+    for (let i = 0; i < 20_000; i++) {
+      const micros = Math.floor(next() * 7e15) // 1970 to about 2191
+      expect(parseTimestamp(formatTimestamp(micros))).toBe(micros)
+    }
+    for (const text of ['2026-02-29 00:00:00.000000 +00:00', '2026-13-01 00:00:00.000000 +00:00', '2026-05-01 24:00:00.000000 +00:00', '2026-05-01T12:00:00.000000 +00:00', '1969-12-31 23:59:59.999999 +00:00']) {
+      expect(parseTimestamp(text)).toBeNull()
+    }
+    expect(parseTimestamp('2024-02-29 00:00:00.000001 +00:00')).toBe(Date.UTC(2024, 1, 29) * 1000 + 1)
   })
 
   test('a UUID is 16 bytes and a repeated string one index: a create of an enrollment is under 200 bytes', () => {
