@@ -21,11 +21,11 @@
  * `git archive` into the work dir (its node_modules linked to this one's: package.json is the same).
  * Prints a report and writes it to docs/benchmarks-audit.md (with only some phases: printed only).
  *
- *   bun run bench/audit.ts [--events N] [--phase memory,startup,create] [--before COMMIT] [--rounds 3] [--seconds 5] [--keep]
+ *   bun run bench/audit.ts [--events N] [--phase memory,startup,create] [--before COMMIT|DIR] [--rounds 3] [--seconds 5] [--keep]
  *
  * `memory` covers 1 and 2; needs wrk for `create`.
  */
-import { mkdtemp, mkdir, rm, symlink, writeFile } from 'node:fs/promises'
+import { mkdtemp, mkdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Store } from '../src/store/store'
@@ -152,11 +152,15 @@ async function startUp(children: Children, dir: string, events: number): Promise
 async function createAB(children: Children, work: string, before: string, rounds: number, seconds: number): Promise<CreateRun[]> {
   const wrk = findWrk()
   if (!wrk) throw new Error(wrkMissing('bench/audit.ts --phase create'))
-  const beforeRoot = join(work, `keyward-${before}`)
-  await mkdir(beforeRoot)
-  const archive = Bun.spawn(['sh', '-c', `git archive ${before} | tar -x -C ${beforeRoot}`], { cwd: ROOT, stderr: 'inherit' })
-  if ((await archive.exited) !== 0) throw new Error(`could not extract ${before}`)
-  await symlink(join(ROOT, 'node_modules'), join(beforeRoot, 'node_modules'))
+  // A directory is a checkout already made (a variant built by hand, say); anything else a commit.
+  const given = await stat(before).then((info) => info.isDirectory(), () => false)
+  const beforeRoot = given ? before : join(work, `keyward-${before}`)
+  if (!given) {
+    await mkdir(beforeRoot)
+    const archive = Bun.spawn(['sh', '-c', `git archive ${before} | tar -x -C ${beforeRoot}`], { cwd: ROOT, stderr: 'inherit' })
+    if ((await archive.exited) !== 0) throw new Error(`could not extract ${before}`)
+    await symlink(join(ROOT, 'node_modules'), join(beforeRoot, 'node_modules'))
+  }
   const sides = { before: beforeRoot, now: ROOT } as const
   const runs: CreateRun[] = []
   for (let round = 1; round <= rounds; round++) {
