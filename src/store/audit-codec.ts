@@ -118,8 +118,6 @@ export class AuditCodec {
   private readonly strings: string[][] = [[]]
   private stringCount = 0
   private readonly stringIndex = new GenerationalMap<number>()
-  /** The dictionary's strings as JSON, made when first written (`stringJson`). */
-  private readonly jsonStrings: string[][] = []
   /** @internal The encoding buffer, reused (encodeKey). */
   buffer = new Uint8Array(1024)
   private view = new DataView(this.buffer.buffer)
@@ -195,35 +193,6 @@ export class AuditCodec {
       created: header.created,
       modified: header.modified,
     }
-  }
-
-  /**
-   * The event at `offset` as JSON: the same text as `JSON.stringify(decode(...))`, without building
-   * the event (a snapshot writes every event; test/unit/audit-table.test.ts compares the two).
-   */
-  json(bytes: Uint8Array, offset: number, header: EventHeader = newHeader()): string {
-    const reader = this.readHeader(bytes, offset, header)
-    const field = (i: number) => this.headerJson(header, i)
-    const own: Own = { target: headerValue(this, header, 1), customer: headerValue(this, header, 8), time: header.created }
-    return (
-      `{"event_id":${field(0)},"action":${field(2)},"target_type":${field(3)},"target_id":${field(1)},` +
-      `"actor_organization_id":${field(4)},"actor_token_id":${field(5)},"actor_role":${field(6)},"actor_cli":${field(7)},` +
-      `"customer_id":${field(8)},"changes":${reader.json(this, own)},"trace_id":${field(9)},` +
-      `"created":${JSON.stringify(header.created)},"modified":${JSON.stringify(header.modified)}}`
-    )
-  }
-
-  /** A dictionary string as JSON (quoted and escaped once, then kept). */
-  stringJson(index: number): string {
-    const piece = this.jsonStrings[index >>> STRING_PIECE_BITS] ?? (this.jsonStrings[index >>> STRING_PIECE_BITS] = [])
-    return (piece[index & (STRING_PIECE - 1)] ??= JSON.stringify(this.stringAt(index)))
-  }
-
-  private headerJson(header: EventHeader, i: number): string {
-    const value = header.values[i]
-    if (value === UUID) return `"${uuidText(header.bytes, header.offsets[i]!)}"`
-    if (typeof value === 'number') return this.stringJson(value)
-    return JSON.stringify(value) ?? 'null'
   }
 
   /** The header of the event at `offset` into `header`; returns the reader, left at `changes`. */
@@ -476,53 +445,6 @@ export class Reader {
         return own.target
       case T_SAME_CUSTOMER:
         return own.customer
-      default:
-        throw new Error(`audit event encoding: unknown tag ${tag} at ${this.at - 1}`)
-    }
-  }
-
-  /** The value at `at` as JSON text (see AuditCodec.json). */
-  json(codec: AuditCodec, own: Own): string {
-    const tag = this.bytes[this.at++]
-    switch (tag) {
-      case T_NULL:
-        return 'null'
-      case T_TRUE:
-        return 'true'
-      case T_FALSE:
-        return 'false'
-      case T_NUMBER:
-        return JSON.stringify(this.float())
-      case T_UUID:
-        return `"${this.uuid()}"`
-      case T_DICT:
-        return codec.stringJson(this.varint())
-      case T_STRING:
-        return JSON.stringify(this.text(codec))
-      case T_ARRAY: {
-        const length = this.varint()
-        let json = '['
-        for (let i = 0; i < length; i++) json += (i === 0 ? '' : ',') + this.json(codec, own)
-        return json + ']'
-      }
-      case T_OBJECT: {
-        const count = this.varint()
-        let json = '{'
-        for (let i = 0; i < count; i++) {
-          const index = this.varint()
-          const key = index === 0 ? JSON.stringify(this.text(codec)) : codec.stringJson(index - 1)
-          json += (i === 0 ? '' : ',') + key + ':' + this.json(codec, own)
-        }
-        return json + '}'
-      }
-      case T_TIME_OWN:
-        return `"${formatTimestamp(own.time)}"`
-      case T_TIME:
-        return `"${formatTimestamp(this.float())}"`
-      case T_SAME_TARGET:
-        return JSON.stringify(own.target) ?? 'null'
-      case T_SAME_CUSTOMER:
-        return JSON.stringify(own.customer) ?? 'null'
       default:
         throw new Error(`audit event encoding: unknown tag ${tag} at ${this.at - 1}`)
     }

@@ -19,7 +19,6 @@
 import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
 import type { AuditEvent } from '../storage/records'
 import { GenerationalMap, type ChangeObserver } from './table'
-import { RecordJson } from './snapshot-file'
 
 /** Size of one buffer of encoded events (an event larger than this gets a buffer of its own). */
 const CHUNK_BYTES = 1 << 20
@@ -193,11 +192,11 @@ export class AuditEventTable {
   }
 
   /**
-   * The events as they are now, as JSON lines read later (a snapshot written while writes go on): the positions
+   * The events as they are now, read later (a snapshot written while writes go on): the positions
    * are copied and the buffers they point into are never written again below them, so neither
    * appends nor drops change what this yields.
    */
-  capture(): Iterable<RecordJson> {
+  capture(): Iterable<AuditEvent> {
     const positions = this.positions.slice(this.base - this.floor, this.end - this.floor)
     const chunks = this.chunks.slice()
     const chunkFloor = this.chunkFloor
@@ -206,10 +205,7 @@ export class AuditEventTable {
     return (function* () {
       for (const position of positions) {
         const chunk = Math.floor(position / CHUNK_SPAN)
-        const bytes = chunks[chunk - chunkFloor]!
-        // Straight to the JSON line the snapshot writes: no event object, no JSON.stringify.
-        const json = codec.json(bytes, position - chunk * CHUNK_SPAN, header)
-        yield new RecordJson(headerValue(codec, header, 0) as string, json)
+        yield codec.decode(chunks[chunk - chunkFloor]!, position - chunk * CHUNK_SPAN, header) as unknown as AuditEvent
       }
     })()
   }

@@ -392,21 +392,8 @@ class BlockWriter {
   }
 }
 
-/**
- * A record already in its JSON form (one line), written as it is: a table that keeps records
- * encoded writes them without building objects (audit events, src/store/audit-table.ts).
- */
-export class RecordJson {
-  constructor(
-    /** The record's primary key. */
-    readonly id: string,
-    readonly json: string,
-  ) {}
-}
-
 /** JSON for one value on one line; undefined, functions and symbols have no JSON form. */
 function stringify(value: unknown): string {
-  if (value instanceof RecordJson) return value.json
   const json: string | undefined = JSON.stringify(value)
   if (json === undefined) throw new TypeError(`cannot write ${typeof value} to a snapshot`)
   return json

@@ -16,7 +16,7 @@ import type { Table } from './table'
 import { advanceClockPast } from './clock'
 import { LogWriter, removeSegmentsBefore } from './wal'
 import { recover } from './recovery'
-import { RecordJson, SnapshotFile, type SnapshotData } from './snapshot-file'
+import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'
 import { hasPaddedLog, readDataFormat, upgradeDataDir } from './format'
@@ -290,7 +290,7 @@ export class Store {
         for (const record of dropped) if (asOfCapture.get(table.keyOf(record)) !== null) yield record
         if (frozen) {
           for (const record of frozen) {
-            const id = record instanceof RecordJson ? record.id : table.keyOf(record)
+            const id = table.keyOf(record)
             const asOf = asOfCapture.has(id) ? asOfCapture.get(id) : record
             if (asOf !== null && asOf !== undefined) yield asOf
           }
