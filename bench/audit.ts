@@ -33,6 +33,7 @@ import { EmbeddedStorage } from '../src/storage/embedded'
 import { initialiseStorage } from '../src/cli/init'
 import { recordEvent, type Actor, type AuditAction } from '../src/modules/shared/audit'
 import { createApp } from '../src/app'
+import { createLogger } from '../src/ops/logger'
 import { TokenVerifier, tokenIdOf } from '../src/auth/tokens'
 import { nowMicros } from '../src/store/clock'
 import type { AuditEvent } from '../src/storage/records'
@@ -356,7 +357,7 @@ async function measure(dir: string): Promise<void> {
   Bun.gc(true)
   const rssAfter = process.memoryUsage().rss
   const storage = new EmbeddedStorage(store)
-  const app = createApp({ storage, verifier: new TokenVerifier(), config: { publicUrl: 'http://bench', autoVerifyInstallations: false } }, () => {})
+  const app = createApp({ storage, verifier: new TokenVerifier(), config: { publicUrl: 'http://bench', autoVerifyInstallations: false }, logger: createLogger('json', () => {}) })
   const request = () => app.handle(new Request(`http://bench/api/audit-events?target_ids=${meta.target}`, { headers: { authorization: `Bearer ${meta.vendorToken}` } }))
   const first = await request()
   const listed = ((await first.json()) as { total: number }).total

@@ -115,6 +115,8 @@ interface Bench {
   readonly sets: DataSet[]
   readonly servers: Server[]
   readonly keyward: (size: number) => Server
+  /** The keyward of `--baseline DIR` on the same set, if asked for. */
+  readonly baseline: (size: number) => Server | null
   readonly jsonServer: (size: number) => Server | null
   /** The bare server and the ladder's steps (embedded store, read phase). */
   readonly bare: Server | null
@@ -182,7 +184,7 @@ async function dropWorkingDatabase(name: string): Promise<void> {
 async function run(tools: Tools, work: string): Promise<number> {
   const started = performance.now()
   const elapsed = () => `${((performance.now() - started) / 1000).toFixed(0)} s`
-  const serve = await benchServeOptions()
+  const serve = await benchServeOptions(ROOT, settings.rateLimit)
   console.log(
     `keyward benchmark, ${settings.store} store (${settings.quick ? 'quick' : 'full'}: ${settings.sizes.map(sizeLabel).join(' / ')} ` +
       `${settings.store === 'embedded' ? 'records' : 'enrollments'}; phases ${settings.phases.join(', ')}; ${settings.rounds} round${settings.rounds > 1 ? 's' : ''}, ` +
@@ -204,6 +206,12 @@ async function run(tools: Tools, work: string): Promise<number> {
     await startServer(keyward, work)
     servers.push(keyward)
     await settle(livePids(servers.map((s) => s.proc)), `after starting ${keyward.name}`, quietTimeoutMs(settings) * 4)
+    if (settings.baseline) {
+      const baseline = newServer('baseline', set)
+      await startServer(baseline, work)
+      servers.push(baseline)
+      await settle(livePids(servers.map((s) => s.proc)), `after starting ${baseline.name}`, quietTimeoutMs(settings) * 4)
+    }
     if (needsJsonServer()) {
       const jsonServer = newServer('json-server', set)
       await startServer(jsonServer, work)
@@ -212,6 +220,7 @@ async function run(tools: Tools, work: string): Promise<number> {
     }
   }
   const keywardOf = (size: number) => servers.find((s) => s.kind === 'keyward' && s.set!.size === size)!
+  const baselineOf = (size: number) => servers.find((s) => s.kind === 'baseline' && s.set!.size === size) ?? null
   const jsonServerOf = (size: number) => servers.find((s) => s.kind === 'json-server' && s.set!.size === size) ?? null
 
   // The limit and the ladder: a bare Bun.serve with keyward's own answer to the read, and the steps between.
@@ -226,7 +235,7 @@ async function run(tools: Tools, work: string): Promise<number> {
 
   // 3. Check every server answers right before measuring anything.
   for (const s of servers) {
-    if (s.kind === 'keyward') await checkKeyward(s)
+    if (s.kind === 'keyward' || s.kind === 'baseline') await checkKeyward(s)
     if (s.kind === 'json-server') await checkJsonServer(s)
   }
   // json-server's check wrote its whole db.json, without fsync: out of the page cache before measuring.
@@ -235,7 +244,7 @@ async function run(tools: Tools, work: string): Promise<number> {
   console.log(`servers ready and checked (${elapsed()}; sync took ${synced.toFixed(1)} s)\n`)
 
   // 4. Measure, phase by phase.
-  const context: Bench = { tools, work, sets, servers, keyward: keywardOf, jsonServer: jsonServerOf, bare, ladder }
+  const context: Bench = { tools, work, sets, servers, keyward: keywardOf, baseline: baselineOf, jsonServer: jsonServerOf, bare, ladder }
   benchContext = context
   let snapshot: SnapshotPhase | null = null
   for (const phase of settings.phases) {
@@ -353,12 +362,19 @@ async function startServer(s: Server, work: string): Promise<void> {
   const set = s.set!
   try {
     let started: { proc: Server['proc']; port: number; log: ProcessLog; startupSeconds: number; startupCpuSeconds?: number }
-    if (s.kind === 'keyward') {
-      if (set.working.store === 'embedded' && set.pristine.store === 'embedded') {
-        await rm(set.working.dir, { recursive: true, force: true })
-        await copyDirDurably(set.pristine.dir, set.working.dir)
+    if (s.kind === 'keyward' || s.kind === 'baseline') {
+      const working = workingTarget(s)
+      if (working.store === 'embedded' && set.pristine.store === 'embedded') {
+        await rm(working.dir, { recursive: true, force: true })
+        await copyDirDurably(set.pristine.dir, working.dir)
       }
-      started = await startKeyward(children, set.working, { name: s.name, timeoutMs: START_TIMEOUT_MS, ...(settings.profileDir ? { profileDir: settings.profileDir } : {}) })
+      started = await startKeyward(children, working, {
+        name: s.name,
+        timeoutMs: START_TIMEOUT_MS,
+        rateLimit: settings.rateLimit,
+        ...(s.kind === 'baseline' ? { root: settings.baseline! } : {}),
+        ...(settings.profileDir ? { profileDir: settings.profileDir } : {}),
+      })
     } else {
       started = await startJsonServer(children, {
         name: s.name,
@@ -380,13 +396,17 @@ async function startServer(s: Server, work: string): Promise<void> {
     const cpu = started.startupCpuSeconds !== undefined ? `, ${started.startupCpuSeconds.toFixed(2)} s of CPU` : ''
     console.log(`  ${s.name.padEnd(16)} answers after ${started.startupSeconds.toFixed(2)} s${cpu}, VmRSS ${mib(rss)} MiB${s.restarts > 0 ? ` (restart ${s.restarts})` : ''}`)
   } catch (error) {
-    if (s.kind === 'keyward') throw error
+    if (s.kind === 'keyward' || s.kind === 'baseline') throw error
     s.failure = `did not start: ${firstLine((error as Error).message)}`
     s.dirty = false // no second try: a start can take up to START_TIMEOUT_MS
     console.log(`  ${s.name.padEnd(16)} ${s.failure}`)
     await kill(s)
   }
 }
+
+/** Where a keyward server's data is: the set's working copy, or a copy of its own for the baseline (embedded only). */
+const workingTarget = (s: Server): Target =>
+  s.kind === 'baseline' && s.set!.working.store === 'embedded' ? { store: 'embedded', dir: `${s.set!.working.dir}-baseline` } : s.set!.working
 
 const jsonServerDb = (set: DataSet, work: string) => join(work, `json-server-${set.label}.json`)
 
@@ -628,7 +648,7 @@ async function measureServer(
     console.log(`  ${measure} ${s.name} r${round}: not measured: ${s.failure ?? 'not running'}`)
     return
   }
-  const embeddedKeyward = s.kind === 'keyward' && s.set?.working.store === 'embedded'
+  const embeddedKeyward = (s.kind === 'keyward' || s.kind === 'baseline') && s.set?.working.store === 'embedded'
   await measureRun({
     label: `${measure} ${s.name}${options.kind && options.kind !== s.kind ? ` (${options.kind})` : ''} r${round}`,
     outcome,
@@ -640,7 +660,7 @@ async function measureServer(
       ourPids: livePids(b.servers.map((x) => x.proc)),
       database: s.set?.database ? { adminUrl: settings.adminUrl, names: [s.set.database] } : null,
     }),
-    dataDir: embeddedKeyward ? (s.set!.working as { dir: string }).dir : null,
+    dataDir: embeddedKeyward ? (workingTarget(s) as { dir: string }).dir : null,
     ...(embeddedKeyward && (measure === 'create1' || measure === 'create64') ? { records: () => keywardRecords(s) } : {}),
     settle: (when) => settle(livePids(b.servers.map((x) => x.proc)), when, quietTimeoutMs(settings)),
   })
@@ -716,6 +736,8 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
         const keyward = b.keyward(size)
         const path = `/api/enrollments/${set.readId}`
         const sides: (() => Promise<void>)[] = [() => measureServer(keyward, 'read', round, getLoad(keyward, path, READ_CLIENTS, set.token), { warmup: warmupFor(keyward.checkReadMs) })]
+        const baseline = b.baseline(size)
+        if (baseline) sides.push(() => measureServer(baseline, 'read', round, getLoad(baseline, path, READ_CLIENTS, set.token), { warmup: warmupFor(baseline.checkReadMs) }))
         if (settings.store === 'embedded') {
           // The bare server and the steps do not depend on the data: the ladder beside the smallest set, the limit beside each.
           for (const step of [b.bare!, ...(size === smallest() ? b.ladder : [])]) {
@@ -765,7 +787,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
       console.log(`  (${clients} connection${clients > 1 ? 's' : ''})`)
       for (let round = 1; round <= settings.rounds; round++) {
         for (const size of order([...settings.sizes], round)) {
-          const sides = [b.keyward(size), b.jsonServer(size)].filter((s): s is Server => s !== null)
+          const sides = [b.keyward(size), b.baseline(size), b.jsonServer(size)].filter((s): s is Server => s !== null)
           for (const s of order(sides, round)) {
             // json-server: no warm-up (every warm-up write would have to be undone by a restart;
             // its reads warmed it up); at the large sizes runs long enough to see a few writes.
@@ -896,8 +918,9 @@ async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
     const baseline = await measuredRun(() => load(snapshotBaselineSeconds(settings)), accounting())
     console.log(`  without a snapshot:    ${describeRun(baseline)}`)
 
-    const written = s.log!.watch(/snapshot written in ([\d.]+) s/)
-    const failed = s.log!.watch(/snapshot failed: (.*)/)
+    // The server's log line: JSON ("snapshot written" with duration_ms) or, before issue 12, plain text.
+    const written = s.log!.watch(/snapshot written(?: in ([\d.]+) s|.*"duration_ms":(\d+))/)
+    const failed = s.log!.watch(/snapshot failed(?:: (.*)|.*"error":"([^"]*)")/)
     const watch = watchSnapshots(dir, 25)
     const loadStartedAt = performance.now()
     let readLoad: Load | undefined
@@ -913,7 +936,7 @@ async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
       const deadline = signalledAt + SNAPSHOT_TIMEOUT_SECONDS * 1000
       for (;;) {
         if (watch.current().finished > 0) break
-        if (failed.found()) failure = `the server logged: snapshot failed: ${failed.found()![1]}`
+        if (failed.found()) failure = `the server logged: snapshot failed: ${failed.found()![1] ?? failed.found()![2]}`
         else if (!running(s.proc)) failure = `the server exited (${s.proc!.exitCode ?? s.proc!.signalCode})`
         else if (performance.now() > deadline) failure = `no new snapshot.json within ${SNAPSHOT_TIMEOUT_SECONDS} s of SIGUSR1`
         if (failure) break
@@ -928,7 +951,8 @@ async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
     const stoppedAt = performance.now()
     await watch.stop()
     // The server's own figure, if it logged one.
-    const serverSeconds = written.found() ? Number(written.found()![1]) : null
+    const found = written.found()
+    const serverSeconds = found ? (found[1] !== undefined ? Number(found[1]) : Number(found[2]) / 1000) : null
     written.stop()
     failed.stop()
     const finishedAt = activity.lastFinishedAt

@@ -7,7 +7,11 @@ import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
 import { DOCS_SCRIPT_PATH, docsPage, docsScript } from './http/docs-page'
 import { cors } from './http/cors'
-import type { AppDeps } from './http/context'
+import { unmatchedApiCharge, type AppDeps, type AppOptions } from './http/context'
+import { operationsRoutes } from './http/operations'
+import { requestObserver, type Route } from './http/observe'
+import { createLogger } from './ops/logger'
+import { Metrics } from './ops/metrics'
 import { organizationsController } from './modules/organizations'
 import { applicationsController } from './modules/applications'
 import { environmentsController } from './modules/environments'
@@ -25,19 +29,38 @@ import { VERSION } from './version'
 /** GET /healthz's answer while the server is serving. */
 const HealthAnswer = v.strictObject({ status: v.literal('ok') })
 
-export function createApp(given: AppDeps, log: (line: string) => void = (line) => console.error(line)) {
-  const deps: AppDeps = { ...given, log }
+/** Where `app.handle` requests come from: they have no socket (tests give their own `clientAddress`). */
+const NO_ADDRESS = 'local'
+
+export function createApp(options: AppOptions) {
+  let app: ReturnType<typeof routes> | undefined
+  const deps: AppDeps = {
+    ...options,
+    logger: options.logger ?? createLogger('json'),
+    metrics: options.metrics ?? new Metrics(),
+    clientAddress: options.clientAddress ?? ((request) => app?.server?.requestIP(request)?.address ?? NO_ADDRESS),
+  }
+  deps.storage.observeWrites((seconds) => deps.metrics.storageWrites.observe(seconds))
+  return (app = routes(deps))
+}
+
+function routes(deps: AppDeps) {
   const consumers = new ConsumerService(deps.storage)
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
   const tokens = new TokenService(deps.storage)
+  // The app's routes, for the request log's route templates: read on the first request.
+  let routeList: () => readonly Route[] = () => []
   const app = new Elysia()
-    .use(foundation(log))
+    // Around every route's handler (src/http/observe.ts): the request log and metrics.
+    .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
+    .use(foundation(deps.logger, unmatchedApiCharge(deps)))
     // Only when configured: a global hook costs every request (see `withTraceId`).
     .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {
       detail: doc({ operationId: 'getHealth', summary: 'Liveness', tag: 'service', public: true, responses: { 200: HealthAnswer } }),
     })
+    .use(operationsRoutes(deps))
     .get('/docs', ({ set }) => (withTraceId(set), new Response(docsPage, { headers: { 'content-type': 'text/html; charset=utf-8' } })), {
       detail: doc({
         operationId: 'getDocsPage',
@@ -64,6 +87,7 @@ export function createApp(given: AppDeps, log: (line: string) => void = (line) =
     .use(enrollmentsController(deps, enrollments))
     .use(tokensController(deps, tokens))
     .use(auditController(deps))
+  routeList = () => app.routes
   let document: unknown
   // Built on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.
   return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION, deps.config.publicUrl))), {
@@ -71,4 +95,4 @@ export function createApp(given: AppDeps, log: (line: string) => void = (line) =
   })
 }
 
-export type App = ReturnType<typeof createApp>
+export type App = ReturnType<typeof routes>

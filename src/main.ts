@@ -32,6 +32,8 @@ const commands = {
       'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
       'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
+      'rate-limit': { type: 'string', default: env.KEYWARD_RATE_LIMIT || '100' },
+      'log-format': { type: 'string', default: env.KEYWARD_LOG_FORMAT || 'json' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -46,6 +48,8 @@ const commands = {
         autoVerifyInstallations: v['auto-verify-installations'] as boolean,
         corsOrigins: v['cors-origin'] as string[],
         auditRetention: v['audit-retention'] as string,
+        rateLimit: v['rate-limit'] as string,
+        logFormat: v['log-format'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),

@@ -20,10 +20,7 @@ export function keywardEnv(): Record<string, string | undefined> {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KEYWARD_')))
 }
 
-/**
- * A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it
- * fails. `root`: the checkout whose keyward runs (another commit's, for an A/B); default this one.
- */
+/** A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it fails. */
 export async function keywardCli(args: string[], root = ROOT): Promise<string> {
   const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
@@ -31,7 +28,7 @@ export async function keywardCli(args: string[], root = ROOT): Promise<string> {
   return stdout
 }
 
-/** `keyward init`: the vendor organization of a new store. */
+/** `keyward init`: the vendor organization of a new store (`root`: as keywardCli's). */
 export async function initStore(target: Target, root = ROOT): Promise<{ organization_id: string }> {
   const line = (await keywardCli(['init', ...targetArgs(target)], root)).trim().split('\n').at(-1)!
   return { organization_id: (JSON.parse(line) as { organization_id: string }).organization_id }
@@ -47,16 +44,18 @@ export async function issueToken(target: Target, org: string, role = 'admin', ro
 const serveHelp = new Map<string, Promise<string>>()
 
 /**
- * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where this keyward
- * has them, since a load generator sends far more than any client should with one token. Read from
- * `serve --help`, so that the benchmarks run on a keyward with or without the option.
+ * Options every benchmark passes to `serve`: rate limits off (`--rate-limit 0`), where the keyward
+ * of `root` has them, since a load generator sends far more than any client should with one token;
+ * or `rateLimit` requests per second (bench/run.ts `--rate-limit`: the limits' cost measured, set
+ * far above the load). Read from `serve --help`, so that the benchmarks run on a keyward with or
+ * without the option.
  */
-export async function benchServeOptions(root = ROOT): Promise<{ args: string[]; note: string }> {
+export async function benchServeOptions(root = ROOT, rateLimit = 0): Promise<{ args: string[]; note: string }> {
   if (!serveHelp.has(root)) serveHelp.set(root, keywardCli(['serve', '--help'], root))
   const help = await serveHelp.get(root)!
-  return help.includes('--rate-limit')
-    ? { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
-    : { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
+  if (!help.includes('--rate-limit')) return { args: [], note: 'no rate limits (this keyward has no `--rate-limit` option)' }
+  if (rateLimit > 0) return { args: ['--rate-limit', String(rateLimit)], note: `rate limits on (\`--rate-limit ${rateLimit}\`, above any load here)` }
+  return { args: ['--rate-limit', '0'], note: 'rate limits off (`--rate-limit 0`)' }
 }
 
 export interface RunningKeyward {
@@ -78,14 +77,15 @@ export interface RunningKeyward {
 export async function startKeyward(
   children: Children,
   target: Target,
-  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string },
+  /** `root`: the checkout whose src/main.ts runs (default this one); `rateLimit`: see benchServeOptions. */
+  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string; rateLimit?: number },
 ): Promise<RunningKeyward> {
   const root = options.root ?? ROOT
   const port = await freePort()
   const profile = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`, `--cpu-prof-name=${options.name.replace(/\W+/g, '-')}-${Date.now()}.cpuprofile`] : []
   const begun = performance.now()
   const proc = children.spawn(
-    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root)).args],
+    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root, options.rateLimit)).args],
     { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
   )
   const log = new ProcessLog(proc.stderr)

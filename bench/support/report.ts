@@ -158,7 +158,7 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
   if (embedded) {
     phaseTable(
       'read',
-      ['keyward', 'json-server', 'bare'],
+      ['keyward', 'baseline', 'json-server', 'bare'],
       `keyward: \`GET /api/enrollments/{id}\` with a token of the customer organization, role admin; json-server: \`GET /enrollments/{id}\`; ` +
         `bare Bun.serve: keyward's own answer to that request (${env.bareBytes} bytes on the wire, body ${env.bareBodyBytes} bytes; the same status, ` +
         `headers and body, checked byte for byte with the Date and trace id masked), from bench/ladder-server.ts. One fixed enrollment, ` +
@@ -176,7 +176,7 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
     for (const measure of ['create1', 'create64'] as Measure[]) {
       phaseTable(
         measure,
-        ['keyward', 'json-server'],
+        ['keyward', 'baseline', 'json-server'],
         `keyward: \`POST /api/enrollments\` with fresh enrollment, consumer and installation ids per request (the server creates all three ` +
           `in one transaction, fsynced to its write-ahead log before the 201); json-server: \`POST /enrollments\` with the same body plus ` +
           `\`id\`. ${MEASURES[measure].clients} connection${MEASURES[measure].clients > 1 ? 's' : ''} (bench/run-create.lua). **json-server does not ` +
@@ -256,6 +256,7 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
 const KIND_LABELS: Partial<Record<Kind, string>> = {
   bare: 'bare Bun.serve',
   'keyward×2': 'keyward, two instances',
+  baseline: 'keyward of --baseline',
   'pgbench: keyward': "pgbench running keyward's statements",
 }
 const kindLabel = (kind: Kind) => KIND_LABELS[kind] ?? kind

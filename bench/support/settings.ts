@@ -41,6 +41,10 @@ export interface Settings {
   readonly adminUrl: string
   /** Start keyward under `bun --cpu-prof`, profiles left here. */
   readonly profileDir: string | null
+  /** Another checkout of keyward (its root dir), measured beside this one in the read and create phases (A/B). */
+  readonly baseline: string | null
+  /** `serve --rate-limit` for keyward (0: off). */
+  readonly rateLimit: number
   /** Sizes of the data sets: records (embedded) or enrollments (postgres). */
   readonly sizes: readonly number[]
   readonly rounds: number
@@ -50,6 +54,7 @@ export interface Settings {
 
 export const USAGE = `usage: bun run bench/run.ts [--quick] [--store embedded|postgres] [--phase ${PHASES.join(',')}]
                           [--rebuild] [--database-url URL] [--profile DIR]
+                          [--baseline DIR] [--sizes N,...] [--rate-limit N]
 
   --store         embedded (default; writes docs/benchmarks.md) or postgres (database mode;
                   writes docs/benchmarks-postgres.md)
@@ -57,7 +62,12 @@ export const USAGE = `usage: bun run bench/run.ts [--quick] [--store embedded|po
   --rebuild       build the data sets again instead of taking them from bench/.cache
   --database-url  the PostgreSQL server, as a user that may create databases
                   (default ${DEFAULT_ADMIN_URL})
-  --profile DIR   run keyward under bun --cpu-prof; profiles in DIR when it stops`
+  --profile DIR   run keyward under bun --cpu-prof; profiles in DIR when it stops
+  --baseline DIR  also run the keyward checked out in DIR (e.g. a worktree of main) on the same
+                  data, measured in turn with this one in the read and create phases (embedded)
+  --sizes N,...   only these data set sizes (of 1000, 100000, 1000000 embedded; 1000, 1000000
+                  in database mode)
+  --rate-limit N  run keyward with \`--rate-limit N\` (default 0: off), to measure the limits' cost`
 
 /** The settings of a command line; throws a message for bad usage. */
 export function parseSettings(argv: string[]): Settings {
@@ -70,6 +80,9 @@ export function parseSettings(argv: string[]): Settings {
       rebuild: { type: 'boolean', default: false },
       'database-url': { type: 'string', default: DEFAULT_ADMIN_URL },
       profile: { type: 'string' },
+      baseline: { type: 'string' },
+      sizes: { type: 'string' },
+      'rate-limit': { type: 'string', default: '0' },
     },
     strict: true,
     allowPositionals: false,
@@ -80,15 +93,24 @@ export function parseSettings(argv: string[]): Settings {
   const asked = values.phase ? values.phase.split(',').map((p) => p.trim()) : [...all]
   for (const phase of asked) if (!all.includes(phase as PhaseName)) throw new Error(`--phase ${phase}: the ${store} store's phases are ${all.join(', ')}`)
   const quick = values.quick
+  const allSizes = store === 'embedded' ? [1_000, 100_000, 1_000_000] : [1_000, 1_000_000]
+  const sizes = values.sizes ? values.sizes.split(',').map((size) => Number(size.trim())) : allSizes
+  for (const size of sizes) if (!allSizes.includes(size)) throw new Error(`--sizes ${size}: the ${store} store's sizes are ${allSizes.join(', ')}`)
+  if (values.baseline && store !== 'embedded') throw new Error('--baseline runs on the embedded store only')
+  const rateLimit = Number(values['rate-limit'])
+  if (!Number.isSafeInteger(rateLimit) || rateLimit < 0) throw new Error(`--rate-limit must be a whole number, not '${values['rate-limit']}'`)
   return {
     store,
     quick,
     phases: all.filter((phase) => asked.includes(phase)),
-    complete: all.every((phase) => asked.includes(phase)),
+    // Only a run of everything, without a baseline, writes the report into docs/.
+    complete: all.every((phase) => asked.includes(phase)) && sizes.length === allSizes.length && !values.baseline,
     rebuild: values.rebuild,
     adminUrl: values['database-url'],
     profileDir: values.profile ?? null,
-    sizes: store === 'embedded' ? [1_000, 100_000, 1_000_000] : [1_000, 1_000_000],
+    baseline: values.baseline ?? null,
+    rateLimit,
+    sizes: allSizes.filter((size) => sizes.includes(size)),
     rounds: quick ? 1 : 3,
     warmupSeconds: quick ? 1 : 2,
     runSeconds: quick ? 2 : 5,
@@ -165,10 +187,11 @@ export const LADDER: Record<LadderKind, string> = {
 }
 /**
  * A side of a comparison. `keyward×2`: two instances on one database, the load spread over both.
+ * `baseline`: the keyward of `--baseline DIR` on the same data (an A/B of two versions).
  * `pgbench`: the database's limit for the request; `pgbench: keyward`: the statements keyward sends
  * for it, run by pgbench (bench/pgbench/), the database's limit for keyward's way of asking.
  */
-export type Kind = 'keyward' | 'keyward×2' | 'json-server' | 'bare' | LadderKind | 'pgbench' | 'pgbench: keyward'
+export type Kind = 'keyward' | 'keyward×2' | 'baseline' | 'json-server' | 'bare' | LadderKind | 'pgbench' | 'pgbench: keyward'
 /** What a run measured: `insert64` is the one-row create; `instances-*` the runs of the instances phase. */
 export type Measure = 'read' | 'page' | 'create1' | 'create64' | 'insert64' | 'instances-read' | 'instances-insert64'
 

@@ -7,6 +7,7 @@
  * HTTP over the Unix socket: one POST with the command as JSON, answered
  * `{"answer": ...}`, or `{"unknown": message}` (exit 2), or `{"failed": message}` (exit 1).
  */
+import type { Logger } from '../ops/logger'
 import { chmodSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import * as v from 'valibot'
@@ -29,11 +30,11 @@ type Perform = (command: TokenCommand) => Promise<TokenCommandAnswer>
  * already there was left by a server that died and is removed first. Null (with a warning) when the
  * dir's path is too long for a socket: the server still serves, and the CLI says why it cannot reach it.
  */
-export function serveControlSocket(dir: string, perform: Perform, log: (line: string) => void): Server<undefined> | null {
+export function serveControlSocket(dir: string, perform: Perform, logger: Logger): Server<undefined> | null {
   const path = controlSocketPath(dir)
   rmSync(path, { force: true })
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
-    log(`keyward: warning: no control socket: ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
+    logger.warn(`no control socket: ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
     return null
   }
   const server = Bun.serve({
@@ -51,7 +52,7 @@ export function serveControlSocket(dir: string, perform: Perform, log: (line: st
         return Response.json({ answer: await perform(command) })
       } catch (error) {
         if (error instanceof UnknownRecordError) return Response.json({ unknown: error.message }, { status: 404 })
-        log(`keyward: control socket: ${command.command} failed: ${(error as Error)?.message ?? error}`)
+        logger.error(`control socket: ${command.command} failed`, { error: (error as Error)?.message ?? String(error) })
         return Response.json({ failed: (error as Error)?.message ?? String(error) }, { status: 500 })
       }
     },

@@ -1,18 +1,19 @@
 /** `keyward serve`: bind the port, lock and recover the data dir, initialise it on first run, listen, shut down gracefully. */
-import { createApp } from '../app'
 import { Store } from '../store/store'
 import { acquireDataDirLock, type DataDirLock } from '../store/lock'
 import { prepareDataDir } from '../store/data-dir'
-import { parseDuration, TokenVerifier } from '../auth/tokens'
+import { DATA_FORMAT } from '../store/format'
+import { parseDuration } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
-import { checkPublicUrl, listenOnReservedPort, parsePort, readTlsFiles, reservePort, wildcardWarning } from './listen'
+import { checkPublicUrl, parsePort, readTlsFiles, reservePort } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
-import { startAuditRetention } from '../modules/audit/retention'
+import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
+import { serveUntilStopped, type OpenedStorage, type ServerSettings } from './serving'
 
 export interface ServeOptions {
   readonly data: string
@@ -29,19 +30,21 @@ export interface ServeOptions {
   readonly auditRetention: string
   /** Origins allowed to call the API from a browser (`--cors-origin`). */
   readonly corsOrigins?: readonly string[]
+  /** Requests per second per token or client address (`--rate-limit`, default 100; 0: off). */
+  readonly rateLimit?: string
+  /** `json` (default) or `text` (`--log-format`). */
+  readonly logFormat?: string
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
 
-const log = (line: string) => console.error(line)
-
 /** SIGUSR1: write a snapshot now (before a backup, or to measure one), while serving goes on. */
-function snapshotNow(store: Store): void {
-  const started = performance.now()
-  log('keyward: SIGUSR1: writing a snapshot')
+function snapshotNow(store: Store, logger: Logger): void {
+  logger.info('SIGUSR1: writing a snapshot')
   store.compact().then(
-    (wrote) => log(wrote ? `keyward: snapshot written in ${((performance.now() - started) / 1000).toFixed(2)} s` : 'keyward: the snapshot is already current'),
-    (error) => log(`keyward: snapshot failed: ${(error as Error).message}`),
+    // A snapshot written is logged by the store's `onSnapshot`, like every other.
+    (wrote) => (wrote ? undefined : logger.info('the snapshot is already current')),
+    (error) => logger.error('snapshot failed', { error: (error as Error).message }),
   )
 }
 
@@ -56,28 +59,24 @@ function parseRetention(text: string): number {
   return seconds
 }
 
-/** Resolves on the first SIGINT or SIGTERM; SIGUSR1 writes a snapshot meanwhile. */
-function stopSignal(store: Store): Promise<void> {
-  return new Promise<void>((resolve) => {
-    let stopping = false
-    const stop = (signal: NodeJS.Signals) => {
-      // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
-      // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
-      if (stopping) return log(`keyward: ${signal}: already stopping`)
-      stopping = true
-      log(`keyward: ${signal}: finishing requests in flight, writing a snapshot`)
-      resolve()
-    }
-    process.on('SIGINT', stop)
-    process.on('SIGTERM', stop)
-    process.on('SIGUSR1', () => snapshotNow(store))
-  })
+/** `--rate-limit`: a whole number of requests per second, 0 for none (else bad usage). */
+function parseRateLimit(text: string): number {
+  const limit = Number(text)
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(limit)) throw new UsageError(`invalid --rate-limit '${text}': give requests per second, like 100 (0 turns limits off)`)
+  return limit
+}
+
+function parseLogFormat(text: string): LogFormat {
+  if (!LOG_FORMATS.includes(text as LogFormat)) throw new UsageError(`invalid --log-format '${text}': use json or text`)
+  return text as LogFormat
 }
 
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = parsePort(options.port)
   if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
+  const rateLimit = parseRateLimit(options.rateLimit ?? '100')
+  const logger = createLogger(parseLogFormat(options.logFormat ?? 'json'))
   const tls = readTlsFiles(options.tlsCert, options.tlsKey)
   const retentionSeconds = parseRetention(options.auditRetention)
   // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
@@ -86,57 +85,57 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
   // reads the config per request, so filling it in right after binding is early enough.
   const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
-  if (options.databaseUrl) {
-    try {
-      return await serveDatabase(options, options.databaseUrl, reserved, tls, config, retentionSeconds)
-    } finally {
-      reserved.release() // a start that failed: the port is free again
-    }
+  const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
+  try {
+    const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger) : await openDataDir(options, logger)
+    return await serveUntilStopped(opened, settings)
+  } finally {
+    reserved.release() // a start that failed: the port is free again
+    await logger.flush()
   }
+}
+
+/** Locks, recovers (and on first run initialises) the data dir, and opens its control socket. */
+async function openDataDir(options: ServeOptions, logger: Logger): Promise<OpenedStorage> {
   let lock: DataDirLock | undefined
   let store: Store | undefined
-  let storage: EmbeddedStorage
-  let listening: ReturnType<typeof listenOnReservedPort> | undefined
-  let control: ReturnType<typeof serveControlSocket>
   try {
     await prepareDataDir(options.data)
     lock = acquireDataDirLock(options.data)
-    store = await Store.open(options.data, { log, ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}) })
-    storage = new EmbeddedStorage(store)
+    const started = performance.now()
+    store = await Store.open(options.data, {
+      log: (message) => logger.warn(message),
+      onSnapshot: ({ lsn, bytes, seconds }) => logger.info('snapshot written', { lsn, bytes, duration_ms: Math.round(seconds * 1000) }),
+      ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}),
+    })
+    logger.info('recovered', { data_dir: options.data, duration_ms: Math.round(performance.now() - started) })
+    const storage = new EmbeddedStorage(store)
     if (!isInitialised(storage)) {
       const first = await initialiseStorage(storage, 'Vendor', 'serve')
-      log('keyward: initialised a new data dir; the vendor admin token is shown once, keep it:')
+      logger.info('initialised a new data dir; the vendor admin token is on stdout, shown once: keep it')
       process.stdout.write(JSON.stringify(first) + '\n')
     }
-    listening = listenOnReservedPort(createApp({ storage, verifier: new TokenVerifier(), config }, log), options.host, reserved, tls)
     // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
-    control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), log)
+    const control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), logger)
+    const [opened, held] = [store, lock]
+    return {
+      storage,
+      where: { data_dir: options.data, data_format: DATA_FORMAT },
+      stopping: 'finishing requests in flight, writing a snapshot',
+      signals: { SIGUSR1: () => snapshotNow(opened, logger) },
+      close: async () => {
+        try {
+          await control?.stop(false)
+          await opened.close()
+        } finally {
+          held.release()
+        }
+      },
+    }
   } catch (error) {
     // Give the dir back in a clean state before reporting the failure.
-    reserved.release()
-    listening?.server.stop(true)
-    await store?.close().catch((closeError) => log(`keyward: ${(closeError as Error).message}`))
+    await store?.close().catch((closeError) => logger.error('close failed', { error: (closeError as Error).message }))
     lock?.release()
     throw error
   }
-
-  const { server, address } = listening
-  config.publicUrl ||= address
-  const warning = wildcardWarning(options.host, options.publicUrl, address)
-  if (warning) log(`keyward: warning: ${warning}`)
-  const retention = startAuditRetention(storage, retentionSeconds, log)
-  // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
-  const stopRequested = stopSignal(store)
-  log(`keyward: listening on ${address} (data dir ${options.data})`)
-  await stopRequested
-  try {
-    await server.stop(false)
-    await control?.stop(false)
-    await retention.stop()
-    await store.close()
-  } finally {
-    lock.release()
-  }
-  log('keyward: stopped')
-  return 0
 }

@@ -7,7 +7,7 @@ export const USAGE = {
 Usage:
   keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
-                [--audit-retention DURATION]
+                [--audit-retention DURATION] [--rate-limit N] [--log-format json|text]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
                       [--data DIR | --database-url URL]
@@ -48,6 +48,11 @@ Options:
                                  comma-separated; default: none)
   --audit-retention DURATION     audit events older than this are dropped, like 400d
                                  (env KEYWARD_AUDIT_RETENTION, default 400d)
+  --rate-limit N                 requests per second per token, and per client address for
+                                 requests without a valid token, with bursts of 2N; over it:
+                                 429 (env KEYWARD_RATE_LIMIT, default 100; 0 turns it off)
+  --log-format FORMAT            json (one object per line) or text, on stderr
+                                 (env KEYWARD_LOG_FORMAT, default json)
   --help                         this text`,
   init: `Usage: keyward init [options]
 

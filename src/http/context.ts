@@ -10,6 +10,12 @@ import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
 import { problemFor, withTraceId } from './foundation'
 import type { Actor } from '../modules/shared/audit'
+import type { Logger } from '../ops/logger'
+import type { Metrics } from '../ops/metrics'
+import type { RateLimiter } from '../ops/rate-limit'
+import { ApiError } from './errors'
+import { rateLimits, type ChargeRequest } from './rate-limits'
+import { notePrincipal } from './observe'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -20,12 +26,29 @@ export interface AppConfig {
   readonly corsOrigins?: readonly string[]
 }
 
-export interface AppDeps {
+/** What `createApp` is given. */
+export interface AppOptions {
   readonly storage: Storage
   readonly verifier: TokenVerifier
   readonly config: AppConfig
-  /** Where faults are reported (the app's log); stderr when not given. */
-  readonly log?: (line: string) => void
+  /** The server's log (src/ops/logger.ts); createApp gives one that writes JSON to stderr when absent. */
+  readonly logger?: Logger
+  /** GET /metrics' series; createApp makes them when absent. */
+  readonly metrics?: Metrics
+  /** Requests per second per token or client address (`--rate-limit`); absent or null: no limits. */
+  readonly rateLimiter?: RateLimiter | null
+  /**
+   * The address a request came from, for the limits of requests without a valid token. `serve`
+   * asks Bun's server; `app.handle` has no socket, and tests give their own.
+   */
+  readonly clientAddress?: (request: Request) => string
+}
+
+/** What every controller is given: AppOptions as createApp completes them. */
+export interface AppDeps extends AppOptions {
+  readonly logger: Logger
+  readonly metrics: Metrics
+  readonly clientAddress: (request: Request) => string
 }
 
 interface Authenticated {
@@ -34,14 +57,44 @@ interface Authenticated {
   readonly body: RequestBody | undefined
 }
 
-function authenticateRequest(deps: AppDeps, request: Request, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
+function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, request: Request, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
   withTraceId(set)
+  const accepted = (principal: Principal): Authenticated => {
+    notePrincipal(request, principal)
+    if (charge) charge(principal.tokenId, set)
+    return { principal, body: undefined }
+  }
   // `request.headers.get`, not the `headers` context: asking Elysia for `headers` makes it copy every
   // request header into a plain object on every request.
-  return then(authenticate(deps.storage, deps.verifier, request.headers.get('authorization') ?? undefined), (principal) => ({
-    principal,
-    body: undefined,
-  }))
+  const authorization = request.headers.get('authorization') ?? undefined
+  if (!charge) return then(authenticate(deps.storage, deps.verifier, authorization), accepted)
+  // Without a valid token, the client's address pays: a 401 while it has requests left, then 429.
+  const refused = (error: unknown): never => {
+    if (error instanceof ApiError && error.status === 401) charge(`address ${deps.clientAddress(request)}`, set)
+    throw error
+  }
+  let principal: Maybe<Principal>
+  try {
+    principal = authenticate(deps.storage, deps.verifier, authorization)
+  } catch (error) {
+    return refused(error)
+  }
+  return principal instanceof Promise ? principal.then(accepted, refused) : accepted(principal)
+}
+
+/**
+ * Charges a request that no route answers to its client's address, when it is an /api request:
+ * every /api answer carries the RateLimit headers, and a flood of unknown /api paths is limited like
+ * one without a token (it has none that was checked). Undefined when there are no limits.
+ */
+export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { headers: Record<string, unknown> }) => void) | undefined {
+  if (!deps.rateLimiter) return undefined
+  const charge = rateLimits(deps.rateLimiter)
+  return (request, set) => {
+    const url = request.url
+    const path = url.indexOf('/api/', url.indexOf('//') + 2)
+    if (path !== -1 && path === url.indexOf('/', url.indexOf('//') + 2)) charge(`address ${deps.clientAddress(request)}`, set)
+  }
 }
 
 /**
@@ -49,16 +102,18 @@ function authenticateRequest(deps: AppDeps, request: Request, set: { headers: Re
  * synchronously, and an awaited hook would make every request async: so it gets a hook written
  * without a call in its return (docs/storage.md, "What each implementation promises").
  */
-export const authenticated = (deps: AppDeps) =>
-  deps.storage.synchronous
+export const authenticated = (deps: AppDeps) => {
+  const charge = deps.rateLimiter ? rateLimits(deps.rateLimiter) : undefined
+  return deps.storage.synchronous
     ? new Elysia().derive({ as: 'scoped' }, ({ request, set }) => {
-        const resolved = authenticateRequest(deps, request, set) as Authenticated
+        const resolved = authenticateRequest(deps, charge, request, set) as Authenticated
         return { principal: resolved.principal, body: resolved.body }
       })
     : new Elysia().derive({ as: 'scoped' }, async ({ request, set }) => {
-        const resolved = await authenticateRequest(deps, request, set)
+        const resolved = await authenticateRequest(deps, charge, request, set)
         return { principal: resolved.principal, body: resolved.body }
       })
+}
 
 /**
  * Route options of every route that takes a body (`{ ...takesBody, detail: ... }`). Elysia must not
@@ -99,10 +154,9 @@ export interface ReadContext {
  * Elysia's error hook never sees the rejection of a handler it compiled as synchronous.
  */
 export function readRoutes(deps: AppDeps) {
-  const { storage } = deps
-  const log = deps.log ?? ((line: string) => console.error(line))
+  const { storage, logger } = deps
   const settle = <T>(answer: T) => storage.settle(answer)
-  const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, log)
+  const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, logger)
   return <R>(read: (context: ReadContext) => Maybe<R>) => {
     if (!storage.synchronous) {
       return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)

@@ -51,6 +51,8 @@ export function problemResponse(
   detail: string,
   traceId: string,
   errors?: readonly FieldError[],
+  /** Added to the answer's headers (rate limits, Retry-After). */
+  headers?: Record<string, string>,
 ): Response {
   const body = {
     type: 'about:blank',
@@ -61,10 +63,14 @@ export function problemResponse(
     trace_id: traceId,
     ...(errors && errors.length > 0 ? { errors } : {}),
   }
-  return new Response(JSON.stringify(body), {
+  const text = JSON.stringify(body)
+  return new Response(text, {
     status,
     headers: {
+      ...headers,
       'content-type': 'application/problem+json',
+      // Set here because it is known here: the request log reads it (src/http/observe.ts).
+      'content-length': String(Buffer.byteLength(text)),
       'x-trace-id': traceId,
       // RFC 6750: a 401 names the scheme the client should use.
       ...(status === 401 ? { 'www-authenticate': 'Bearer realm="keyward"' } : {}),

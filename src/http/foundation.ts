@@ -7,6 +7,8 @@ import { Elysia } from 'elysia'
 import { ApiError, problemResponse } from './errors'
 import { StorageUnavailableError } from '../store/wal'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
+import type { Logger } from '../ops/logger'
+import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -25,24 +27,67 @@ export function withTraceId(set: { headers: Record<string, unknown> }): string {
  * The problem response for anything thrown while answering a request: an ApiError as it says, a
  * storage failure as 503, the framework's own failures, and anything else as a logged 500.
  */
-export function problemFor(error: unknown, code: string | number | undefined, set: { headers: Record<string, unknown> }, log: (line: string) => void): Response {
+export function problemFor(error: unknown, code: string | number | undefined, set: { headers: Record<string, unknown> }, logger: Logger): Response {
   // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
   const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()
-  if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors)
+  if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors, limitHeaders(error, set))
   if (error instanceof StorageUnavailableError) {
-    log(`[${traceId}] ${error.message}`)
-    return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId)
+    logger.error('storage failure', { trace_id: traceId, error: error.message })
+    return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId, undefined, limitHeaders(error, set))
   }
   if (error instanceof DatabaseUnavailableError) {
-    log(`[${traceId}] ${error.message}`)
-    return problemResponse(503, 'database_unavailable', 'The database cannot be reached; try again shortly (a change in flight may or may not have been made).', traceId)
+    logger.error('database unavailable', { trace_id: traceId, error: error.message })
+    return problemResponse(
+      503,
+      'database_unavailable',
+      'The database cannot be reached; try again shortly (a change in flight may or may not have been made).',
+      traceId,
+      undefined,
+      limitHeaders(error, set),
+    )
   }
-  if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId)
+  if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId, undefined, limitHeaders(error, set))
   if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
-  if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId)
-  log(`[${traceId}] unexpected ${code}: ${(error as Error)?.stack ?? String(error)}`)
-  return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId)
+  if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId, undefined, limitHeaders(error, set))
+  logger.error('unexpected error', { trace_id: traceId, code: code === undefined ? undefined : String(code), error: (error as Error)?.stack ?? String(error) })
+  return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId, undefined, limitHeaders(error, set))
 }
 
-export const foundation = (log: (line: string) => void) =>
-  new Elysia({ name: 'foundation' }).onError({ as: 'global' }, ({ code, error, set }) => problemFor(error, code, set, log))
+/** The rate-limit headers `authenticated` set (every /api answer has them), and Retry-After on a 429. */
+function limitHeaders(error: unknown, set: { headers: Record<string, unknown> }): Record<string, string> | undefined {
+  if (set.headers['ratelimit'] === undefined) return undefined
+  const headers: Record<string, string> = {}
+  for (const name of RATE_LIMIT_HEADERS) headers[name] = set.headers[name] as string
+  if (error instanceof RateLimited) headers['retry-after'] = String(error.retryAfterSeconds)
+  return headers
+}
+
+/**
+ * `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedApiCharge` in
+ * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
+ */
+export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>
+  new Elysia({ name: 'foundation' })
+    .onError({ as: 'global' }, ({ code, error, request, set }) => {
+      if (code === 'NOT_FOUND' && chargeUnmatched) {
+        try {
+          chargeUnmatched(request, set)
+        } catch (limited) {
+          return problemFor(limited, undefined, set, logger)
+        }
+      }
+      return problemFor(error, code, set, logger)
+    })
+    // JSON answers are serialised here rather than by Elysia, so that their size is known for the
+    // request log's bytes_out (src/http/observe.ts): counting a Response's body afterwards costs
+    // the read by id more than this (README "Operating keyward").
+    .mapResponse({ as: 'global' }, ({ responseValue, set }) => {
+      // Not a Response, nor a promise (a read that waits for a write's fsync, a long walk: Elysia awaits
+      // it and maps it itself; such answers are counted by the log from their body).
+      if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response || responseValue instanceof Promise) return
+      const text = JSON.stringify(responseValue)
+      set.headers['content-type'] = 'application/json;charset=utf-8'
+      set.headers['content-length'] = String(Buffer.byteLength(text))
+      // A string: Elysia makes the Response (with `set`), as it would have from the object.
+      return text as unknown as Response
+    })

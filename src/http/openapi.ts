@@ -20,7 +20,7 @@ import { AuditEventRecord } from '../modules/audit/model'
 type Success = GenericSchema | { readonly description: string; readonly contentType: string }
 
 /** Errors a route may declare; those every route of its kind answers are added (`errorStatuses`). */
-type DeclaredError = 400 | 401 | 403 | 404 | 409
+type DeclaredError = 400 | 401 | 403 | 404 | 409 | 503
 
 interface RouteDoc {
   /** Stable: generated clients name their functions after it. */
@@ -54,7 +54,7 @@ const TAGS = {
   keysets: "An enrollment's keys; a new keyset retires the previous one.",
   tokens: 'Bearer tokens: issued (the token string shown once), listed and revoked by admins.',
   audit: 'Every change, who made it and what it changed; for admins and viewers of the vendor and of customers.',
-  service: 'Liveness, this document and its page; no token needed.',
+  service: 'Liveness, readiness, this document and its page (no token needed); metrics (a vendor token).',
 } as const
 type Tag = keyof typeof TAGS
 
@@ -82,14 +82,18 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
   409: ['Conflict', 'The change conflicts with the current state (already in that state, still in use, owned by another customer, ...).'],
   413: ['PayloadTooLarge', 'The request body is over 64 KiB.'],
   415: ['UnsupportedMediaType', 'A request body whose Content-Type is not application/json.'],
+  429: ['TooManyRequests', 'Over the rate limit of the token (or, without a valid token, of the client address): `rate_limited`; `Retry-After` says in how many seconds to try again.'],
   500: ['InternalError', 'An unexpected fault; it was logged with the trace id.'],
-  503: ['StorageUnavailable', 'A change could not be made durable and was not made (nor is any read answered that saw it).'],
+  503: [
+    'StorageUnavailable',
+    'Changes cannot be made durable now: a change could not be written and was not made, nor is any read answered that saw it (`storage_unavailable`), or the database cannot be reached (`database_unavailable`).',
+  ],
 }
 
 /** Errors by route kind (the contract, section 3), beyond what a route declares. */
 function errorStatuses(meta: RouteDoc, hasPathIds: boolean): number[] {
   const statuses = new Set<number>([...(meta.errors ?? []), 500])
-  if (!meta.public) for (const status of [401, 413, 415, 503]) statuses.add(status)
+  if (!meta.public) for (const status of [401, 413, 415, 429, 503]) statuses.add(status)
   if (hasPathIds) statuses.add(400).add(404)
   if (meta.body || meta.query) statuses.add(400)
   return [...statuses].sort((a, b) => a - b)
@@ -97,6 +101,11 @@ function errorStatuses(meta: RouteDoc, hasPathIds: boolean): number[] {
 
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 const TRACE_ID_HEADER = { $ref: '#/components/headers/TraceId' }
+/** On every answer of a rate-limited route while limits are on (docs/operations.md, "Rate limits"). */
+const RATE_LIMIT_HEADERS = {
+  'ratelimit-policy': { $ref: '#/components/headers/RateLimitPolicy' },
+  ratelimit: { $ref: '#/components/headers/RateLimit' },
+}
 
 export function openApiDocument(
   routes: readonly { method: string; path: string; hooks: { detail?: unknown } }[],
@@ -119,7 +128,7 @@ export function openApiDocument(
     }))
     if (meta.query) parameters.push(...queryParameters(meta.query))
     const responses: Record<string, unknown> = {}
-    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success)
+    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public)
     for (const status of errorStatuses(meta, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}')
     paths[path] ??= {}
@@ -156,6 +165,15 @@ export function openApiDocument(
       schemas: componentSchemas(),
       headers: {
         TraceId: { description: 'New for each request; equal to the body\'s `trace_id` where it has one.', schema: { type: 'string', format: 'uuid' } },
+        RateLimitPolicy: {
+          description: 'On every answer of a rate-limited route (the /api routes and /metrics) while limits are on: the burst `q` per window of `w` = 1 second.',
+          schema: { type: 'string', examples: ['"default";q=200;w=1'] },
+        },
+        RateLimit: {
+          description: 'With RateLimit-Policy: the requests `r` left now, and the seconds `t` until the allowance is full again.',
+          schema: { type: 'string', examples: ['"default";r=143;t=1'] },
+        },
+        RetryAfter: { description: 'Whole seconds until one request is allowed again.', schema: { type: 'integer', minimum: 1 } },
       },
       responses: Object.fromEntries(
         Object.entries(ERRORS).map(([status, [name, description]]) => [
@@ -164,7 +182,9 @@ export function openApiDocument(
             description,
             headers: {
               'x-trace-id': TRACE_ID_HEADER,
+              ...RATE_LIMIT_HEADERS,
               ...(status === '401' ? { 'www-authenticate': { description: 'Bearer realm="keyward"', schema: { type: 'string' } } } : {}),
+              ...(status === '429' ? { 'retry-after': { $ref: '#/components/headers/RetryAfter' } } : {}),
             },
             content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
           },
@@ -174,8 +194,8 @@ export function openApiDocument(
   }
 }
 
-function successResponse(status: number, success: Success) {
-  const headers = { 'x-trace-id': TRACE_ID_HEADER }
+function successResponse(status: number, success: Success, rateLimited: boolean) {
+  const headers = { 'x-trace-id': TRACE_ID_HEADER, ...(rateLimited ? RATE_LIMIT_HEADERS : {}) }
   if ('contentType' in success) return { description: success.description, headers, content: { [success.contentType]: { schema: { type: 'string' } } } }
   const description = status === 201 ? 'Created' : 'OK'
   return { description, headers, content: { 'application/json': { schema: jsonSchema(success) } } }

@@ -135,8 +135,20 @@ export interface Storage extends Reader {
    * and events are never changed. Called in the background in small batches, never by a request.
    */
   purgeAuditEvents(before: number, limit: number): Promise<number>
+  /**
+   * Whether changes can be made durable now (GET /readyz, CONTRACT section 11). Embedded: not from
+   * a failed write to the log until one succeeds again. PostgreSQL: a `SELECT 1` on a connection of
+   * its own, bounded in time, at most one at a time and its answer kept for a second.
+   */
+  readiness(): Maybe<Readiness>
+  /** Records per table (GET /metrics, the start-up line); PostgreSQL's statistics estimate them. */
+  recordCounts(): Maybe<Record<TableName, number>>
+  /** `observer` is told the seconds of each durable write: the log's append and fsync, or a commit. */
+  observeWrites(observer: (seconds: number) => void): void
   close(): Promise<void>
 }
+
+export type Readiness = 'ready' | 'storage_unavailable' | 'database_unavailable'
 
 /** A unique rule of the data was about to be broken; nothing was written. */
 export class UniqueViolation extends Error {

@@ -37,6 +37,8 @@ export interface StoreOptions {
   readonly log?: (message: string) => void
   /** The log holds records it must not (a failed batch could not be cut off). Default: exit. */
   readonly onFatal?: (error: unknown) => void
+  /** A snapshot was written (for the server's log). */
+  readonly onSnapshot?: (snapshot: { readonly lsn: number; readonly bytes: number; readonly seconds: number }) => void
 }
 
 /** How to take one write back: a put's previous version (undefined: it was an insert), or dropped records. */
@@ -91,6 +93,10 @@ export class Store {
   private closed = false
   private closing: Promise<void> | undefined
   private readonly log: (message: string) => void
+  /** The last write to the log failed, and none succeeded since (GET /readyz). */
+  private failing = false
+  /** Told how long each durable write took (the log's append and fsync). */
+  writeObserver: ((seconds: number) => void) | undefined
 
   private constructor(
     readonly dir: string,
@@ -113,6 +119,11 @@ export class Store {
       store.writer = await LogWriter.open(dir, recovered.lastLsn, store.writerHooks(), recovered.lastSegment)
     }
     return store
+  }
+
+  /** False from a failed write to the log until a write succeeds again. */
+  get writable(): boolean {
+    return !this.failing
   }
 
   /** True once the vendor organization exists, i.e. `init` has run on this dir. */
@@ -189,7 +200,9 @@ export class Store {
 
   private writerHooks() {
     return {
+      onWritten: (seconds: number) => this.writeObserver?.(seconds),
       onDurable: (lsn: number) => {
+        this.failing = false
         let done = 0
         while (done < this.pending.length && this.pending[done]!.lsn <= lsn) done++
         this.pending.splice(0, done)
@@ -201,6 +214,7 @@ export class Store {
         }
       },
       onFailure: (firstLsn: number) => {
+        this.failing = true
         const failed = this.pending.filter((p) => p.lsn >= firstLsn)
         this.pending = this.pending.filter((p) => p.lsn < firstLsn)
         for (let i = failed.length - 1; i >= 0; i--) this.undo(failed[i]!.undo)
@@ -233,6 +247,7 @@ export class Store {
    */
   private async writeSnapshot(): Promise<boolean> {
     const writer = this.writer!
+    const started = performance.now()
     const view = await writer.quiesce(async () => {
       if (writer.durableLsn === this.snapshotLsn) return null
       const view = this.captureView(writer.durableLsn)
@@ -249,6 +264,7 @@ export class Store {
     this.snapshotLsn = view.data.lsn
     this.snapshotBytes = await fileSize(join(this.dir, SNAPSHOT_FILE))
     await removeSegmentsBefore(this.dir, view.data.lsn + 1)
+    this.options.onSnapshot?.({ lsn: view.data.lsn, bytes: this.snapshotBytes, seconds: (performance.now() - started) / 1000 })
     return true
   }
 

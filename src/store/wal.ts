@@ -60,6 +60,8 @@ export interface LogWriterHooks {
   onFailure(firstLsn: number): void
   /** The failed batch could not be cut off the file: the log may hold unacknowledged records. */
   onFatal(error: unknown): void
+  /** A batch was written and synced in `seconds` (the metrics' durable write). */
+  onWritten?(seconds: number): void
 }
 
 export class LogWriter {
@@ -177,6 +179,7 @@ export class LogWriter {
   private async writeBatch(batch: PendingAppend[]): Promise<void> {
     const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
     const progress = { written: 0 }
+    const started = performance.now()
     try {
       await this.makeRoomFor(bytes.length)
       await writeFully(this.file, bytes, this.offset, progress)
@@ -192,6 +195,7 @@ export class LogWriter {
       for (const pending of failed) pending.reject(reason)
       return
     }
+    this.hooks.onWritten?.((performance.now() - started) / 1000)
     this.offset += bytes.length
     this.durable = batch[batch.length - 1]!.lsn
     this.hooks.onDurable(this.durable)

@@ -34,24 +34,38 @@ describe('the document', () => {
     expect(operations().map((o) => `${o.method} ${o.path}`).sort()).toEqual(routes)
   })
 
-  test('servers is the configured public URL; the bearer scheme secures every /api operation', () => {
+  test('servers is the configured public URL; the bearer scheme secures every /api operation and /metrics', () => {
     expect(document.servers).toEqual([{ url: 'http://keyward.test', description: 'This server' }])
     expect(document.security).toEqual([{ bearer: [] }])
+    const needsToken = (path: string) => path.startsWith('/api/') || path === '/metrics'
     for (const { path, operation } of operations()) {
-      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !path.startsWith('/api/') })
+      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !needsToken(path) })
     }
   })
 
-  test('every /api operation lists 401, 413, 415, 500 and 503, and only named problem responses for errors', () => {
+  test('every /api operation lists 401, 413, 415, 429, 500 and 503, and only named problem responses for errors', () => {
     for (const { path, operation } of operations()) {
       const statuses = Object.keys(operation.responses)
-      if (path.startsWith('/api/')) for (const status of ['401', '413', '415', '500', '503']) expect(statuses).toContain(status)
+      if (path.startsWith('/api/')) for (const status of ['401', '413', '415', '429', '500', '503']) expect(statuses).toContain(status)
       for (const status of statuses.filter((s) => Number(s) >= 400)) {
         expect(operation.responses[status].$ref).toStartWith('#/components/responses/')
       }
     }
     const problem = document.components.responses.NotFound.content['application/problem+json'].schema
     expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
+  })
+
+  test('the rate-limit headers: on every answer of an /api operation, Retry-After on 429; none on the public routes', () => {
+    for (const { path, operation } of operations()) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        const headers = response.$ref ? document.components.responses[response.$ref.split('/').pop()].headers : response.headers
+        if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit')
+        if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit-policy')
+        if (!operation.security && Number(status) < 400) expect(Object.keys(headers)).toContain('ratelimit')
+        if (operation.security?.length === 0 && Number(status) < 400) expect(Object.keys(headers)).not.toContain('ratelimit')
+      }
+    }
+    expect(document.components.responses.TooManyRequests.headers['retry-after']).toEqual({ $ref: '#/components/headers/RetryAfter' })
   })
 
   test('idempotent creates answer 201 or 200, the other creates 201 only', () => {

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, isDataDirLocked, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, isDataDirLocked, waitFor, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
 
@@ -138,7 +138,13 @@ describe('the log cannot grow (file-size limit)', () => {
     const refused = ledger.failedCreates.length + ledger.failedUpdates.length + ledger.failedConsumers.length
     expect(refused).toBe(8) // each client stopped at its first refusal (a write answered 503)
     expect(ledger.organizations.size).toBeGreaterThan(50)
-    expect(server.stderr.text).toContain('write-ahead log append failed')
+    // The log is written in batches, a moment later (docs/operations.md "Logs").
+    await waitFor('the failure in the log', () => server.stderr.text.includes('write-ahead log append failed'), server.proc)
+    // Not ready while changes cannot be made durable (CONTRACT section 11); still alive.
+    const readiness = await fetch(`${server.url}/readyz`)
+    expect(readiness.status).toBe(503)
+    expect(((await readiness.json()) as { code: string }).code).toBe('storage_unavailable')
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
 
     // Writes that still fit in the room left are taken; the next that does not is refused again.
     await write(server, token, customer, ledger, { untilRefused: true })
@@ -147,6 +153,7 @@ describe('the log cannot grow (file-size limit)', () => {
     expect(await stopServer(server, 'SIGKILL')).toBe(-9)
     const restarted = await startServer(data)
     try {
+      expect((await fetch(`${restarted.url}/readyz`)).status).toBe(200)
       await expectExactly(restarted, token, ledger, [vendorId, customer])
       // The disk has room again: writes are taken and kept.
       const more = newLedger()

@@ -80,10 +80,13 @@ test('on a wildcard host without --public-url, serve warns that host_url names t
   const data = `${tempDir('keyward-serve-options-')}/data`
   const warned = await startServer(data, { wrap: (command) => [...command, '--host', '0.0.0.0'] })
   expect(warned.url).toMatch(/^http:\/\/0\.0\.0\.0:\d+$/)
-  expect(warned.stderr.text).toContain(`keyward: warning: 0.0.0.0 is a wildcard address; new applications get host_url ${warned.url}, which no client can call: set --public-url`)
+  const warnings = warned.stderr.text.split('\n').filter((line) => line.includes('"level":"warn"'))
+  expect(warnings.map((line) => JSON.parse(line).msg)).toEqual([
+    `0.0.0.0 is a wildcard address; new applications get host_url ${warned.url}, which no client can call: set --public-url`,
+  ])
   expect(await stopServer(warned, 'SIGTERM')).toBe(0)
 
   const quiet = await startServer(data, { wrap: (command) => [...command, '--host', '0.0.0.0', '--public-url', 'https://keyward.example.com'] })
-  expect(quiet.stderr.text).not.toContain('warning')
+  expect(quiet.stderr.text).not.toContain('"level":"warn"')
   expect(await stopServer(quiet, 'SIGTERM')).toBe(0)
 })

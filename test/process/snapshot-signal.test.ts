@@ -20,7 +20,7 @@ test('SIGUSR1 writes a snapshot while serving; a second one finds it current', a
   const segmentsBefore = logSegments(data)
 
   server.proc.kill('SIGUSR1')
-  await waitFor('the snapshot line', () => /snapshot written in/.test(server.stderr.text), server.proc)
+  await waitFor('the snapshot line', () => /snapshot written/.test(server.stderr.text), server.proc)
   // Still serving, and the segments the snapshot covers are gone (a new one took over).
   expect((await api(server.url, token, 'GET', `/api/organizations/${created.body.organization.organization_id}`)).status).toBe(200)
   expect(logSegments(data).some((name) => segmentsBefore.includes(name))).toBe(false)

@@ -18,6 +18,12 @@ import { newToken, TokenVerifier, type Role } from '../../src/auth/tokens'
 import { createToken } from '../../src/modules/tokens/service'
 import { createTestDatabase, TEST_STORE } from './database'
 import { answerChecker, type AnswerCheck } from './openapi-check'
+import { createLogger } from '../../src/ops/logger'
+import { Metrics } from '../../src/ops/metrics'
+import type { RateLimiter } from '../../src/ops/rate-limit'
+
+/** The header a test sets to say which client address a request comes from (`app.handle` has no socket). */
+export const CLIENT_ADDRESS_HEADER = 'x-test-client-address'
 
 export interface ApiResponse {
   readonly status: number
@@ -73,22 +79,33 @@ async function postgresStore(): Promise<TestStore> {
   return { storage, vendorId, vendorToken, close }
 }
 
-export async function createHarness(options: { autoVerifyInstallations?: boolean; corsOrigins?: string[]; store?: StoreOptions } = {}) {
+export interface HarnessOptions {
+  readonly autoVerifyInstallations?: boolean
+  readonly corsOrigins?: string[]
+  readonly store?: StoreOptions
+  /** Rate limits, as `serve --rate-limit` makes them (give it a clock of the test's own); default none. */
+  readonly rateLimiter?: RateLimiter
+}
+
+export async function createHarness(options: HarnessOptions = {}) {
   const testStore = TEST_STORE === 'postgres' ? await postgresStore() : await embeddedStore(options.store)
   const { storage, vendorId, vendorToken, close } = testStore
+  /** The app's log, one JSON line each (requests, faults). */
   const logged: string[] = []
-  const app = createApp(
-    {
-      storage,
-      verifier: new TokenVerifier(),
-      config: {
-        publicUrl: 'http://keyward.test',
-        autoVerifyInstallations: options.autoVerifyInstallations ?? false,
-        ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
-      },
+  const metrics = new Metrics()
+  const app = createApp({
+    storage,
+    verifier: new TokenVerifier(),
+    config: {
+      publicUrl: 'http://keyward.test',
+      autoVerifyInstallations: options.autoVerifyInstallations ?? false,
+      ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
     },
-    (line) => logged.push(line),
-  )
+    logger: createLogger('json', (line) => logged.push(line)),
+    metrics,
+    rateLimiter: options.rateLimiter ?? null,
+    clientAddress: (request) => request.headers.get(CLIENT_ADDRESS_HEADER) ?? 'test-client',
+  })
 
   /** Token records being written: every request waits for them, so a token works from the next request on. */
   const issuing = new Set<Promise<unknown>>()
@@ -156,5 +173,5 @@ export async function createHarness(options: { autoVerifyInstallations?: boolean
 
   /** The embedded engine, for tests of the embedded store only (test/unit). */
   const store = testStore.store!
-  return { storage, store, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, close }
+  return { storage, store, app, vendorId, vendorToken, token, tokensRecorded, request, createCustomer, createPartner, logged, metrics, close }
 }

@@ -141,8 +141,8 @@ const MIN_SAMPLES_TO_JUDGE = 30
 const MAX_UNEXPECTED_LINES = 60
 const SLOWEST = 10
 
-/** What the server always writes on stderr (start, first start, graceful stop): not reported. */
-const BENIGN_STDERR = [/listening on http/, /initialised a new data dir/, /^keyward: SIGTERM: /, /^keyward: stopped$/]
+/** What the server always writes on stderr (its info lines: start, requests, graceful stop): not reported. */
+const BENIGN_STDERR = [/^\{"time":"[^"]+","level":"info",/]
 
 // ---------------------------------------------------------------------------------------------
 // Model

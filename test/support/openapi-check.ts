@@ -51,8 +51,9 @@ function compileChecker(document: Document): AnswerCheck {
     const what = `${method} ${path} answered ${answer.status}`
     let pointer: string
     if (!operation) {
-      if (answer.status !== 404) throw new Error(`${what}, but the document has no such operation (an unknown route must be 404)`)
-      pointer = '/components/responses/NotFound'
+      // An unknown /api path is charged to the client's address like any /api request (429 over it).
+      if (answer.status !== 404 && answer.status !== 429) throw new Error(`${what}, but the document has no such operation (an unknown route must be 404)`)
+      pointer = answer.status === 404 ? '/components/responses/NotFound' : '/components/responses/TooManyRequests'
     } else {
       const listed = operation.responses[String(answer.status)]
       if (!listed) throw new Error(`${what}, a status the document does not list for ${operation.operationId}`)

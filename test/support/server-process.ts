@@ -1,7 +1,7 @@
 /**
  * The real CLI as a child process, for the process tests and the crash-loop bench: start `serve` on
- * a data dir with `--port 0`, wait for its "listening on http(s)://host:PORT" line on stderr, talk to
- * it over HTTP, stop it with a signal.
+ * a data dir with `--port 0` and rate limits off, wait for its `listening` log line on stderr (its
+ * `address`), talk to it over HTTP, stop it with a signal.
  */
 import { resolve } from 'node:path'
 import type { Subprocess } from 'bun'
@@ -98,9 +98,12 @@ export interface ServeOptions {
   readonly wrap?: (command: string[]) => string[]
   /** Added to the environment (KEYWARD_* settings). */
   readonly env?: Record<string, string>
+  /** Requests per second per token or address; default 0 (`--rate-limit 0`, no limits) unless `env` sets one. */
+  readonly rateLimit?: number
 }
 
-const LISTENING = /listening on (https?:\/\/\S+:\d+)/
+/** The start-up line, as JSON (the default) or text (`--log-format text`). */
+const LISTENING = /"msg":"listening".*?"address":"(https?:\/\/[^"]+)"|\blistening address=(https?:\/\/\S+)/
 
 /** Every server spawned here: killServers() ends those still running, e.g. after a failed test. */
 const spawned = new Set<ServerProcess['proc']>()
@@ -120,7 +123,8 @@ const storeArgs = (store: ServerStore) => (typeof store === 'string' ? ['--data'
 
 /** Spawns `serve --data <data> --port 0` (or `--database-url`) without waiting for it; `url` stays empty. */
 export function spawnServer(store: ServerStore, options: ServeOptions = {}): ServerProcess {
-  const command = keywardCommand(['serve', ...storeArgs(store), '--port', '0'])
+  const limit = options.rateLimit ?? (options.env?.KEYWARD_RATE_LIMIT === undefined ? 0 : undefined)
+  const command = keywardCommand(['serve', ...storeArgs(store), '--port', '0', ...(limit === undefined ? [] : ['--rate-limit', String(limit)])])
   const proc = Bun.spawn(options.wrap ? options.wrap(command) : command, {
     cwd: ROOT,
     env: { ...baseEnv, ...options.env },
@@ -145,7 +149,8 @@ export async function startServer(store: ServerStore, options: ServeOptions = {}
     await server.drained
     throw new Error(`${(error as Error).message}; stderr:\n${server.stderr.text}`)
   }
-  return { ...server, url: LISTENING.exec(server.stderr.text)![1]! }
+  const listening = LISTENING.exec(server.stderr.text)!
+  return { ...server, url: (listening[1] ?? listening[2])! }
 }
 
 /** Sends `signal` (unless null: already sent) and waits for the exit and all output; -9 for SIGKILL. */

@@ -4,6 +4,7 @@
  * (`Storage.purgeAuditEvents`), with a turn of the event loop in between. Never in a request's path.
  */
 import type { Storage } from '../../storage/storage'
+import type { Logger } from '../../ops/logger'
 
 /** Events per change: a log record of about 40 KiB, a moment of the store's queue. */
 export const RETENTION_BATCH = 1000
@@ -25,15 +26,15 @@ export interface AuditRetention {
 }
 
 /** A pass at once, then every quarter of the retention period (at least a second, at most ten minutes). */
-export function startAuditRetention(storage: Storage, retentionSeconds: number, log: (line: string) => void): AuditRetention {
+export function startAuditRetention(storage: Storage, retentionSeconds: number, logger: Logger): AuditRetention {
   const intervalMs = Math.min(Math.max((retentionSeconds * 1000) / 4, 1000), 10 * 60 * 1000)
   let running: Promise<void> | null = null
   const pass = () => {
     if (running) return // the last pass is still at it
     running = dropEventsBefore(storage, (Date.now() - retentionSeconds * 1000) * 1000)
       .then(
-        (dropped) => (dropped > 0 ? log(`keyward: audit retention: dropped ${dropped} event(s) older than ${retentionSeconds} s`) : undefined),
-        (error) => log(`keyward: audit retention failed, will retry: ${(error as Error)?.message ?? error}`),
+        (dropped) => (dropped > 0 ? logger.info(`audit retention: dropped ${dropped} event(s) older than ${retentionSeconds} s`, { dropped }) : undefined),
+        (error) => logger.error('audit retention failed, will retry', { error: (error as Error)?.message ?? String(error) }),
       )
       .finally(() => (running = null))
   }

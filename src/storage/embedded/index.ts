@@ -9,8 +9,8 @@
  */
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
-import { sameEnrollmentTuple, PRIMARY_KEY, type Enrollment, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Storage, type Tx } from '../storage'
+import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Readiness, type Storage, type Tx } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -72,6 +72,18 @@ export class EmbeddedStorage implements Storage {
   settle<T>(value: T): Maybe<T> {
     const barrier = this.store.readBarrier()
     return barrier ? barrier.then(() => value) : value
+  }
+
+  readiness(): Readiness {
+    return this.store.writable ? 'ready' : 'storage_unavailable'
+  }
+
+  recordCounts(): Record<TableName, number> {
+    return Object.fromEntries(TABLE_NAMES.map((name) => [name, this.store.tables[name].size])) as Record<TableName, number>
+  }
+
+  observeWrites(observer: (seconds: number) => void): void {
+    this.store.writeObserver = observer
   }
 
   close(): Promise<void> {

@@ -11,8 +11,8 @@
  * have been committed.
  */
 import { SQL } from 'bun'
-import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type Storage, type Tx } from '../storage'
+import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type Readiness, type Storage, type Tx } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CREDENTIAL, existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
@@ -20,6 +20,10 @@ import { CREDENTIAL, existsStatement, insertValues, isKey, listStatement, STATEM
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
   '(SELECT event_id FROM audit_events WHERE created < $1::bigint ORDER BY created, event_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED)'
+
+/** How long GET /readyz waits for the database's answer, and how long an answer is kept. */
+const PROBE_TIMEOUT_MS = 2000
+const PROBE_KEPT_MS = 1000
 
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
@@ -34,8 +38,15 @@ export interface PostgresOptions {
 
 export class PostgresStorage implements Storage {
   readonly synchronous = false
+  private writeObserver: ((seconds: number) => void) | undefined
+  /** The readiness probe's own connection, so that it never waits behind a busy pool. */
+  private probeSql: SQL | undefined
+  /** The probe's query while it runs: never more than one at a time, however often /readyz is asked. */
+  private probe: { readonly answer: Promise<void>; readonly deadline: number } | undefined
+  private lastProbe = { at: -Infinity, reachable: true }
 
   private constructor(
+    private readonly url: string,
     private readonly sql: SQL,
     /**
      * Tries of a statement whose connection the server had closed. The pool notices that the
@@ -53,7 +64,7 @@ export class PostgresStorage implements Storage {
   static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
     const max = options.maxConnections ?? 16
     // PostgreSQL's default plan caching, not a custom plan per statement: see docs/storage.md, "Plans".
-    return new PostgresStorage(new SQL({ url, max, connectionTimeout: 10 }), max + 1)
+    return new PostgresStorage(url, new SQL({ url, max, connectionTimeout: 10 }), max + 1)
   }
 
   /**
@@ -126,11 +137,15 @@ export class PostgresStorage implements Storage {
     for (let attempt = 1, lost = 0; ; attempt++) {
       let committing = false
       try {
-        return await this.sql.begin(async (connection) => {
+        let commitStarted = 0
+        const value = await this.sql.begin(async (connection) => {
           const value = await body(new PostgresTx(connection))
           committing = true
+          commitStarted = performance.now()
           return value
         })
+        this.writeObserver?.((performance.now() - commitStarted) / 1000)
+        return value
       } catch (error) {
         if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
           // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
@@ -177,7 +192,40 @@ export class PostgresStorage implements Storage {
     return rows.count as number
   }
 
+  readiness(): Readiness | Promise<Readiness> {
+    const now = performance.now()
+    const answer = (): Readiness => (this.lastProbe.reachable ? 'ready' : 'database_unavailable')
+    if (now - this.lastProbe.at < PROBE_KEPT_MS) return answer()
+    if (!this.probe) {
+      this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0])
+      const finish = (reachable: boolean) => {
+        this.lastProbe = { at: performance.now(), reachable }
+        this.probe = undefined
+      }
+      this.probe = { answer: this.probeSql.unsafe('SELECT 1').then(() => finish(true), () => finish(false)), deadline: now + PROBE_TIMEOUT_MS }
+    }
+    // A query still running past its deadline (a database that accepts but does not answer) is
+    // waited for by nobody: the answer is "unavailable" until it ends.
+    const remaining = this.probe.deadline - now
+    if (remaining <= 0) return 'database_unavailable'
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const timeout = new Promise<Readiness>((resolve) => (timer = setTimeout(() => resolve('database_unavailable'), remaining)))
+    return Promise.race([this.probe.answer.then(answer), timeout]).finally(() => clearTimeout(timer))
+  }
+
+  /** PostgreSQL's own estimate (its statistics), not a count: counting a big table takes a scan. */
+  async recordCounts(): Promise<Record<TableName, number>> {
+    const rows = await this.read(() => this.sql.unsafe('SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema()'))
+    const estimates = new Map<string, number>(rows.map((row: { relname: string; n_live_tup: string | number }) => [row.relname, Number(row.n_live_tup)]))
+    return Object.fromEntries(TABLE_NAMES.map((name) => [name, estimates.get(name) ?? 0])) as Record<TableName, number>
+  }
+
+  observeWrites(observer: (seconds: number) => void): void {
+    this.writeObserver = observer
+  }
+
   async close(): Promise<void> {
+    await this.probeSql?.close({ timeout: 1 })
     await this.sql.close({ timeout: 5 })
   }
 }

@@ -1,0 +1,154 @@
+/**
+ * The server's log (CONTRACT section 11; docs/operations.md "Logs"): one line per event on stderr,
+ * a JSON object (`time`, `level`, `msg`, then the fields) or, with `--log-format text`, the same as
+ * a readable line. Secrets never reach it: callers pass identifiers and counts, never a token, a
+ * body, an api_key or a query value.
+ *
+ * Lines are buffered and handed to stderr in batches (a request line must not cost a system call,
+ * nor block on a slow reader of stderr); `flush` writes what is left, and the process writes it
+ * synchronously if it exits before that.
+ */
+
+import { writeSync } from 'node:fs'
+
+export type LogFormat = 'json' | 'text'
+export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text']
+
+export type LogLevel = 'info' | 'warn' | 'error'
+export type LogValue = string | number | boolean | null | undefined | Readonly<Record<string, number>>
+export type LogFields = Record<string, LogValue>
+
+/** What the line of one request says (CONTRACT section 11). */
+export interface RequestLine {
+  readonly method: string
+  /** The route's template, or `unmatched`. */
+  readonly route: string
+  readonly status: number
+  readonly durationMs: number
+  readonly traceId: string | undefined
+  /** The token's organization and record id, when the request had a valid token. */
+  readonly organizationId: string | undefined
+  readonly tokenId: string | undefined
+  readonly bytesOut: number
+}
+
+export interface Logger {
+  info(msg: string, fields?: LogFields): void
+  warn(msg: string, fields?: LogFields): void
+  error(msg: string, fields?: LogFields): void
+  /** The `request` line (info): written on every request, so built without an object of fields. */
+  request(line: RequestLine): void
+  /** Writes what is buffered. */
+  flush(): Promise<void>
+}
+
+/** Where finished lines go: stderr by default; tests collect them. */
+export type LineSink = (text: string) => void
+
+let lastMillis = -1
+let lastTime = ''
+/** RFC 3339 in UTC with milliseconds; reused within a millisecond (many request lines share one). */
+function now(): string {
+  const millis = Date.now()
+  if (millis !== lastMillis) {
+    lastMillis = millis
+    lastTime = new Date(millis).toISOString()
+  }
+  return lastTime
+}
+
+/** A field's value in a text line: bare when it is a plain word, else quoted as JSON. */
+const textValue = (value: Exclude<LogValue, undefined>) =>
+  typeof value === 'string' && /^[\w.:/@+-]+$/.test(value) ? value : JSON.stringify(value)
+
+export function formatLine(format: LogFormat, time: string, level: LogLevel, msg: string, fields: LogFields | undefined): string {
+  if (format === 'json') {
+    // One stringify of the fields, spliced in after the fixed keys (no copy of `fields` per line).
+    const rest = fields ? JSON.stringify(fields) : '{}'
+    return `{"time":"${time}","level":"${level}","msg":${JSON.stringify(msg)}${rest.length > 2 ? `,${rest.slice(1)}` : '}'}\n`
+  }
+  let line = `${time} ${level.toUpperCase().padEnd(5)} ${msg}`
+  if (fields) for (const key in fields) if (fields[key] !== undefined) line += ` ${key}=${textValue(fields[key]!)}`
+  return line + '\n'
+}
+
+/** Lines are written at most this long after they were logged, or once this many characters wait. */
+const FLUSH_AFTER_MS = 20
+const FLUSH_AT_CHARS = 64 * 1024
+
+/**
+ * Lines go into Bun's buffered writer for stderr (native, no string kept per line), which is
+ * flushed FLUSH_AFTER_MS after the first line it holds, or once it holds FLUSH_AT_CHARS: never
+ * a system call per line.
+ */
+/**
+ * Lines wait here and go to stderr together, FLUSH_AFTER_MS after the first of them or once they
+ * hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each `write` at
+ * once). Bun's writer takes what the pipe cannot yet, so a slow reader never blocks the event loop.
+ */
+function stderrSink(): { sink: LineSink; flush(): Promise<void> } {
+  const writer = Bun.stderr.writer()
+  let pending: string[] = []
+  let chars = 0
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const flush = async () => {
+    clearTimeout(timer)
+    timer = undefined
+    if (chars === 0) return
+    writer.write(pending.join(''))
+    pending = []
+    chars = 0
+    await writer.flush()
+  }
+  // What is still waiting when the process exits (an exit from a fatal error) is written then.
+  process.on('exit', () => {
+    if (chars > 0) writeSync(2, pending.join(''))
+    chars = 0
+  })
+  return {
+    sink: (text) => {
+      pending.push(text)
+      chars += text.length
+      if (chars >= FLUSH_AT_CHARS) void flush()
+      else timer ??= setTimeout(flush, FLUSH_AFTER_MS)
+    },
+    flush,
+  }
+}
+
+export function createLogger(format: LogFormat, sink?: LineSink): Logger {
+  const out = sink ? { sink, flush: async () => {} } : stderrSink()
+  const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
+  const request =
+    format === 'json'
+      ? (r: RequestLine) =>
+          // Every value is one keyward made (an HTTP method, a route template, numbers, UUIDs): only
+          // the route needs JSON's quoting, and JSON.stringify of it is what escapes it.
+          out.sink(
+            `{"time":"${now()}","level":"info","msg":"request","method":"${r.method}","route":${JSON.stringify(r.route)},"status":${r.status},` +
+              `"duration_ms":${r.durationMs}${r.traceId === undefined ? '' : `,"trace_id":"${r.traceId}"`}` +
+              `${r.organizationId === undefined ? '' : `,"organization_id":"${r.organizationId}","token_id":"${r.tokenId}"`},"bytes_out":${r.bytesOut}}\n`,
+          )
+      : (r: RequestLine) => line('info')('request', requestFields(r))
+  return { info: line('info'), warn: line('warn'), error: line('error'), request, flush: out.flush }
+}
+
+function requestFields(r: RequestLine): LogFields {
+  return {
+    method: r.method,
+    route: r.route,
+    status: r.status,
+    duration_ms: r.durationMs,
+    trace_id: r.traceId,
+    organization_id: r.organizationId,
+    token_id: r.tokenId,
+    bytes_out: r.bytesOut,
+  }
+}
+
+/** A logger that keeps its entries (tests, and commands that need none). */
+export function memoryLogger(): Logger & { readonly entries: { level: LogLevel; msg: string; fields: LogFields }[] } {
+  const entries: { level: LogLevel; msg: string; fields: LogFields }[] = []
+  const line = (level: LogLevel) => (msg: string, fields: LogFields = {}) => void entries.push({ level, msg, fields })
+  return { entries, info: line('info'), warn: line('warn'), error: line('error'), request: (r) => line('info')('request', requestFields(r)), flush: async () => {} }
+}

@@ -1,0 +1,313 @@
+/**
+ * Operating keyward (CONTRACT section 11; docs/operations.md): GET /readyz, GET /metrics parsed by a
+ * Prometheus text-format parser, the request log, and rate limits per token and per client address.
+ * On both stores (test/run-suites.ts); the store-specific readiness cases say which store they need.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import parsePrometheusTextFormat, { type ParsedFamily } from 'parse-prometheus-text-format'
+import { createHarness, CLIENT_ADDRESS_HEADER, type Harness } from '../support/harness'
+import { TEST_STORE } from '../support/database'
+import { createConsumer, tenants, UUID_LOWER, type Tenants } from '../support/fixtures'
+import { RateLimiter } from '../../src/ops/rate-limit'
+import { createApp } from '../../src/app'
+import { TokenVerifier } from '../../src/auth/tokens'
+import { PostgresStorage } from '../../src/storage/postgres'
+import { createLogger } from '../../src/ops/logger'
+import { Metrics } from '../../src/ops/metrics'
+import type { FileHandle } from 'node:fs/promises'
+
+let h: Harness
+let t: Tenants
+beforeAll(async () => {
+  h = await createHarness()
+  t = await tenants(h)
+})
+afterAll(() => h.close())
+
+describe('GET /readyz', () => {
+  test('ready: 200 {"status":"ready"}, without a token; /healthz stays liveness', async () => {
+    const ready = await h.request('GET', '/readyz', { token: null })
+    expect(ready.status).toBe(200)
+    expect(ready.body).toEqual({ status: 'ready' })
+    expect(ready.headers.get('x-trace-id')).toMatch(UUID_LOWER)
+    expect((await h.request('GET', '/healthz', { token: null })).body).toEqual({ status: 'ok' })
+  })
+
+  test.skipIf(TEST_STORE !== 'embedded')('embedded: 503 storage_unavailable after a failed write, ready again once a write succeeds', async () => {
+    const broken = await createHarness()
+    try {
+      const file = (broken.store as unknown as { writer: { file: FileHandle } }).writer.file
+      const datasync = file.datasync.bind(file)
+      let failures = 1
+      // fdatasync reporting EIO cannot be caused on demand from a test; this stands in for it (as in test/unit/store.test.ts).
+      file.datasync = async () => {
+        if (failures-- > 0) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })
+        return datasync()
+      }
+      const failed = await broken.request('POST', '/api/organizations', { body: { description: 'lost', parent_id: broken.vendorId } })
+      expect(failed.body.code).toBe('storage_unavailable')
+      const unready = await broken.request('GET', '/readyz', { token: null })
+      expect(unready.status).toBe(503)
+      expect(unready.body).toMatchObject({ status: 503, code: 'storage_unavailable' })
+      expect(unready.body.trace_id).toBe(unready.headers.get('x-trace-id'))
+      // The failure was logged with its trace id, as a JSON line.
+      const logged = broken.logged.map((line) => JSON.parse(line))
+      expect(logged.some((entry) => entry.level === 'error' && entry.msg === 'storage failure' && entry.trace_id === failed.body.trace_id)).toBe(true)
+
+      expect((await broken.request('POST', '/api/organizations', { body: { description: 'kept', parent_id: broken.vendorId } })).status).toBe(201)
+      expect((await broken.request('GET', '/readyz', { token: null })).status).toBe(200)
+    } finally {
+      await broken.close()
+    }
+  })
+
+  test('database mode: 503 database_unavailable while the database cannot be reached; one probe at a time', async () => {
+    // Port 1 on this machine: nothing listens, the connection is refused at once.
+    const storage = PostgresStorage.connect('postgres://postgres@127.0.0.1:1/keyward_nowhere', { maxConnections: 1 })
+    try {
+      const app = createApp({ storage, verifier: new TokenVerifier(), config: { publicUrl: 'http://keyward.test', autoVerifyInstallations: false }, logger: createLogger('json', () => {}) })
+      const answers = await Promise.all(Array.from({ length: 20 }, () => app.handle(new Request('http://localhost/readyz'))))
+      for (const answer of answers) {
+        expect(answer.status).toBe(503)
+        expect(((await answer.json()) as { code: string }).code).toBe('database_unavailable')
+      }
+    } finally {
+      await storage.close()
+    }
+  })
+})
+
+/** GET /metrics as `token`: its text, and its families as parsed by parse-prometheus-text-format. */
+async function scrape(harness: Harness, token?: string): Promise<{ text: string; families: Map<string, ParsedFamily> }> {
+  const res = await harness.request('GET', '/metrics', { token })
+  expect(res.status).toBe(200)
+  expect(res.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8')
+  const text = res.body as string
+  return { text, families: new Map(parsePrometheusTextFormat(text).map((family) => [family.name, family])) }
+}
+
+describe('GET /metrics', () => {
+  test('for a vendor token of any role; 401 without a valid token; 404 for a customer or partner token, as an unknown route', async () => {
+    for (const role of ['admin', 'application_admin', 'viewer'] as const) {
+      expect((await h.request('GET', '/metrics', { token: h.token(t.V, role) })).status).toBe(200)
+    }
+    expect((await h.request('GET', '/metrics', { token: null })).status).toBe(401)
+    expect((await h.request('GET', '/metrics', { token: 'kw_not_a_token' })).status).toBe(401)
+    const unknown = await h.request('GET', '/api/no-such-route')
+    for (const org of [t.A, t.AP]) {
+      const res = await h.request('GET', '/metrics', { token: h.token(org, 'admin') })
+      expect(res.status).toBe(404)
+      expect({ ...res.body, trace_id: undefined }).toEqual({ ...unknown.body, trace_id: undefined })
+    }
+  })
+
+  test('the series of CONTRACT section 11, by route template, bounded, without identifiers', async () => {
+    const consumer = await createConsumer(h, t.A)
+    expect((await h.request('GET', `/api/consumers/${consumer.consumer_id}`)).status).toBe(200)
+    expect((await h.request('GET', `/api/consumers/${crypto.randomUUID()}`)).status).toBe(404)
+    await h.request('GET', `/api/nothing/${crypto.randomUUID()}`)
+    const { text, families } = await scrape(h)
+
+    const requests = families.get('keyward_http_requests_total')!
+    expect(requests.type).toBe('COUNTER')
+    const count = (route: string, method: string, status: string) =>
+      Number(requests.metrics.find((m) => m.labels!.route === route && m.labels!.method === method && m.labels!.status === status)?.value ?? 0)
+    expect(count('/api/consumers/:consumer_id', 'GET', '200')).toBeGreaterThanOrEqual(1)
+    expect(count('/api/consumers/:consumer_id', 'GET', '404')).toBeGreaterThanOrEqual(1)
+    expect(count('/api/consumers', 'POST', '201')).toBeGreaterThanOrEqual(1)
+    expect(count('unmatched', 'GET', '404')).toBeGreaterThanOrEqual(1)
+    // A method that is none of HTTP's is one label value too (Bun's Request turns such a method into GET).
+    expect(new Metrics().series('unmatched', 'BREW').method).toBe('other')
+
+    expect(families.get('keyward_http_request_duration_seconds')!.type).toBe('HISTOGRAM')
+    // The parser merges the label sets of a histogram into one (it keeps no labels there): read its lines.
+    const sample = (line: string) => Number(text.split('\n').find((l) => l.startsWith(`${line} `))?.split(' ')[1])
+    const read = 'route="/api/consumers/:consumer_id",method="GET"'
+    expect(sample(`keyward_http_request_duration_seconds_count{${read}}`)).toBeGreaterThanOrEqual(2)
+    expect(sample(`keyward_http_request_duration_seconds_bucket{${read},le="+Inf"}`)).toBe(sample(`keyward_http_request_duration_seconds_count{${read}}`))
+    expect(sample(`keyward_http_request_duration_seconds_sum{${read}}`)).toBeGreaterThan(0)
+
+    const writes = families.get('keyward_storage_write_duration_seconds')!
+    expect(writes.type).toBe('HISTOGRAM')
+    expect(Number(writes.metrics[0]!.count)).toBeGreaterThanOrEqual(1)
+
+    const records = families.get('keyward_records')!
+    expect(records.type).toBe('GAUGE')
+    expect(records.metrics.map((m) => m.labels!.table).sort()).toEqual(
+      ['applications', 'audit_events', 'consumers', 'enrollments', 'installations', 'keysets', 'organizations', 'tokens'],
+    )
+    // Exact counts in embedded mode; PostgreSQL's statistics estimate them (and lag).
+    if (TEST_STORE === 'embedded') expect(Number(records.metrics.find((m) => m.labels!.table === 'organizations')!.value)).toBe(5)
+
+    const info = families.get('keyward_build_info')!
+    expect(info.metrics).toEqual([{ value: '1', labels: { version: (await import('../../src/version')).VERSION } }])
+
+    // No organization or record identifier in any label: only templates, methods, statuses, tables, the version.
+    for (const family of families.values()) {
+      for (const metric of family.metrics) for (const value of Object.values(metric.labels ?? {})) expect(value).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}/)
+    }
+  })
+})
+
+describe('the request log', () => {
+  test('one JSON line per request: template, status, duration, trace id, the token behind it, bytes out; no secret', async () => {
+    const harness = await createHarness()
+    try {
+      const token = harness.token(harness.vendorId, 'viewer')
+      await harness.tokensRecorded()
+      harness.logged.length = 0
+      const consumer = crypto.randomUUID()
+      const asked = [
+        await harness.request('GET', `/api/organizations/${harness.vendorId}?verbose=secret-query-value`, { token }),
+        await harness.request('GET', '/api/organizations', { token: 'kw_wrong_token_value' }),
+        await harness.request('GET', '/healthz', { token: null }),
+        await harness.request('GET', `/api/unknown/${consumer}`, { token: null }),
+        await harness.request('POST', '/api/consumers', { body: { consumer_id: consumer, organization_id: harness.vendorId, api_key: 'secret-api-key' } }),
+      ]
+      // The harness reads /openapi.json once, to check every answer against it.
+      const lines = harness.logged.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request' && entry.route !== '/openapi.json')
+      expect(lines.length).toBe(asked.length)
+      for (const [i, entry] of lines.entries()) {
+        expect(entry.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+        expect(entry.level).toBe('info')
+        expect(entry.status).toBe(asked[i]!.status)
+        expect(entry.trace_id).toBe(asked[i]!.headers.get('x-trace-id'))
+        expect(entry.duration_ms).toBeGreaterThanOrEqual(0)
+        expect(entry.bytes_out).toBe(Buffer.byteLength(JSON.stringify(asked[i]!.body)))
+      }
+      expect(lines.map((entry) => [entry.method, entry.route])).toEqual([
+        ['GET', '/api/organizations/:organization_id'],
+        ['GET', '/api/organizations'],
+        ['GET', '/healthz'],
+        ['GET', 'unmatched'],
+        ['POST', '/api/consumers'],
+      ])
+      expect(lines[0]).toMatchObject({ organization_id: harness.vendorId, token_id: expect.stringMatching(UUID_LOWER) })
+      expect(lines[1].organization_id).toBeUndefined()
+      expect(lines[1].token_id).toBeUndefined()
+      const everything = harness.logged.join('')
+      for (const secret of [token, harness.vendorToken, 'kw_wrong_token_value', 'secret-query-value', 'secret-api-key', consumer]) expect(everything).not.toContain(secret)
+    } finally {
+      await harness.close()
+    }
+  })
+})
+
+describe('rate limits', () => {
+  /** A harness limited to 2 requests per second (bursts of 4) on a clock the test moves. */
+  async function limited() {
+    const clock = { now: 0 }
+    const harness = await createHarness({ rateLimiter: new RateLimiter(2, 100, () => clock.now) })
+    return { harness, clock }
+  }
+
+  test('every /api answer, success or problem, carries RateLimit-Policy and RateLimit; past the burst, 429 with Retry-After', async () => {
+    const { harness, clock } = await limited()
+    try {
+      const path = `/api/organizations/${harness.vendorId}`
+      const remaining: string[] = []
+      for (let i = 0; i < 4; i++) {
+        const res = await harness.request('GET', i === 1 ? `/api/organizations/${crypto.randomUUID()}` : path)
+        expect(res.status).toBe(i === 1 ? 404 : 200)
+        expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+        remaining.push(res.headers.get('ratelimit')!)
+      }
+      expect(remaining).toEqual(['"default";r=3;t=1', '"default";r=2;t=1', '"default";r=1;t=2', '"default";r=0;t=2'])
+      const refused = await harness.request('GET', path)
+      expect(refused.status).toBe(429)
+      expect(refused.body).toMatchObject({ status: 429, code: 'rate_limited' })
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect(refused.headers.get('ratelimit')).toBe('"default";r=0;t=2')
+      expect(refused.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+      // Half a second refills one request.
+      clock.now += 500
+      expect((await harness.request('GET', path)).status).toBe(200)
+      expect((await harness.request('GET', path)).status).toBe(429)
+      // Routes outside /api are not limited, and carry no such headers.
+      const health = await harness.request('GET', '/healthz', { token: null })
+      expect(health.status).toBe(200)
+      expect(health.headers.get('ratelimit')).toBeNull()
+    } finally {
+      await harness.close()
+    }
+  })
+
+  test('per token: another token of the same organization has its own bucket', async () => {
+    const { harness } = await limited()
+    try {
+      const other = harness.token(harness.vendorId, 'viewer')
+      for (let i = 0; i < 4; i++) expect((await harness.request('GET', '/api/organizations')).status).toBe(200)
+      expect((await harness.request('GET', '/api/organizations')).status).toBe(429)
+      expect((await harness.request('GET', '/api/organizations', { token: other })).status).toBe(200)
+    } finally {
+      await harness.close()
+    }
+  })
+
+  test('without a valid token, per client address: 401s until the address is over the limit, then 429; another address is not', async () => {
+    const { harness } = await limited()
+    try {
+      const from = (address: string, token: string | null) => harness.request('GET', '/api/organizations', { token, headers: { [CLIENT_ADDRESS_HEADER]: address } })
+      for (let i = 0; i < 4; i++) {
+        const res = await from('192.0.2.1', i % 2 === 0 ? null : 'kw_not_a_token')
+        expect(res.status).toBe(401)
+        expect(res.headers.get('ratelimit')).toBe(`"default";r=${3 - i};t=${Math.ceil((i + 1) / 2)}`)
+      }
+      const refused = await from('192.0.2.1', null)
+      expect(refused.status).toBe(429)
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect((await from('192.0.2.2', null)).status).toBe(401)
+      // A valid token from the limited address is charged to the token, not the address.
+      expect((await from('192.0.2.1', harness.vendorToken)).status).toBe(200)
+    } finally {
+      await harness.close()
+    }
+  })
+
+  test('an /api path no route answers is charged to the client address: 404 with the headers, then 429', async () => {
+    const { harness } = await limited()
+    try {
+      const from = (address: string) => harness.request('GET', '/api/no-such-route', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: address } })
+      for (let i = 0; i < 4; i++) {
+        const res = await from('192.0.2.3')
+        expect(res.status).toBe(404)
+        expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+        expect(res.headers.get('ratelimit')).toBe(`"default";r=${3 - i};t=${Math.ceil((i + 1) / 2)}`)
+      }
+      const refused = await from('192.0.2.3')
+      expect(refused.status).toBe(429)
+      expect(refused.body).toMatchObject({ status: 429, code: 'rate_limited' })
+      expect(refused.headers.get('retry-after')).toBe('1')
+      expect((await from('192.0.2.4')).status).toBe(404)
+      // Outside /api, an unknown path is not limited and carries no headers.
+      const outside = await harness.request('GET', '/no-such-page', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.3' } })
+      expect(outside.status).toBe(404)
+      expect(outside.headers.get('ratelimit')).toBeNull()
+    } finally {
+      await harness.close()
+    }
+  })
+
+  test('without limits (`--rate-limit 0`): no headers, never 429', async () => {
+    const res = await h.request('GET', '/api/organizations')
+    expect(res.status).toBe(200)
+    expect(res.headers.get('ratelimit')).toBeNull()
+    expect(res.headers.get('ratelimit-policy')).toBeNull()
+  })
+})
+
+test('the rate limiter holds a bounded number of buckets, however many keys rotate through it', () => {
+  let now = 0
+  const limiter = new RateLimiter(10, 100, () => now)
+  for (let i = 0; i < 10_000; i++) {
+    limiter.take(`address ${i}`)
+    expect(limiter.size).toBeLessThanOrEqual(100)
+    now += 0.01
+  }
+  // A key that keeps its bucket drained is still limited while others rotate through.
+  const drained = new RateLimiter(1, 10, () => now)
+  drained.take('steady')
+  drained.take('steady')
+  expect(drained.take('steady').allowed).toBe(false)
+  expect(drained.take('other').allowed).toBe(true)
+})

@@ -1,0 +1,127 @@
+/**
+ * Operating the real server (CONTRACT section 11; docs/operations.md): its log on stderr, one JSON
+ * object per line (or `--log-format text`), a line for every request and none holding a secret, the
+ * lifecycle lines; rate limits over real connections, per client address; `--rate-limit 0`.
+ */
+import { afterAll, afterEach, expect, test } from 'bun:test'
+import { rmSync } from 'node:fs'
+import { tempDir } from '../support/harness'
+import { api, initLine, killServers, startServer, stopServer } from '../support/server-process'
+
+const parent = tempDir('keyward-operations-')
+afterEach(killServers)
+afterAll(() => rmSync(parent, { recursive: true, force: true }))
+let dirs = 0
+const newDataDir = () => `${parent}/data-${++dirs}`
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Entry = Record<string, any>
+
+/** Every line of `stderr` as JSON (a line that is not JSON fails the test). */
+const entries = (stderr: string): Entry[] =>
+  stderr
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Entry)
+
+test('JSON lines: one per request with its fields, lifecycle lines, and no token, api_key, body or query value anywhere', async () => {
+  const data = newDataDir()
+  const server = await startServer(data)
+  const { organization_id: vendorId, token } = initLine(server)
+  const customer = await api(server.url, token, 'POST', '/api/organizations', { description: 'Customer', parent_id: vendorId })
+  const app = await api(server.url, token, 'POST', '/api/applications', { organization_id: customer.body.organization.organization_id, description: 'body-description-secret' })
+  expect(app.status).toBe(201)
+  const apiKey = app.body.application.api_key as string
+  const statuses = [
+    (await fetch(`${server.url}/api/organizations/${vendorId}?include=query-value-secret`, { headers: { authorization: `Bearer ${token}` } })).status,
+    (await fetch(`${server.url}/api/organizations`, { headers: { authorization: 'Bearer kw_not_a_real_token_secret' } })).status,
+    (await fetch(`${server.url}/healthz`)).status,
+    (await fetch(`${server.url}/readyz`)).status,
+    (await fetch(`${server.url}/no/such/route?q=query-value-secret`)).status,
+  ]
+  expect(statuses).toEqual([200, 401, 200, 200, 404])
+  expect(await stopServer(server, 'SIGTERM')).toBe(0)
+
+  const log = entries(server.stderr.text)
+  for (const entry of log) {
+    expect(entry.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    expect(['info', 'warn', 'error']).toContain(entry.level)
+    expect(typeof entry.msg).toBe('string')
+  }
+  const requests = log.filter((entry) => entry.msg === 'request')
+  expect(requests.map((entry) => [entry.method, entry.route, entry.status])).toEqual([
+    ['POST', '/api/organizations', 201],
+    ['POST', '/api/applications', 201],
+    ['GET', '/api/organizations/:organization_id', 200],
+    ['GET', '/api/organizations', 401],
+    ['GET', '/healthz', 200],
+    ['GET', '/readyz', 200],
+    ['GET', 'unmatched', 404],
+  ])
+  for (const entry of requests) {
+    expect(entry.duration_ms).toBeGreaterThanOrEqual(0)
+    expect(entry.trace_id).toMatch(/^[0-9a-f-]{36}$/)
+    expect(entry.bytes_out).toBeGreaterThan(0)
+  }
+  expect(requests[2]).toMatchObject({ organization_id: vendorId, token_id: expect.stringMatching(/^[0-9a-f-]{36}$/) })
+  expect(requests[3]!.token_id).toBeUndefined()
+
+  // Lifecycle: recovery, the first-run line (its token on stdout only), the start line, the stop.
+  const messages = log.map((entry) => entry.msg)
+  expect(messages).toContain('recovered')
+  const listening = log.find((entry) => entry.msg === 'listening')!
+  expect(listening).toMatchObject({ address: server.url, data_dir: data, data_format: expect.any(Number), version: expect.any(String), rate_limit: 0 })
+  expect(listening.records.organizations).toBe(1)
+  expect(messages.some((msg) => msg.startsWith('SIGTERM: '))).toBe(true)
+  expect(log.some((entry) => entry.msg === 'snapshot written' && entry.duration_ms >= 0)).toBe(true)
+  expect(messages.at(-1)).toBe('stopped')
+  expect(server.stdout.text.trim().split('\n')).toHaveLength(1)
+
+  for (const secret of [token, apiKey, 'kw_not_a_real_token_secret', 'body-description-secret', 'query-value-secret']) {
+    expect(server.stderr.text).not.toContain(secret)
+  }
+})
+
+test('--log-format text (and KEYWARD_LOG_FORMAT): the same fields as readable lines', async () => {
+  for (const options of [{ wrap: (command: string[]) => [...command, '--log-format', 'text'] }, { env: { KEYWARD_LOG_FORMAT: 'text' } }]) {
+    const server = await startServer(newDataDir(), options)
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    const lines = server.stderr.text.trim().split('\n')
+    for (const line of lines) expect(line).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z (INFO |WARN |ERROR) \S/)
+    const request = lines.find((line) => / request /.test(line))!
+    expect(request).toMatch(/ method=GET route=\/healthz status=200 duration_ms=[\d.]+ trace_id=[0-9a-f-]{36} bytes_out=\d+$/)
+    expect(lines.at(-1)).toMatch(/ stopped$/)
+  }
+})
+
+test('--log-format and --rate-limit are checked: anything else is bad usage (exit 2)', async () => {
+  const { run, keywardCommand } = await import('../support/server-process')
+  for (const [flag, value] of [['--log-format', 'xml'], ['--rate-limit', '-1'], ['--rate-limit', 'many']]) {
+    const result = await run(keywardCommand(['serve', '--data', newDataDir(), '--port', '0', `${flag}=${value}`]))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain(`invalid ${flag} '${value}'`)
+  }
+})
+
+test('rate limits over real connections: per token, and per client address without a valid token; 0 is off', async () => {
+  const limited = await startServer(newDataDir(), { rateLimit: 2 })
+  const { token } = initLine(limited)
+  const get = (authorization?: string) => fetch(`${limited.url}/api/organizations`, { headers: authorization ? { authorization } : {} })
+  // The burst is 4: some fifth request in a quick row is refused (a request may refill a fraction).
+  const byToken = await Promise.all(Array.from({ length: 8 }, () => get(`Bearer ${token}`)))
+  expect(byToken.filter((res) => res.status === 429).length).toBeGreaterThan(0)
+  const refused = byToken.find((res) => res.status === 429)!
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+  expect(refused.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+  const anonymous = await Promise.all(Array.from({ length: 8 }, () => get()))
+  expect(anonymous.map((res) => res.status).filter((status) => status === 429).length).toBeGreaterThan(0)
+  expect(anonymous.every((res) => res.status === 401 || res.status === 429)).toBe(true)
+  expect(await stopServer(limited, 'SIGTERM')).toBe(0)
+
+  const unlimited = await startServer(newDataDir(), { rateLimit: 0 })
+  const { token: other } = initLine(unlimited)
+  const all = await Promise.all(Array.from({ length: 40 }, () => fetch(`${unlimited.url}/api/organizations`, { headers: { authorization: `Bearer ${other}` } })))
+  expect(all.every((res) => res.status === 200 && res.headers.get('ratelimit') === null)).toBe(true)
+  expect(await stopServer(unlimited, 'SIGTERM')).toBe(0)
+})
