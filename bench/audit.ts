@@ -1,21 +1,31 @@
 #!/usr/bin/env bun
 /**
- * Hand-run benchmark of the audit trail (issue 11; not a test):
+ * The audit trail's cost (issue 11; README "The audit trail's cost"; not a test). One run measures:
  *
- *  - resident memory per stored audit event, with N events loaded (default 1,000,000);
- *  - GET /api/audit-events?target_ids=X (X: a record with 3 events) with N events against 1,000.
+ *  1. resident memory per stored audit event, with N events loaded (default 1,000,000);
+ *  2. GET /api/audit-events?target_ids=X (X: a record with 3 events) with N events against 1,000;
+ *  3. start-up: `keyward serve` on each data dir until /healthz answers (wall and CPU time), beside
+ *     the in-process load time of the store;
+ *  4. durable POST /api/organizations from 64 clients, A/B interleaved: this checkout against the
+ *     last commit before audit events (`--before`, default 6358805, the main that tokens-audit was
+ *     merged into), each round on fresh data dirs, the order swapped every round; the CPU time per
+ *     request is the figure to compare on a shared machine.
  *
- * Each data dir is built THROUGH THE STORE in a child process: events made by the services' own
- * helper (`recordEvent`), in the mix an enrollment-heavy load makes (an enrollment with its new
- * consumer and installation, three events of one request; then suspensions and activations),
- * committed 1,000 per transaction; closing the store writes the snapshot. Then a fresh child
- * process loads the dir (as a restarted server does), measures its resident memory before and
- * after (after a full GC), and times the query through the app (`app.handle`, no network), as the
- * median of 5 rounds of 2,000 requests. Prints a report and writes it to bench/results/audit.md.
+ * Each data dir of 1 and 2 is built THROUGH THE STORE in a child process: events made by the
+ * services' own helper (`recordEvent`), in the mix an enrollment-heavy load makes (an enrollment
+ * with its new consumer and installation, three events of one request; then suspensions and
+ * activations), committed 1,000 per transaction; closing the store writes the snapshot. Then a
+ * fresh child process loads the dir (as a restarted server does), measures its resident memory
+ * before and after (after a full GC), and times the query through the app (`app.handle`, no
+ * network), as the median of 5 rounds of 2,000 requests. The other checkout of 4 is extracted with
+ * `git archive` into the work dir (its node_modules linked to this one's: package.json is the same).
+ * Prints a report and writes it to docs/benchmarks-audit.md (with only some phases: printed only).
  *
- *   ./node_modules/.bin/bun run bench/audit.ts [--events N] [--keep]
+ *   bun run bench/audit.ts [--events N] [--phase memory,startup,create] [--before COMMIT|DIR] [--rounds 3] [--seconds 5] [--keep]
+ *
+ * `memory` covers 1 and 2; needs wrk for `create`.
  */
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, mkdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Store } from '../src/store/store'
@@ -28,6 +38,11 @@ import { TokenVerifier, tokenIdOf } from '../src/auth/tokens'
 import { nowMicros } from '../src/store/clock'
 import type { AuditEvent } from '../src/storage/records'
 import type { Tx } from '../src/storage/storage'
+import { initStore, issueToken, ROOT, startKeyward, type RunningKeyward } from './support/keyward'
+import { Children } from './support/servers'
+import { measuredRun, wrkLoad } from './support/measure'
+import { findWrk, wrkMissing } from './support/wrk'
+import { WRK_TIMEOUT_SECONDS } from './support/settings'
 
 const PER_TRANSACTION = 1_000
 const SMALL = 1_000
@@ -51,31 +66,64 @@ interface Measured {
   readonly listed: number
 }
 
-const [mode, ...rest] = process.argv.slice(2)
-if (mode === 'build') await build(rest[0]!, Number(rest[1]))
-else if (mode === 'measure') await measure(rest[0]!)
-else await main(process.argv.slice(2))
 
 // ---------------------------------------------------------------------------------------------
 
+/** The last commit before audit events: the main that the tokens-audit branch was merged into. */
+const BEFORE_AUDIT_EVENTS = '6358805'
+const CLIENTS = 64
+const CREATE_SCRIPT = join(import.meta.dir, 'run-create.lua')
+const REPORT = join(ROOT, 'docs', 'benchmarks-audit.md')
+
+interface Started {
+  readonly events: number
+  readonly seconds: number
+  readonly cpuSeconds: number
+  readonly rssAtReady: number
+}
+
+interface CreateRun {
+  readonly side: 'before' | 'now'
+  readonly round: number
+  readonly rps: number
+  readonly cpuMicros: number | null
+  readonly otherCores: number | null
+  readonly non2xx: number
+}
+
 async function main(args: string[]): Promise<void> {
-  const at = args.indexOf('--events')
-  const large = at === -1 ? 1_000_000 : Number(args[at + 1])
+  const option = (name: string, fallback: string) => {
+    const at = args.indexOf(name)
+    return at === -1 ? fallback : args[at + 1]!
+  }
+  const large = Number(option('--events', '1000000'))
+  const phases = new Set(option('--phase', 'memory,startup,create').split(','))
+  const before = option('--before', BEFORE_AUDIT_EVENTS)
+  const rounds = Number(option('--rounds', '3'))
+  const seconds = Number(option('--seconds', '5'))
   const work = await mkdtemp(join(tmpdir(), 'keyward-audit-bench-'))
+  const children = new Children()
+  const stop = () => void children.stopAll({ signal: 'SIGKILL' }).then(() => process.exit(130))
+  process.on('SIGINT', stop)
   try {
-    const results: Measured[] = []
-    for (const events of [SMALL, large]) {
-      const dir = join(work, `data-${events}`)
-      const started = performance.now()
-      await child(['build', dir, String(events)])
-      console.log(`built ${events.toLocaleString('en')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`)
-      results.push(JSON.parse(await child(['measure', dir])) as Measured)
+    const measured: Measured[] = []
+    const starts: Started[] = []
+    if (phases.has('memory') || phases.has('startup')) {
+      for (const events of [SMALL, large]) {
+        const dir = join(work, `data-${events}`)
+        const started = performance.now()
+        await child(['build', dir, String(events)])
+        console.log(`built ${events.toLocaleString('en')} events in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+        if (phases.has('memory')) measured.push(JSON.parse(await child(['measure', dir])) as Measured)
+        if (phases.has('startup')) starts.push(await startUp(children, dir, events))
+      }
     }
-    const report = render(results)
+    const creates = phases.has('create') ? await createAB(children, work, before, rounds, seconds) : []
+    const report = render(measured, starts, creates, before, seconds)
     console.log(report)
-    await mkdir(join(import.meta.dir, 'results'), { recursive: true })
-    await writeFile(join(import.meta.dir, 'results', 'audit.md'), report)
+    if (phases.size === 3 && !args.includes('--events')) await writeFile(REPORT, report)
   } finally {
+    await children.stopAll({ signal: 'SIGKILL' })
     if (!args.includes('--keep')) await rm(work, { recursive: true, force: true })
     else console.log(`kept ${work}`)
   }
@@ -88,20 +136,133 @@ async function child(args: string[]): Promise<string> {
   return out
 }
 
-function render([small, large]: Measured[]): string {
+/**
+ * `keyward serve` on the data dir, the fastest of three starts (each stopped at once, SIGKILL:
+ * nothing written), and the lowest VmRSS at ready of the three (it varies with when the collector
+ * last ran).
+ */
+async function startUp(children: Children, dir: string, events: number): Promise<Started> {
+  const starts: Started[] = []
+  for (let n = 0; n < 3; n++) {
+    const server = await startKeyward(children, { store: 'embedded', dir }, { name: `keyward (${events} events)` })
+    await children.stop(server.proc, { signal: 'SIGKILL' })
+    const start = { events, seconds: server.startupSeconds, cpuSeconds: server.startupCpuSeconds, rssAtReady: server.rssAtReady }
+    console.log(`  start-up with ${events.toLocaleString('en')} events: ${start.seconds.toFixed(2)} s (${start.cpuSeconds.toFixed(2)} s of CPU), ${(start.rssAtReady / 2 ** 20).toFixed(0)} MiB`)
+    starts.push(start)
+  }
+  const fastest = starts.reduce((a, b) => (b.seconds < a.seconds ? b : a))
+  return { ...fastest, rssAtReady: Math.min(...starts.map((start) => start.rssAtReady)) }
+}
+
+/** Durable creates from 64 clients, this checkout against `before`, interleaved (A/B, B/A, ...). */
+async function createAB(children: Children, work: string, before: string, rounds: number, seconds: number): Promise<CreateRun[]> {
+  const wrk = findWrk()
+  if (!wrk) throw new Error(wrkMissing('bench/audit.ts --phase create'))
+  // A directory is a checkout already made (a variant built by hand, say); anything else a commit.
+  const given = await stat(before).then((info) => info.isDirectory(), () => false)
+  const beforeRoot = given ? before : join(work, `keyward-${before}`)
+  if (!given) {
+    await mkdir(beforeRoot)
+    const archive = Bun.spawn(['sh', '-c', `git archive ${before} | tar -x -C ${beforeRoot}`], { cwd: ROOT, stderr: 'inherit' })
+    if ((await archive.exited) !== 0) throw new Error(`could not extract ${before}`)
+    await symlink(join(ROOT, 'node_modules'), join(beforeRoot, 'node_modules'))
+  }
+  const sides = { before: beforeRoot, now: ROOT } as const
+  const runs: CreateRun[] = []
+  for (let round = 1; round <= rounds; round++) {
+    const order: ('before' | 'now')[] = round % 2 === 1 ? ['before', 'now'] : ['now', 'before']
+    for (const side of order) {
+      const root = sides[side]
+      const dir = join(work, `create-${side}-${round}`)
+      const target = { store: 'embedded' as const, dir }
+      const vendor = await initStore(target, root)
+      const token = await issueToken(target, vendor.organization_id, 'admin', root)
+      let server: RunningKeyward | null = null
+      try {
+        server = await startKeyward(children, target, { name: `keyward ${side}`, root })
+        const url = `http://127.0.0.1:${server.port}/api/organizations`
+        const load = (duration: number, clients: number) =>
+          wrkLoad(wrk, ['-d', `${duration}s`, '-c', String(clients), '-s', CREATE_SCRIPT, url, '--', 'organization', vendor.organization_id], {
+            timeoutSeconds: WRK_TIMEOUT_SECONDS,
+            env: { ...process.env, KEYWARD_TOKEN: token },
+            spawn: (cmd, options) => children.spawn(cmd, options),
+          })
+        await load(2, CLIENTS).result // warm-up
+        const pid = server.proc.pid
+        const run = await measuredRun(() => load(seconds, CLIENTS), { serverPids: [pid], ourPids: [pid], database: null })
+        runs.push({ side, round, rps: run.rps, cpuMicros: run.cpuMicros, otherCores: run.otherCores, non2xx: run.non2xx })
+        console.log(
+          `  round ${round} ${side.padEnd(6)} ${run.rps.toFixed(0).padStart(7)} req/s  CPU ${run.cpuMicros?.toFixed(1) ?? '?'} µs/req` +
+            `${run.non2xx > 0 ? `  ${run.non2xx} non-2xx` : ''}  (other load ${run.otherCores?.toFixed(2) ?? '?'} cores)`,
+        )
+      } finally {
+        if (server) await children.stop(server.proc, { signal: 'SIGKILL' })
+        await rm(dir, { recursive: true, force: true })
+      }
+    }
+  }
+  return runs
+}
+
+function render(measured: Measured[], starts: Started[], creates: CreateRun[], before: string, seconds: number): string {
   const perEvent = (m: Measured) => (m.rssAfter - m.rssBefore) / m.events
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`
-  return `# Audit trail benchmark (bench/audit.ts)
-
-Machine: ${navigator.hardwareConcurrency} CPUs; ${new Date().toISOString().slice(0, 10)}.
-
-| | ${small!.events.toLocaleString('en')} events | ${large!.events.toLocaleString('en')} events | target |
-|---|---:|---:|---|
-| resident memory after loading, above the empty process | ${mib(small!.rssAfter - small!.rssBefore)} | ${mib(large!.rssAfter - large!.rssBefore)} | |
-| resident bytes per stored event | ${perEvent(small!).toFixed(0)} | **${perEvent(large!).toFixed(0)}** | < 256 at 1M |
-| load (start-up) time | ${small!.loadSeconds.toFixed(2)} s | ${large!.loadSeconds.toFixed(2)} s | |
-| GET /api/audit-events?target_ids=X (3 events), µs | ${small!.queryMicros.toFixed(1)} | ${large!.queryMicros.toFixed(1)} (**${(large!.queryMicros / small!.queryMicros).toFixed(2)}×**) | ≤ 2× |
-`
+  const lines = [
+    `# The audit trail's cost`,
+    '',
+    `Written by \`bun run bench/audit.ts\` on a full run: do not edit by hand. ${navigator.hardwareConcurrency} CPUs, Bun ${Bun.version}; ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC. ` +
+      'The machine is shared: compare figures within this run, and prefer CPU time to rates.',
+    '',
+  ]
+  if (measured.length === 2) {
+    const [small, large] = measured as [Measured, Measured]
+    lines.push(
+      `## Memory and the target query (in process)`,
+      '',
+      `| | ${small.events.toLocaleString('en')} events | ${large.events.toLocaleString('en')} events | target |`,
+      '|---|---:|---:|---|',
+      `| resident memory after loading, above the empty process | ${mib(small.rssAfter - small.rssBefore)} | ${mib(large.rssAfter - large.rssBefore)} | |`,
+      `| resident bytes per stored event | ${perEvent(small).toFixed(0)} | **${perEvent(large).toFixed(0)}** | < 256 at 1M |`,
+      `| load (Store.open) time | ${small.loadSeconds.toFixed(2)} s | ${large.loadSeconds.toFixed(2)} s | |`,
+      `| GET /api/audit-events?target_ids=X (3 events), µs | ${small.queryMicros.toFixed(1)} | ${large.queryMicros.toFixed(1)} (**${(large.queryMicros / small.queryMicros).toFixed(2)}×**) | ≤ 2× |`,
+      '',
+    )
+  }
+  if (starts.length === 2) {
+    const [small, large] = starts as [Started, Started]
+    lines.push(
+      `## Start-up (\`keyward serve\` until /healthz answers; the fastest of 3, the lowest VmRSS of 3)`,
+      '',
+      `| events | start-up | CPU until ready | VmRSS when ready |`,
+      '|---:|---:|---:|---:|',
+      ...starts.map((s) => `| ${s.events.toLocaleString('en')} | ${s.seconds.toFixed(2)} s | ${s.cpuSeconds.toFixed(2)} s | ${mib(s.rssAtReady)} |`),
+      '',
+      `Per event above the small dir: ${(((large.seconds - small.seconds) / (large.events - small.events)) * 1e6).toFixed(2)} µs of start-up, ${((large.rssAtReady - small.rssAtReady) / (large.events - small.events)).toFixed(0)} bytes of VmRSS.`,
+      '',
+    )
+  }
+  if (creates.length > 0) {
+    const best = (side: 'before' | 'now', pick: (r: CreateRun) => number, lowest: boolean) => {
+      const values = creates.filter((r) => r.side === side).map(pick).filter((v) => Number.isFinite(v))
+      return lowest ? Math.min(...values) : Math.max(...values)
+    }
+    const cpu = { before: best('before', (r) => r.cpuMicros ?? NaN, true), now: best('now', (r) => r.cpuMicros ?? NaN, true) }
+    const rps = { before: best('before', (r) => r.rps, false), now: best('now', (r) => r.rps, false) }
+    lines.push(
+      `## Durable create, ${CLIENTS} clients: before audit events (${before}) and now, interleaved`,
+      '',
+      `\`POST /api/organizations\` (one new customer, its \`organization.create\` event now), wrk ${seconds} s per run after a 2 s warm-up, each run on a fresh data dir.`,
+      '',
+      '| round | side | req/s | server CPU per request | other load |',
+      '|---:|---|---:|---:|---:|',
+      ...creates.map((r) => `| ${r.round} | ${r.side} | ${r.rps.toFixed(0)} | ${r.cpuMicros?.toFixed(1) ?? '?'} µs | ${r.otherCores?.toFixed(2) ?? '?'} cores |`),
+      '',
+      `Best of each side: rate now ÷ before **${((rps.now / rps.before) * 100).toFixed(0)}%** (${rps.now.toFixed(0)} vs ${rps.before.toFixed(0)} req/s; goal ≥ 90%); ` +
+        `CPU per create **${cpu.now.toFixed(1)} vs ${cpu.before.toFixed(1)} µs** (+${(((cpu.now - cpu.before) / cpu.before) * 100).toFixed(0)}%; goal within 10%).`,
+      '',
+    )
+  }
+  return lines.join('\n')
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -211,3 +372,9 @@ async function measure(dir: string): Promise<void> {
   const result: Measured = { events: store.tables.audit_events.size, rssBefore, rssAfter, loadSeconds, queryMicros: rounds[Math.floor(rounds.length / 2)]!, listed }
   process.stdout.write(JSON.stringify(result))
 }
+
+// Last: every constant above is initialised by now.
+const [mode, ...rest] = process.argv.slice(2)
+if (mode === 'build') await build(rest[0]!, Number(rest[1]))
+else if (mode === 'measure') await measure(rest[0]!)
+else await main(process.argv.slice(2))

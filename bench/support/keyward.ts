@@ -28,15 +28,15 @@ export async function keywardCli(args: string[], root = ROOT): Promise<string> {
   return stdout
 }
 
-/** `keyward init`: the vendor organization of a new store. */
-export async function initStore(target: Target): Promise<{ organization_id: string }> {
-  const line = (await keywardCli(['init', ...targetArgs(target)])).trim().split('\n').at(-1)!
+/** `keyward init`: the vendor organization of a new store (`root`: as keywardCli's). */
+export async function initStore(target: Target, root = ROOT): Promise<{ organization_id: string }> {
+  const line = (await keywardCli(['init', ...targetArgs(target)], root)).trim().split('\n').at(-1)!
   return { organization_id: (JSON.parse(line) as { organization_id: string }).organization_id }
 }
 
 /** `keyward issue-token`: an admin token of `org` (the last line it prints). Never printed by the benchmarks. */
-export async function issueToken(target: Target, org: string, role = 'admin'): Promise<string> {
-  const token = (await keywardCli(['issue-token', ...targetArgs(target), '--org', org, '--role', role, '--ttl', '30d'])).trim().split('\n').at(-1)
+export async function issueToken(target: Target, org: string, role = 'admin', root = ROOT): Promise<string> {
+  const token = (await keywardCli(['issue-token', ...targetArgs(target), '--org', org, '--role', role, '--ttl', '30d'], root)).trim().split('\n').at(-1)
   if (!token) throw new Error(`keyward issue-token printed no token for ${org}`)
   return token
 }

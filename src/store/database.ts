@@ -4,6 +4,7 @@
  * planner (src/storage/embedded/planner.ts) can tell which conditions an index answers.
  */
 import { Table, type TableDefinition } from './table'
+import { AuditEventTable } from './audit-table'
 import { PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type RecordTypes, type TableName } from '../storage/records'
 
 export * from '../storage/records'
@@ -24,14 +25,8 @@ export const INDEX_FIELDS: { readonly [N in TableName]: IndexFields<N> } = {
   },
   keysets: { enrollment: ['enrollment_id'], applicationEnvironment: ['application_id', 'environment'] },
   tokens: { organization: ['organization_id'] },
-  // A customer's filter on actor tokens goes through the composite index, so it costs in proportion
-  // to that customer's own events even for a token (the vendor's) that acted on many customers.
-  audit_events: {
-    customer: ['customer_id'],
-    target: ['target_id'],
-    actorToken: ['actor_token_id'],
-    customerActorToken: ['customer_id', 'actor_token_id'],
-  },
+  // Audit events have a table of their own, with its own indexes (audit-table.ts).
+  audit_events: {},
 }
 
 /** The key a record is listed under in an index of `fields`; null (not listed) when a field is null. */
@@ -64,8 +59,8 @@ function definition<N extends TableName>(name: N): TableDefinition<RecordOf<N>> 
   }
 }
 
-export type Tables = { [N in TableName]: Table<RecordTypes[N]> }
+export type Tables = { [N in Exclude<TableName, 'audit_events'>]: Table<RecordTypes[N]> } & { audit_events: AuditEventTable }
 
 export function createTables(): Tables {
-  return Object.fromEntries(TABLE_NAMES.map((name) => [name, new Table(definition(name))])) as unknown as Tables
+  return Object.fromEntries(TABLE_NAMES.map((name) => [name, name === 'audit_events' ? new AuditEventTable() : new Table(definition(name))])) as unknown as Tables
 }

@@ -276,6 +276,8 @@ export class Store {
         get(id: string): unknown
         keyOf(record: unknown): string
         observer: ((id: string, previous: unknown) => void) | undefined
+        /** A view that later writes do not change (audit events, audit-table.ts): no observer needed. */
+        capture?(): Iterable<unknown>
       }
       const asOfCapture = new Map<string, unknown>()
       /** Records dropped by queued transactions: still there as of the capture, and the oldest of all. */
@@ -291,13 +293,25 @@ export class Store {
           else asOfCapture.set(entry[1], entry[2] ?? null)
         }
       }
-      table.observer = (id, previous) => {
-        if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)
+      const frozen = table.capture?.()
+      let ids: readonly string[] = []
+      if (!frozen) {
+        table.observer = (id, previous) => {
+          if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)
+        }
+        ids = table.ids().slice()
       }
-      const ids = table.ids().slice()
       tables[name] = (function* () {
         // Unless its insert is queued too: then it did not exist as of the capture either.
         for (const record of dropped) if (asOfCapture.get(table.keyOf(record)) !== null) yield record
+        if (frozen) {
+          for (const record of frozen) {
+            const id = table.keyOf(record)
+            const asOf = asOfCapture.has(id) ? asOfCapture.get(id) : record
+            if (asOf !== null && asOf !== undefined) yield asOf
+          }
+          return
+        }
         for (const id of ids) {
           const record = asOfCapture.has(id) ? asOfCapture.get(id) : table.get(id)
           if (record !== null && record !== undefined) yield record

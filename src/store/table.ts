@@ -258,7 +258,7 @@ function removeFromTail(ids: string[], id: string): void {
  */
 const MERGE_AFTER = 1 << 15
 
-class GenerationalMap<V> {
+export class GenerationalMap<V> {
   private old = new Map<string, V>()
   /** New keys, and replacements of old ones (which shadow the old value until the merge). */
   private young = new Map<string, V>()
@@ -294,6 +294,12 @@ class GenerationalMap<V> {
   replace(key: string, value: V): void {
     this.young.set(key, value)
     if (this.young.size >= MERGE_AFTER) this.merge()
+  }
+
+  /** Every value (a young one shadows the old one under its key). */
+  *values(): IterableIterator<V> {
+    yield* this.young.values()
+    for (const [key, value] of this.old) if (!this.young.has(key)) yield value
   }
 
   delete(key: string): void {

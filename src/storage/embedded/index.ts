@@ -60,10 +60,9 @@ export class EmbeddedStorage implements Storage {
   purgeAuditEvents(before: number, limit: number): Promise<number> {
     const result = this.running.then(() => {
       const events = this.store.tables.audit_events
-      const ids = events.ids()
       // Creation order is time order: the events to drop are the head of the table.
       let count = 0
-      while (count < limit && count < ids.length && events.get(ids[count]!)!.created < before) count++
+      while (count < limit && events.first + count < events.last && events.createdOf(events.first + count) < before) count++
       return { count, durable: count > 0 ? this.store.commit((engine) => engine.dropOldest('audit_events', count)) : undefined }
     })
     this.running = result.catch(() => {})

@@ -15,6 +15,7 @@ import type { Table } from '../../store/table'
 import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
 import type { Enrollment, RecordOf, TableName } from '../records'
 import type { Condition, ListQuery, Maybe, Page } from '../storage'
+import { auditEventExists, listAuditEvents } from './audit-query'
 
 export interface Filter<T> {
   /** How many ids this filter can match at most; the smallest enumerable filter drives. */
@@ -35,6 +36,7 @@ export const WALK_CHUNK = 2048
 export const plannerWork = { recordsRead: 0, turnsYielded: 0 }
 
 export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N>): Maybe<Page<RecordOf<N>>> {
+  if (query.table === 'audit_events') return listAuditEvents(tables.audit_events, query as unknown as ListQuery<'audit_events'>) as Maybe<Page<RecordOf<N>>>
   const table = tables[query.table] as unknown as Table<RecordOf<N>>
   const filters = filtersOf(tables, query.table, query.where)
   if (query.scope) filters.push({ ...indexFilter(table, query.table, ['organization_id'], [[query.scope]]), isScope: true })
@@ -78,6 +80,7 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
  * without building filters; anything else goes through the planner's filters.
  */
 export function exists<N extends TableName>(tables: Tables, name: N, where: readonly Condition<N>[]): boolean {
+  if (name === 'audit_events') return auditEventExists(tables.audit_events, where as unknown as readonly Condition<'audit_events'>[])
   const table = tables[name] as unknown as Table<RecordOf<N>>
   const shortest = shortestIndexList(table, name, where)
   if (shortest) {

@@ -1,0 +1,616 @@
+/**
+ * The audit events' table (docs/storage.md "Audit events in memory"). Events are written once and
+ * only ever dropped from the oldest end (retention), so they are not kept as objects: each is a few
+ * hundred bytes (audit-codec.ts) appended to 1 MiB buffers, addressed by a sequence number given in
+ * creation order, and decoded only when read. Its indexes hold sequence numbers in typed arrays:
+ *
+ *   - by event id and by target: open-addressing hash tables keyed by the id's encoded bytes; a
+ *     target's entry holds its newest event and its count, and each event links to the previous
+ *     event of its target (a target has few events; they are found newest first);
+ *   - by customer, by actor token, by both: a list of sequence numbers per key (few keys, long lists),
+ *     in creation order, so a page of one is a slice.
+ *
+ * Live events are always the contiguous sequence numbers [base, end). The cases that would leave a
+ * hole (a drop that is not the oldest events, the undo of a drop, a replaced event) never happen in
+ * normal operation and rebuild the table instead, which renumbers it: `generation` then changes, and
+ * a query that yielded in between starts again. The same table method set as `Table` (table.ts), so
+ * the store, recovery and snapshots treat it alike.
+ */
+import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
+import type { AuditEvent } from '../storage/records'
+import { GenerationalMap, type ChangeObserver } from './table'
+
+/** Size of one buffer of encoded events (an event larger than this gets a buffer of its own). */
+const CHUNK_BYTES = 1 << 20
+/** Positions are `chunk number × CHUNK_SPAN + offset`. */
+const CHUNK_SPAN = 2 ** 32
+/** Sequence numbers are kept in Int32Arrays: at this one the table is renumbered from 0. */
+const DEFAULT_SEQUENCE_LIMIT = 2 ** 31 - 2
+
+/** The list indexes, each keyed on header fields (a composite key joins them with `|`), like database.ts's INDEX_FIELDS. */
+export const AUDIT_LIST_INDEXES = {
+  customer: ['customer_id'],
+  actorToken: ['actor_token_id'],
+  customerActorToken: ['customer_id', 'actor_token_id'],
+} as const satisfies Record<string, readonly string[]>
+export type AuditListIndex = keyof typeof AUDIT_LIST_INDEXES
+
+/** A growable list of sequence numbers, oldest first, with room to drop from the front. */
+export class SequenceList {
+  items = new Int32Array(4)
+  start = 0
+  length = 0
+
+  push(seq: number): void {
+    if (this.start + this.length === this.items.length) {
+      if (this.start > this.items.length / 2) {
+        this.items.copyWithin(0, this.start, this.start + this.length)
+      } else {
+        const larger = new Int32Array(this.items.length * 2)
+        larger.set(this.items.subarray(this.start, this.start + this.length))
+        this.items = larger
+      }
+      this.start = 0
+    }
+    this.items[this.start + this.length++] = seq
+  }
+
+  at(i: number): number {
+    return this.items[this.start + i]!
+  }
+
+  /** A copy of the list (a query walks it while writes may append). */
+  copy(): Int32Array {
+    return this.items.slice(this.start, this.start + this.length)
+  }
+}
+
+export class AuditEventTable {
+  readonly name = 'audit_events'
+  readonly codec = new AuditCodec()
+  /** Never called: events do not change, and a snapshot reads an immutable view (`capture`). */
+  observer: ChangeObserver<AuditEvent> | undefined
+  /** Changes when the table is renumbered (a rebuild): a query holding sequence numbers starts again. */
+  generation = 0
+
+  private chunks: Uint8Array[] = []
+  private chunkFloor = 0
+  private used = CHUNK_BYTES
+  /** Per sequence number from `floor`: the event's position, and the previous event of its target (-1: none). */
+  private positions = new Float64Array(1024)
+  private previousOfTarget = new Int32Array(1024)
+  private floor = 0
+  private base = 0
+  private end = 0
+  private byId!: HashIndex
+  private byTarget!: HashIndex
+  /** Per list index, per key: the one event under it, or its list (a key with one event costs no array). */
+  private lists!: Map<AuditListIndex, GenerationalMap<number | SequenceList>>
+  private readonly header = newHeader()
+  private readonly decodeHeader = newHeader()
+  private readonly sequenceLimit: number
+
+  constructor(options: { sequenceLimit?: number } = {}) {
+    this.sequenceLimit = options.sequenceLimit ?? DEFAULT_SEQUENCE_LIMIT
+    this.reset()
+  }
+
+  get size(): number {
+    return this.end - this.base
+  }
+
+  keyOf(record: AuditEvent): string {
+    return record.event_id
+  }
+
+  get(id: string): AuditEvent | undefined {
+    const seq = this.seqOf(id)
+    return seq === -1 ? undefined : this.decode(seq)
+  }
+
+  has(id: string): boolean {
+    return this.seqOf(id) !== -1
+  }
+
+  /** Inserts an event; returns the previous version (undefined: events are never replaced in practice). */
+  put(record: AuditEvent): AuditEvent | undefined {
+    if (this.append(record)) return undefined
+    // Never done by keyward (events are not changed): kept correct, not fast.
+    const previous = this.get(record.event_id)
+    this.rebuild(this.liveRecords().map((event) => (event.event_id === record.event_id ? record : event)))
+    return previous
+  }
+
+  putStored(stored: Record<string, unknown>): void {
+    this.put(stored as unknown as AuditEvent)
+  }
+
+  loadStored(stored: Record<string, unknown>): void {
+    this.put(stored as unknown as AuditEvent)
+  }
+
+  /** Removes an event; only used to undo an insert whose log write failed, so it is the newest. */
+  remove(id: string): void {
+    const seq = this.seqOf(id)
+    if (seq === -1) return
+    if (seq !== this.end - 1) {
+      this.rebuild(this.liveRecords().filter((event) => event.event_id !== id))
+      return
+    }
+    this.unindex(seq, this.decode(seq), 'newest')
+    this.end--
+  }
+
+  /** Removes the oldest `count` events and returns them, oldest first (retention). */
+  removeOldest(count: number): AuditEvent[] {
+    const removed: AuditEvent[] = []
+    const n = Math.min(count, this.size)
+    for (let i = 0; i < n; i++) {
+      const seq = this.base
+      const record = this.decode(seq)
+      removed.push(record)
+      this.unindex(seq, record, 'oldest')
+      this.base++
+    }
+    this.releaseHead()
+    return removed
+  }
+
+  /** Removes these events, given oldest first (the replay of a logged `removeOldest`). */
+  removeIds(ids: readonly string[]): AuditEvent[] {
+    const present = ids.filter((id) => this.has(id))
+    if (present.every((id, i) => this.seqOf(id) === this.base + i)) return this.removeOldest(present.length)
+    const gone = new Set(present)
+    const removed: AuditEvent[] = []
+    const kept: AuditEvent[] = []
+    for (const event of this.liveRecords()) (gone.has(event.event_id) ? removed : kept).push(event)
+    this.rebuild(kept)
+    return removed
+  }
+
+  /** Undoes `removeOldest` (its log write failed): the events go back at the head, in order. */
+  restoreOldest(records: readonly AuditEvent[]): void {
+    this.rebuild([...records, ...this.liveRecords()])
+  }
+
+  /** Every event id in creation order (a copy; for tests and tools, it builds every id). */
+  ids(): readonly string[] {
+    const ids: string[] = []
+    for (let seq = this.base; seq < this.end; seq++) ids.push(headerValue(this.codec, this.headerOf(seq), 0) as string)
+    return ids
+  }
+
+  /** Ids under `key` in index `index` (`target` or a list index), in creation order (a copy). */
+  idsBy(index: string, key: string): readonly string[] {
+    const seqs = index === 'target' ? this.targetSequences(key) : Array.from(this.list(index as AuditListIndex, key)?.copy() ?? [])
+    return seqs.map((seq) => headerValue(this.codec, this.headerOf(seq), 0) as string)
+  }
+
+  /** Events in creation order. */
+  *values(): IterableIterator<AuditEvent> {
+    for (let seq = this.base; seq < this.end; seq++) yield this.decode(seq)
+  }
+
+  /**
+   * The events as they are now, read later (a snapshot written while writes go on): the positions
+   * are copied and the buffers they point into are never written again below them, so neither
+   * appends nor drops change what this yields.
+   */
+  capture(): Iterable<AuditEvent> {
+    const positions = this.positions.slice(this.base - this.floor, this.end - this.floor)
+    const chunks = this.chunks.slice()
+    const chunkFloor = this.chunkFloor
+    const codec = this.codec
+    const header = newHeader()
+    return (function* () {
+      for (const position of positions) {
+        const chunk = Math.floor(position / CHUNK_SPAN)
+        yield codec.decode(chunks[chunk - chunkFloor]!, position - chunk * CHUNK_SPAN, header) as unknown as AuditEvent
+      }
+    })()
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // What the list queries read (src/storage/embedded/audit-query.ts)
+
+  /** The live sequence numbers: [first, end). */
+  get first(): number {
+    return this.base
+  }
+
+  get last(): number {
+    return this.end
+  }
+
+  /** The sequence number of the event with this id, or -1. */
+  seqOf(id: string): number {
+    return this.byId.find(encodeKey(id))
+  }
+
+  /** The events about `target`, oldest first. */
+  targetSequences(target: string): number[] {
+    const key = encodeKey(target)
+    let seq = this.byTarget.find(key)
+    const seqs: number[] = []
+    while (seq >= this.base) {
+      seqs.push(seq)
+      seq = this.previousOfTarget[seq - this.floor]!
+    }
+    return seqs.reverse()
+  }
+
+  /** How many events are about `target` (without walking them). */
+  targetCount(target: string): number {
+    return this.byTarget.countOf(encodeKey(target))
+  }
+
+  list(index: AuditListIndex, key: string): SequenceList | undefined {
+    const entry = this.lists.get(index)!.get(key)
+    if (typeof entry !== 'number') return entry
+    const one = new SequenceList()
+    one.push(entry)
+    return one
+  }
+
+  /** The event's header into a shared object (valid until the next call). */
+  headerOf(seq: number, header: EventHeader = this.header): EventHeader {
+    const position = this.positions[seq - this.floor]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    this.codec.readHeader(this.chunks[chunk - this.chunkFloor]!, position - chunk * CHUNK_SPAN, header)
+    return header
+  }
+
+  createdOf(seq: number): number {
+    return this.headerOf(seq).created
+  }
+
+  decode(seq: number): AuditEvent {
+    const position = this.positions[seq - this.floor]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    return this.codec.decode(this.chunks[chunk - this.chunkFloor]!, position - chunk * CHUNK_SPAN, this.decodeHeader) as unknown as AuditEvent
+  }
+
+  /** Bytes held by the encoded events and the indexes (not the dictionary): for tests that bound memory. */
+  get bytesHeld(): number {
+    let bytes = this.positions.byteLength + this.previousOfTarget.byteLength + this.byId.bytes + this.byTarget.bytes
+    for (const chunk of this.chunks) bytes += chunk.byteLength
+    for (const lists of this.lists.values()) for (const list of lists.values()) if (typeof list !== 'number') bytes += list.items.byteLength
+    return bytes
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /** Appends the event as the newest; false (nothing indexed) when its id is taken. */
+  private append(record: AuditEvent): boolean {
+    if (this.end >= this.sequenceLimit) {
+      // Numbers are freed only by drops: a table this large without any cannot go on.
+      if (this.base === 0) throw new RangeError(`more than ${this.sequenceLimit} audit events in memory`)
+      this.rebuild(this.liveRecords())
+    }
+    const encoded = this.codec.encode(record as unknown as Record<string, unknown>)
+    const seq = this.end
+    if (seq - this.floor === this.positions.length) this.growSequences()
+    const position = this.store(encoded)
+    this.positions[seq - this.floor] = position
+    // Two records with one id (in data, or a caller's mistake): the bytes just stored are left unused.
+    if (!this.byId.insertIfAbsent(seq)) return false
+    this.end++
+    this.previousOfTarget[seq - this.floor] = this.byTarget.addNewest(seq)
+    for (const [index, keys] of this.lists) {
+      const key = listKey(record, index)
+      if (key === null) continue
+      const entry = keys.get(key)
+      if (entry === undefined) keys.add(key, seq)
+      else if (typeof entry === 'number') {
+        const list = new SequenceList()
+        list.push(entry)
+        list.push(seq)
+        keys.replace(key, list)
+      } else entry.push(seq)
+    }
+    return true
+  }
+
+  /** Takes `seq` (the oldest or the newest live event) out of every index. */
+  private unindex(seq: number, record: AuditEvent, which: 'oldest' | 'newest'): void {
+    this.byId.remove(seq)
+    const { chunk, offset } = this.locate(seq)
+    const targetStart = skipValue(chunk, offset)
+    const targetEnd = skipValue(chunk, targetStart)
+    this.byTarget.drop(chunk, targetStart, targetEnd, which === 'newest' ? this.previousOfTarget[seq - this.floor]! : -1)
+    for (const [index, keys] of this.lists) {
+      const key = listKey(record, index)
+      if (key === null) continue
+      const list = keys.get(key)!
+      if (typeof list === 'number') {
+        keys.delete(key)
+        continue
+      }
+      list.length--
+      if (which === 'oldest') list.start++
+      if (list.length === 0) keys.delete(key)
+    }
+  }
+
+  private locate(seq: number): { chunk: Uint8Array; offset: number } {
+    const position = this.positions[seq - this.floor]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    return { chunk: this.chunks[chunk - this.chunkFloor]!, offset: position - chunk * CHUNK_SPAN }
+  }
+
+  /** Copies the encoded event into the current buffer (a new one when it is full); returns its position. */
+  private store(encoded: Uint8Array): number {
+    if (this.used + encoded.length > (this.chunks.at(-1)?.length ?? 0)) {
+      this.chunks.push(new Uint8Array(Math.max(CHUNK_BYTES, encoded.length)))
+      this.used = 0
+    }
+    const chunk = this.chunks[this.chunks.length - 1]!
+    chunk.set(encoded, this.used)
+    const position = (this.chunkFloor + this.chunks.length - 1) * CHUNK_SPAN + this.used
+    this.used += encoded.length
+    return position
+  }
+
+  /** After drops from the head: buffers holding only dropped events are let go, and the arrays' head space reused. */
+  private releaseHead(): void {
+    const firstChunk = this.base < this.end ? Math.floor(this.positions[this.base - this.floor]! / CHUNK_SPAN) : this.chunkFloor + this.chunks.length - 1
+    if (firstChunk > this.chunkFloor) {
+      this.chunks.splice(0, firstChunk - this.chunkFloor)
+      this.chunkFloor = firstChunk
+    }
+    const dead = this.base - this.floor
+    if (dead > 1024 && dead > this.positions.length / 2) {
+      this.positions.copyWithin(0, dead, this.end - this.floor)
+      this.previousOfTarget.copyWithin(0, dead, this.end - this.floor)
+      this.floor = this.base
+    }
+  }
+
+  private growSequences(): void {
+    const dead = this.base - this.floor
+    const live = this.end - this.base
+    const capacity = dead > this.positions.length / 4 ? this.positions.length : this.positions.length * 2
+    const positions = new Float64Array(capacity)
+    positions.set(this.positions.subarray(dead, dead + live))
+    const previous = new Int32Array(capacity)
+    previous.set(this.previousOfTarget.subarray(dead, dead + live))
+    this.positions = positions
+    this.previousOfTarget = previous
+    this.floor = this.base
+  }
+
+  /** Every live event decoded, oldest first (the slow paths only). */
+  private liveRecords(): AuditEvent[] {
+    return [...this.values()]
+  }
+
+  /** Starts over with these events, numbered from 0. */
+  private rebuild(records: readonly AuditEvent[]): void {
+    this.reset()
+    this.generation++
+    for (const record of records) this.put(record)
+  }
+
+  private reset(): void {
+    this.chunks = []
+    this.chunkFloor = 0
+    this.used = CHUNK_BYTES
+    this.positions = new Float64Array(1024)
+    this.previousOfTarget = new Int32Array(1024)
+    this.floor = this.base = this.end = 0
+    // One span object per index, filled in place: no allocation per probe.
+    const keyAt = (seq: number, which: 'id' | 'target', span: KeySpan): KeySpan => {
+      const position = this.positions[seq - this.floor]!
+      const chunk = Math.floor(position / CHUNK_SPAN)
+      const bytes = this.chunks[chunk - this.chunkFloor]!
+      const offset = position - chunk * CHUNK_SPAN
+      span.bytes = bytes
+      // A UUID (nearly every id) is 17 bytes: no need to read the value to know where it ends.
+      const idEnd = bytes[offset] === T_UUID ? offset + 17 : skipValue(bytes, offset)
+      if (which === 'id') {
+        span.start = offset
+        span.end = idEnd
+      } else {
+        span.start = idEnd
+        span.end = bytes[idEnd] === T_UUID ? idEnd + 17 : skipValue(bytes, idEnd)
+      }
+      return span
+    }
+    const idSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
+    const targetSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
+    this.byId = new HashIndex((seq) => keyAt(seq, 'id', idSpan), false)
+    this.byTarget = new HashIndex((seq) => keyAt(seq, 'target', targetSpan), true)
+    this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new GenerationalMap()]))
+  }
+}
+
+/** The key an event is listed under in a list index; null when a field is null. */
+function listKey(record: AuditEvent, index: AuditListIndex): string | null {
+  const fields = AUDIT_LIST_INDEXES[index] as readonly (keyof AuditEvent)[]
+  let key = ''
+  for (let i = 0; i < fields.length; i++) {
+    const value = record[fields[i]!]
+    if (value === null || value === undefined) return null
+    key = i === 0 ? String(value) : `${key}|${value}`
+  }
+  return key
+}
+
+interface KeySpan {
+  bytes: Uint8Array
+  start: number
+  end: number
+}
+
+/** FNV-1a, then a final mix: FNV's low bits (the ones a table's mask keeps) barely depend on the high bits of each byte. */
+function hashBytes(bytes: Uint8Array, start: number, end: number): number {
+  let hash = 0x811c9dc5
+  for (let i = start; i < end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
+  hash ^= hash >>> 16
+  hash = Math.imul(hash, 0x85ebca6b)
+  hash ^= hash >>> 13
+  hash = Math.imul(hash, 0xc2b2ae35)
+  hash ^= hash >>> 16
+  return hash >>> 0
+}
+
+function sameBytes(a: Uint8Array, aStart: number, aEnd: number, b: Uint8Array, bStart: number, bEnd: number): boolean {
+  if (aEnd - aStart !== bEnd - bStart) return false
+  for (let i = 0; i < aEnd - aStart; i++) if (a[aStart + i] !== b[bStart + i]) return false
+  return true
+}
+
+/**
+ * Sequence numbers by the encoded bytes of a key of theirs: open addressing, linear probing, at most
+ * 70% full, removal by shifting back (no tombstones). Each slot keeps its key's hash too, so a probe
+ * reads an event's bytes only when the hashes agree, and growing never reads them (random reads into
+ * the buffers were most of a start-up's time). With `counted`, an entry also counts how many events
+ * share its key, and holds the newest of them.
+ */
+class HashIndex {
+  /** seq + 1; 0 is empty. */
+  private slots = new Int32Array(1024)
+  private hashes = new Int32Array(1024)
+  private counts: Int32Array | null
+  private entries = 0
+
+  constructor(
+    private readonly keyAt: (seq: number) => KeySpan,
+    counted: boolean,
+  ) {
+    this.counts = counted ? new Int32Array(1024) : null
+  }
+
+  get bytes(): number {
+    return this.slots.byteLength + this.hashes.byteLength + (this.counts?.byteLength ?? 0)
+  }
+
+  /** The seq under the key (a whole encoded key, or a span of one), or -1. */
+  find(bytes: Uint8Array, start = 0, end = bytes.length): number {
+    const at = this.slotOf(bytes, start, end)
+    return at === -1 ? -1 : this.slots[at]! - 1
+  }
+
+  countOf(key: Uint8Array): number {
+    const at = this.slotOf(key, 0, key.length)
+    return at === -1 ? 0 : this.counts![at]!
+  }
+
+  /** Adds `seq` unless an entry has its key already (false then: nothing changed). */
+  insertIfAbsent(seq: number): boolean {
+    return this.probeOrInsert(seq) === -1
+  }
+
+  /** Counted: `seq` becomes the newest under its key; returns the one it replaces (-1: none). */
+  addNewest(seq: number): number {
+    const at = this.probeOrInsert(seq)
+    if (at === -1) return -1
+    const previous = this.slots[at]! - 1
+    this.slots[at] = seq + 1
+    this.counts![at]!++
+    return previous
+  }
+
+  /** One probe: the slot of an entry with `seq`'s key, or -1 after putting `seq` in the empty slot that ended the probe. */
+  private probeOrInsert(seq: number): number {
+    this.growIfFull()
+    const key = this.keyAt(seq)
+    // The span object is shared: keep this key's before reading others'.
+    const bytes = key.bytes
+    const start = key.start
+    const end = key.end
+    const hash = hashBytes(bytes, start, end) | 0
+    const mask = this.slots.length - 1
+    let at = hash & mask
+    for (;;) {
+      const entry = this.slots[at]!
+      if (entry === 0) {
+        this.slots[at] = seq + 1
+        this.hashes[at] = hash
+        if (this.counts) this.counts[at] = 1
+        this.entries++
+        return -1
+      }
+      if (this.hashes[at] === hash) {
+        const other = this.keyAt(entry - 1)
+        if (sameBytes(other.bytes, other.start, other.end, bytes, start, end)) return at
+      }
+      at = (at + 1) & mask
+    }
+  }
+
+  /** Removes the entry holding `seq` (uncounted: its key is `seq`'s own). */
+  remove(seq: number): void {
+    const key = this.keyAt(seq)
+    const at = this.slotOf(key.bytes, key.start, key.end)
+    if (at !== -1) this.clear(at)
+  }
+
+  /**
+   * Counted: one event under the key is gone. `previous`: the key's newest becomes this one (the
+   * newest was removed); -1: the oldest was removed, and the newest stays.
+   */
+  drop(bytes: Uint8Array, start: number, end: number, previous: number): void {
+    const at = this.slotOf(bytes, start, end)
+    if (at === -1) return
+    if (--this.counts![at]! === 0) this.clear(at)
+    else if (previous !== -1) this.slots[at] = previous + 1
+  }
+
+  private slotOf(bytes: Uint8Array, start: number, end: number): number {
+    const hash = hashBytes(bytes, start, end) | 0
+    const mask = this.slots.length - 1
+    let at = hash & mask
+    for (;;) {
+      const entry = this.slots[at]!
+      if (entry === 0) return -1
+      if (this.hashes[at] === hash) {
+        const key = this.keyAt(entry - 1)
+        if (sameBytes(key.bytes, key.start, key.end, bytes, start, end)) return at
+      }
+      at = (at + 1) & mask
+    }
+  }
+
+  /** Empties slot `at`, moving back later entries of its probe run that would otherwise be lost. */
+  private clear(at: number): void {
+    const mask = this.slots.length - 1
+    this.entries--
+    let hole = at
+    let next = (at + 1) & mask
+    for (;;) {
+      const entry = this.slots[next]!
+      if (entry === 0) break
+      const home = this.hashes[next]! & mask
+      // The entry may move into the hole when its home is not cyclically within (hole, next].
+      if (hole <= next ? home <= hole || home > next : home <= hole && home > next) {
+        this.slots[hole] = entry
+        this.hashes[hole] = this.hashes[next]!
+        if (this.counts) this.counts[hole] = this.counts[next]!
+        hole = next
+      }
+      next = (next + 1) & mask
+    }
+    this.slots[hole] = 0
+    if (this.counts) this.counts[hole] = 0
+  }
+
+  private growIfFull(): void {
+    if ((this.entries + 1) * 10 <= this.slots.length * 7) return
+    const [old, oldHashes, oldCounts] = [this.slots, this.hashes, this.counts]
+    this.slots = new Int32Array(old.length * 2)
+    this.hashes = new Int32Array(old.length * 2)
+    this.counts = oldCounts ? new Int32Array(old.length * 2) : null
+    const mask = this.slots.length - 1
+    for (let i = 0; i < old.length; i++) {
+      const entry = old[i]!
+      if (entry === 0) continue
+      const hash = oldHashes[i]!
+      let at = hash & mask
+      while (this.slots[at] !== 0) at = (at + 1) & mask
+      this.slots[at] = entry
+      this.hashes[at] = hash
+      if (this.counts) this.counts[at] = oldCounts![i]!
+    }
+  }
+}

@@ -1,0 +1,357 @@
+/**
+ * The audit events' compact table (src/store/audit-table.ts, audit-codec.ts) and its queries
+ * (src/storage/embedded/audit-query.ts): every field reads back exactly as written; every filter,
+ * page and order answers what a plain filter over the records answers, before and after drops; and
+ * the cost is counted (bytes held, events read), never timed.
+ */
+import { describe, expect, test } from 'bun:test'
+import { AuditEventTable } from '../../src/store/audit-table'
+import { AuditCodec, parseTimestamp } from '../../src/store/audit-codec'
+import { formatTimestamp } from '../../src/store/clock'
+import { listAuditEvents } from '../../src/storage/embedded/audit-query'
+import { plannerWork, WALK_CHUNK } from '../../src/storage/embedded/planner'
+import type { AuditEvent } from '../../src/storage/records'
+import type { Condition, ListQuery, Page } from '../../src/storage/storage'
+
+/** A small seeded generator, so a failure replays. */
+function random(seed: number) {
+  let state = seed >>> 0
+  return () => {
+    state = (Math.imul(state ^ (state >>> 15), 0x2c1b3c6d) + 0x9e3779b9) >>> 0
+    state ^= state >>> 12
+    return (state >>> 0) / 2 ** 32
+  }
+}
+
+const T0 = 1_780_000_000_000_000
+
+function sampleEvents(count: number, seed = 1) {
+  const next = random(seed)
+  const pick = <T,>(items: readonly T[]) => items[Math.floor(next() * items.length)]!
+  const customers = [null, crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()]
+  const tokens = [crypto.randomUUID(), crypto.randomUUID()]
+  const targets: string[] = []
+  const events: AuditEvent[] = []
+  for (let n = 0; n < count; n++) {
+    const time = T0 + n * 10
+    const customer = pick(customers)
+    const cli = next() < 0.1
+    const reuse = targets.length > 0 && next() < 0.4
+    const target = reuse ? pick(targets) : crypto.randomUUID()
+    if (!reuse) targets.push(target)
+    const token = pick(tokens)
+    const action = reuse ? pick(['consumer.suspend', 'consumer.activate', 'enrollment.suspend']) : pick(['consumer.create', 'installation.create', 'enrollment.create'])
+    const changes: Record<string, [unknown, unknown]> = reuse
+      ? { state: ['active', 'suspended'], modified: [formatTimestamp(time - 5), formatTimestamp(time)] }
+      : {
+          consumer_id: [null, target],
+          organization_id: [null, customer],
+          description: [null, `Device ${n}`],
+          state: [null, 'active'],
+          created: [null, formatTimestamp(time)],
+          modified: [null, formatTimestamp(time)],
+        }
+    events.push({
+      event_id: Bun.randomUUIDv7(),
+      action,
+      target_type: action.slice(0, action.indexOf('.')),
+      target_id: target,
+      actor_organization_id: cli ? null : customers[1]!,
+      actor_token_id: cli ? null : token,
+      actor_role: cli ? null : 'admin',
+      actor_cli: cli ? 'issue-token' : null,
+      customer_id: customer,
+      changes,
+      trace_id: cli ? null : crypto.randomUUID(),
+      created: time,
+      modified: time,
+    })
+  }
+  return { events, customers, tokens, targets }
+}
+
+function tableOf(events: readonly AuditEvent[], options?: { sequenceLimit?: number }): AuditEventTable {
+  const table = new AuditEventTable(options)
+  for (const event of events) table.put(event)
+  return table
+}
+
+/** The answer a plain filter over the records gives (the reference). */
+function reference(events: readonly AuditEvent[], query: ListQuery<'audit_events'>): { ids: string[]; total: number } {
+  const matches = events.filter((event) =>
+    query.where.every((condition) => {
+      const value = (event as unknown as Record<string, unknown>)[(condition as { field: string }).field]
+      if ('in' in condition) return condition.in.includes(value as string)
+      if ('from' in condition || 'until' in condition) return (value as number) >= (condition.from ?? -Infinity) && (value as number) <= (condition.until ?? Infinity)
+      throw new Error('not in this test')
+    }),
+  )
+  const ordered = query.order === 'asc' ? matches : [...matches].reverse()
+  const page = query.page ? ordered.slice((query.page.number - 1) * query.page.size, query.page.number * query.page.size) : ordered
+  return { ids: page.map((event) => event.event_id), total: matches.length }
+}
+
+async function answer(table: AuditEventTable, query: ListQuery<'audit_events'>): Promise<{ ids: string[]; total: number }> {
+  const page = (await listAuditEvents(table, query)) as Page<AuditEvent>
+  return { ids: page.items.map((event) => event.event_id), total: page.total }
+}
+
+describe('encoding', () => {
+  test('every field of every kind of event reads back exactly, key order included', () => {
+    const time = T0 + 123_456
+    const customer = crypto.randomUUID()
+    const target = crypto.randomUUID()
+    const odd: AuditEvent[] = [
+      {
+        event_id: Bun.randomUUIDv7(),
+        action: 'organization.create',
+        target_type: 'organization',
+        target_id: target,
+        actor_organization_id: crypto.randomUUID(),
+        actor_token_id: crypto.randomUUID(),
+        actor_role: 'viewer',
+        actor_cli: null,
+        customer_id: customer,
+        changes: {
+          organization_id: [null, target],
+          parent_id: [null, customer],
+          organization_type: [null, 'partner'],
+          description: [null, 'Ünïcødé ✓ and "quotes" \\ and a\nnewline'],
+          environments: [null, { default: 'DEV', supported: ['DEV', 'PRODUCTION'] }],
+          state: [null, 'active'],
+          created: [null, formatTimestamp(time)],
+          modified: [null, formatTimestamp(time)],
+        },
+        trace_id: crypto.randomUUID(),
+        created: time,
+        modified: time,
+      },
+      {
+        // Not UUIDs, not interned, text that only looks like a timestamp, numbers and booleans.
+        event_id: 'E-1',
+        action: 'token.create',
+        target_type: 'token',
+        target_id: crypto.randomUUID().toUpperCase(),
+        actor_organization_id: null,
+        actor_token_id: null,
+        actor_role: null,
+        actor_cli: 'init',
+        customer_id: null,
+        changes: {
+          expires: [null, '2026-05-01 12:00:00.000000 +01:00'],
+          other: ['2026-02-30 12:00:00.000000 +00:00', '9999-12-31 23:59:59.999999 +00:00'],
+          numbers: [-0.5, 1e300],
+          flags: [true, false],
+          empty: [{}, []],
+          nested: [null, { a: [1, { b: null }], '': 'empty key' }],
+        },
+        trace_id: null,
+        created: time + 1,
+        modified: time + 7,
+      },
+    ]
+    const table = tableOf(odd)
+    for (const event of odd) expect(JSON.stringify(table.get(event.event_id))).toBe(JSON.stringify(event))
+    expect([...table.values()].map((event) => JSON.stringify(event))).toEqual(odd.map((event) => JSON.stringify(event)))
+  })
+
+  test('a timestamp is read back to the microsecond it came from, and only a canonical one is read at all', () => {
+    const next = random(21)
+    for (let i = 0; i < 20_000; i++) {
+      const micros = Math.floor(next() * 7e15) // 1970 to about 2191
+      expect(parseTimestamp(formatTimestamp(micros))).toBe(micros)
+    }
+    for (const text of ['2026-02-29 00:00:00.000000 +00:00', '2026-13-01 00:00:00.000000 +00:00', '2026-05-01 24:00:00.000000 +00:00', '2026-05-01T12:00:00.000000 +00:00', '1969-12-31 23:59:59.999999 +00:00']) {
+      expect(parseTimestamp(text)).toBeNull()
+    }
+    expect(parseTimestamp('2024-02-29 00:00:00.000001 +00:00')).toBe(Date.UTC(2024, 1, 29) * 1000 + 1)
+  })
+
+  test('a UUID is 16 bytes and a repeated string one index: a create of an enrollment is under 200 bytes', () => {
+    const codec = new AuditCodec()
+    const customer = crypto.randomUUID()
+    const time = T0
+    const enrollment = crypto.randomUUID()
+    const record = {
+      enrollment_id: enrollment,
+      organization_id: customer,
+      consumer_id: crypto.randomUUID(),
+      installation_id: crypto.randomUUID(),
+      application_id: crypto.randomUUID(),
+      environment: 'PRODUCTION',
+      active_keyset_id: null,
+      client_enclave_key: null,
+      state: 'active',
+      created: formatTimestamp(time),
+      modified: formatTimestamp(time),
+    }
+    const event = {
+      event_id: Bun.randomUUIDv7(),
+      action: 'enrollment.create',
+      target_type: 'enrollment',
+      target_id: enrollment,
+      actor_organization_id: customer,
+      actor_token_id: crypto.randomUUID(),
+      actor_role: 'admin',
+      actor_cli: null,
+      customer_id: customer,
+      changes: Object.fromEntries(Object.entries(record).map(([field, value]) => [field, [null, value]])),
+      trace_id: crypto.randomUUID(),
+      created: time,
+      modified: time,
+    }
+    const first = codec.encode(event).length
+    const json = JSON.stringify(event).length
+    expect(first).toBeLessThan(200)
+    // The second such event: its actor and strings are in the dictionary already.
+    expect(codec.encode({ ...event, event_id: Bun.randomUUIDv7() }).length).toBeLessThanOrEqual(first)
+    expect(first * 4).toBeLessThan(json)
+  })
+
+  test('the table holds fewer than 256 bytes per event, indexes included', () => {
+    const { events } = sampleEvents(20_000)
+    const table = tableOf(events)
+    expect(table.size).toBe(20_000)
+    expect(table.bytesHeld / table.size).toBeLessThan(256)
+  })
+})
+
+describe('queries answer what a plain filter answers', () => {
+  const { events, customers, tokens, targets } = sampleEvents(3 * WALK_CHUNK, 7)
+  const table = tableOf(events)
+  const mid = events[events.length >> 1]!.created
+  const queries: [string, Condition<'audit_events'>[]][] = [
+    ['nothing', []],
+    ['a target', [{ field: 'target_id', in: [targets[3]!] }]],
+    ['two targets and an unknown one', [{ field: 'target_id', in: [targets[5]!, targets[9]!, crypto.randomUUID()] }]],
+    ['a customer', [{ field: 'customer_id', in: [customers[1]!] }]],
+    ['two customers', [{ field: 'customer_id', in: [customers[1]!, customers[2]!] }]],
+    ['an actor token', [{ field: 'actor_token_id', in: [tokens[0]!] }]],
+    ['a customer and an actor token (the composite index)', [{ field: 'customer_id', in: [customers[2]!] }, { field: 'actor_token_id', in: [tokens[1]!] }]],
+    ['actions', [{ field: 'action', in: ['consumer.suspend', 'enrollment.create'] }]],
+    ['an action nobody took', [{ field: 'action', in: ['vendor.init'] }]],
+    ['since', [{ field: 'created', from: mid }]],
+    ['until', [{ field: 'created', until: mid }]],
+    ['a customer within a range, by action', [{ field: 'customer_id', in: [customers[3]!] }, { field: 'created', from: T0 + 500, until: mid }, { field: 'action', in: ['consumer.create'] }]],
+    ['a target within a range', [{ field: 'target_id', in: [targets[1]!] }, { field: 'created', from: T0 }]],
+    ['an event id', [{ field: 'event_id', in: [events[10]!.event_id, events[20]!.event_id] }]],
+    ['the CLI', [{ field: 'actor_cli', in: ['issue-token'] }]],
+    ['an empty list', [{ field: 'customer_id', in: [] }]],
+  ]
+  const pagings: Pick<ListQuery<'audit_events'>, 'page' | 'order'>[] = [
+    { order: 'asc' },
+    { order: 'asc', page: { number: 1, size: 20 } },
+    { order: 'desc', page: { number: 1, size: 20 } },
+    { order: 'asc', page: { number: 3, size: 7 } },
+    { order: 'desc', page: { number: 2, size: 50 } },
+    { order: 'asc', page: { number: 10_000, size: 50 } },
+  ]
+  for (const [name, where] of queries) {
+    test(name, async () => {
+      for (const paging of pagings) {
+        const query = { table: 'audit_events' as const, where, ...paging }
+        expect(await answer(table, query)).toEqual(reference(events, query))
+      }
+    })
+  }
+
+  test('after drops of the oldest, a newest removed, and an event replaced', async () => {
+    const live = tableOf(events)
+    let kept = [...events]
+    const dropped = live.removeOldest(1000)
+    expect(dropped.map((event) => event.event_id)).toEqual(kept.slice(0, 1000).map((event) => event.event_id))
+    kept = kept.slice(1000)
+    live.remove(kept.at(-1)!.event_id)
+    kept = kept.slice(0, -1)
+    expect(live.size).toBe(kept.length)
+    expect(live.get(events[0]!.event_id)).toBeUndefined()
+    for (const [, where] of queries) {
+      for (const paging of pagings) {
+        const query = { table: 'audit_events' as const, where, ...paging }
+        expect(await answer(live, query)).toEqual(reference(kept, query))
+      }
+    }
+    expect(live.ids()).toEqual(kept.map((event) => event.event_id))
+  })
+})
+
+describe('drops, undo and renumbering', () => {
+  test('dropping the oldest releases their buffers; their ids and targets are gone from every index', () => {
+    const { events } = sampleEvents(30_000, 3)
+    const table = tableOf(events)
+    const held = table.bytesHeld
+    table.removeOldest(25_000)
+    expect(table.size).toBe(5_000)
+    expect(table.bytesHeld).toBeLessThanOrEqual(held - 2 * 2 ** 20) // at least two of its 1 MiB buffers let go
+    for (const event of events.slice(0, 25_000)) expect(table.has(event.event_id)).toBe(false)
+    for (const event of events.slice(25_000)) expect(table.get(event.event_id)).toEqual(event)
+    for (const event of events.slice(0, 100)) {
+      const expected = events.slice(25_000).filter((e) => e.target_id === event.target_id).map((e) => e.event_id)
+      expect(table.idsBy('target', event.target_id)).toEqual(expected)
+      expect(table.targetCount(event.target_id)).toBe(expected.length)
+    }
+  })
+
+  test('an undone drop puts the events back at the head; a drop that is not the oldest, and renumbering, keep the order', () => {
+    const { events } = sampleEvents(500, 5)
+    const table = tableOf(events, { sequenceLimit: 700 })
+    const dropped = table.removeOldest(100)
+    table.restoreOldest(dropped)
+    expect(table.ids()).toEqual(events.map((event) => event.event_id))
+    const generation = table.generation
+    const middle = [events[200]!.event_id, events[300]!.event_id]
+    expect(table.removeIds(middle).map((event) => event.event_id)).toEqual(middle)
+    expect(table.generation).not.toBe(generation)
+    const kept = events.filter((event) => !middle.includes(event.event_id))
+    expect(table.ids()).toEqual(kept.map((event) => event.event_id))
+    // Past the sequence limit (700 here) the table renumbers itself and goes on.
+    table.removeOldest(300)
+    const rest = [...kept.slice(300), ...sampleEvents(400, 6).events.map((event, i) => ({ ...event, created: T0 + 10_000_000 + i, modified: T0 + 10_000_000 + i }))]
+    for (const event of rest.slice(kept.length - 300)) table.put(event)
+    expect(table.generation).toBe(generation + 2)
+    expect(table.ids()).toEqual(rest.map((event) => event.event_id))
+    const target = rest.at(-1)!.target_id
+    expect(table.idsBy('target', target)).toEqual(rest.filter((e) => e.target_id === target).map((e) => e.event_id))
+  })
+
+  test('a capture is not changed by later appends and drops', () => {
+    const { events } = sampleEvents(5000, 9)
+    const table = tableOf(events.slice(0, 4000))
+    const captured = table.capture()
+    table.removeOldest(3000)
+    for (const event of events.slice(4000)) table.put(event)
+    expect([...captured].map((event) => event.event_id)).toEqual(events.slice(0, 4000).map((event) => event.event_id))
+  })
+})
+
+describe('cost, counted', () => {
+  test('a target query reads its target\'s events, whatever the table holds', async () => {
+    const read = async (size: number) => {
+      const { events } = sampleEvents(size, 11)
+      const table = tableOf(events)
+      const target = events[size >> 1]!.target_id
+      const before = plannerWork.recordsRead
+      const page = (await listAuditEvents(table, { table: 'audit_events', where: [{ field: 'target_id', in: [target] }], page: { number: 1, size: 20 }, order: 'asc' })) as Page<AuditEvent>
+      return { read: plannerWork.recordsRead - before, total: page.total }
+    }
+    const small = await read(1_000)
+    const large = await read(50_000)
+    expect(small.read).toBe(small.total)
+    expect(large.read).toBe(large.total)
+  })
+
+  test('a customer\'s page within a range reads the page and two binary searches, not the customer\'s events', async () => {
+    const { events, customers } = sampleEvents(40_000, 12)
+    const table = tableOf(events)
+    const before = plannerWork.recordsRead
+    const page = (await listAuditEvents(table, {
+      table: 'audit_events',
+      where: [{ field: 'customer_id', in: [customers[1]!] }, { field: 'created', from: T0 + 100_000 }],
+      page: { number: 2, size: 20 },
+      order: 'desc',
+    })) as Page<AuditEvent>
+    expect(page.items).toHaveLength(20)
+    expect(page.total).toBeGreaterThan(5_000)
+    expect(plannerWork.recordsRead - before).toBeLessThanOrEqual(20 + 2 * 15)
+  })
+})
