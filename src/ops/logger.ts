@@ -75,44 +75,86 @@ export function formatLine(format: LogFormat, time: string, level: LogLevel, msg
 /** Lines are written at most this long after they were logged, or once this many characters wait. */
 const FLUSH_AFTER_MS = 20
 const FLUSH_AT_CHARS = 64 * 1024
+/** Characters of lines held while stderr is read too slowly; lines beyond are dropped and counted. */
+export const MAX_WAITING_CHARS = 4 * 1024 * 1024
+
+/** Where batches go: Bun's writer for stderr (a FileSink); `flush` is a promise while the pipe is full. */
+export interface BatchWriter {
+  write(text: string): unknown
+  flush(): unknown
+}
 
 /**
- * Lines wait here and go to stderr together, FLUSH_AFTER_MS after the first of them or once they
- * hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each `write` at
- * once). Bun's writer takes what the pipe cannot yet, so a slow reader never blocks the event loop.
+ * Lines wait here and go to the writer together, FLUSH_AFTER_MS after the first of them or once
+ * they hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each
+ * `write` at once). While a batch is still on its way (the reader of stderr is slow) the next one
+ * waits, so the event loop never blocks on the pipe, and what waits is bounded: over
+ * `maxWaitingChars` lines are dropped, and a line says how many (docs/operations.md, "Logs").
  */
-function stderrSink(): { sink: LineSink; flush(): Promise<void> } {
-  const writer = Bun.stderr.writer()
+export function batchedSink(writer: BatchWriter, droppedLine: (count: number) => string, maxWaitingChars = MAX_WAITING_CHARS) {
   let pending: string[] = []
   let chars = 0
+  let dropped = 0
   let timer: ReturnType<typeof setTimeout> | undefined
-  const flush = async () => {
+  let draining: Promise<unknown> | undefined
+  const schedule = () => void (timer ??= setTimeout(write, FLUSH_AFTER_MS))
+  /** Hands what waits to the writer, unless a batch is still draining (then tries again later). */
+  function write(): void {
     clearTimeout(timer)
     timer = undefined
-    if (chars === 0) return
+    if (draining) return schedule()
+    if (dropped > 0) {
+      pending.push(droppedLine(dropped))
+      dropped = 0
+    }
+    if (pending.length === 0) return
     writer.write(pending.join(''))
     pending = []
     chars = 0
-    await writer.flush()
+    const flushed = writer.flush()
+    if (flushed instanceof Promise) draining = flushed.finally(() => (draining = undefined))
   }
-  // What is still waiting when the process exits (an exit from a fatal error) is written then.
-  process.on('exit', () => {
-    if (chars > 0) writeSync(2, pending.join(''))
-    chars = 0
-  })
   return {
-    sink: (text) => {
+    sink: (text: string) => {
+      if (chars + text.length > maxWaitingChars) {
+        dropped++
+        return
+      }
       pending.push(text)
       chars += text.length
-      if (chars >= FLUSH_AT_CHARS) void flush()
-      else timer ??= setTimeout(flush, FLUSH_AFTER_MS)
+      if (chars >= FLUSH_AT_CHARS) write()
+      else schedule()
     },
-    flush,
+    /** Writes everything waiting, and resolves once the writer has taken it. */
+    flush: async () => {
+      while (draining) await draining
+      write()
+      while (draining) await draining
+    },
+    /** What waits, unwritten, as one string (the process is exiting: written synchronously). */
+    takeWaiting: () => {
+      const text = pending.join('') + (dropped > 0 ? droppedLine(dropped) : '')
+      pending = []
+      chars = 0
+      dropped = 0
+      return text
+    },
   }
 }
 
+function stderrSink(droppedLine: (count: number) => string): { sink: LineSink; flush(): Promise<void> } {
+  const batches = batchedSink(Bun.stderr.writer(), droppedLine)
+  // What is still waiting when the process exits (an exit from a fatal error) is written then.
+  process.on('exit', () => {
+    const text = batches.takeWaiting()
+    if (text) writeSync(2, text)
+  })
+  return { sink: batches.sink, flush: batches.flush }
+}
+
 export function createLogger(format: LogFormat, sink?: LineSink): Logger {
-  const out = sink ? { sink, flush: async () => {} } : stderrSink()
+  const droppedLine = (count: number) => formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
+  const out = sink ? { sink, flush: async () => {} } : stderrSink(droppedLine)
   const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
   const request =
     format === 'json'

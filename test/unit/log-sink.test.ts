@@ -1,0 +1,67 @@
+/**
+ * The log's way to stderr (src/ops/logger.ts, docs/operations.md "Logs"): lines go out in batches,
+ * never one write per line; while the reader is slow nothing more is handed over, and what waits is
+ * bounded: lines beyond the bound are dropped and counted in a line of their own.
+ */
+import { expect, test } from 'bun:test'
+import { batchedSink } from '../../src/ops/logger'
+
+/** A writer whose flushes stay pending until released (a pipe nobody reads), counting its writes. */
+function slowWriter() {
+  const writes: string[] = []
+  const releases: (() => void)[] = []
+  let slow = false
+  return {
+    writes,
+    setSlow: (value: boolean) => void (slow = value),
+    release: () => releases.splice(0).forEach((release) => release()),
+    write: (text: string) => void writes.push(text),
+    flush: () => (slow ? new Promise<number>((resolve) => releases.push(() => resolve(0))) : 0),
+  }
+}
+
+const dropped = (count: number) => `dropped ${count}\n`
+
+test('lines go out together in one write, not one write each', async () => {
+  const writer = slowWriter()
+  const batches = batchedSink(writer, dropped)
+  for (let i = 0; i < 100; i++) batches.sink(`line ${i}\n`)
+  expect(writer.writes).toHaveLength(0)
+  await batches.flush()
+  expect(writer.writes).toHaveLength(1)
+  expect(writer.writes[0]!.split('\n').filter(Boolean)).toHaveLength(100)
+})
+
+test('while a batch drains nothing more is written; what waits is bounded, and the dropped lines are counted', async () => {
+  const writer = slowWriter()
+  const batches = batchedSink(writer, dropped, 1_000)
+  writer.setSlow(true)
+  batches.sink('first\n')
+  const firstFlush = batches.flush()
+  expect(writer.writes).toEqual(['first\n'])
+
+  // 10-character lines against a bound of 1,000: 100 wait, the other 400 are dropped.
+  for (let i = 0; i < 500; i++) batches.sink(`line ${String(i).padStart(4, '0')}\n`)
+  expect(writer.writes).toHaveLength(1)
+
+  writer.setSlow(false)
+  writer.release()
+  await firstFlush
+  await batches.flush()
+  expect(writer.writes).toHaveLength(2)
+  const lines = writer.writes[1]!.split('\n').filter(Boolean)
+  expect(lines).toHaveLength(101)
+  expect(lines[0]).toBe('line 0000')
+  expect(lines[99]).toBe('line 0099')
+  expect(lines[100]).toBe('dropped 400')
+})
+
+test('at exit, what waits is taken at once, the count of dropped lines with it', () => {
+  const writer = slowWriter()
+  const batches = batchedSink(writer, dropped, 20)
+  batches.sink('0123456789\n')
+  batches.sink('0123456789\n')
+  batches.sink('0123456789\n')
+  expect(batches.takeWaiting()).toBe('0123456789\ndropped 2\n')
+  expect(batches.takeWaiting()).toBe('')
+})
