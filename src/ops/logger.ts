@@ -80,37 +80,63 @@ export const MAX_WAITING_CHARS = 4 * 1024 * 1024
 
 /** Where batches go: Bun's writer for stderr (a FileSink); `flush` is a promise while the pipe is full. */
 export interface BatchWriter {
-  write(text: string): unknown
+  write(bytes: Uint8Array): unknown
   flush(): unknown
 }
+
+/** Bytes of one batch buffer; a line longer than a third of it gets a buffer of its own size. */
+const BATCH_BYTES = 128 * 1024
 
 /**
  * Lines wait here and go to the writer together, FLUSH_AFTER_MS after the first of them or once
  * they hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each
- * `write` at once). While a batch is still on its way (the reader of stderr is slow) the next one
- * waits, so the event loop never blocks on the pipe, and what waits is bounded: over
- * `maxWaitingChars` lines are dropped, and a line says how many (docs/operations.md, "Logs").
+ * `write` at once). Each line is encoded into the batch's bytes at once, so no string is kept per
+ * line (strings waiting for a batch grew the heap under a flood of requests: docs/abuse.md). While a
+ * batch is still on its way (the reader of stderr is slow) the next one waits, so the event loop
+ * never blocks on the pipe, and what waits is bounded: over `maxWaitingChars` lines are dropped, and
+ * a line says how many (docs/operations.md, "Logs").
  */
 export function batchedSink(writer: BatchWriter, droppedLine: (count: number) => string, maxWaitingChars = MAX_WAITING_CHARS) {
-  let pending: string[] = []
+  const encoder = new TextEncoder()
+  /** Full buffers of this batch, then the one being filled up to `filled`. */
+  let full: Uint8Array[] = []
+  let buffer = new Uint8Array(BATCH_BYTES)
+  let filled = 0
   let chars = 0
   let dropped = 0
   let timer: ReturnType<typeof setTimeout> | undefined
   let draining: Promise<unknown> | undefined
   const schedule = () => void (timer ??= setTimeout(write, FLUSH_AFTER_MS))
+  const append = (text: string) => {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    if (filled + text.length * 3 > buffer.length) {
+      if (filled > 0) full.push(buffer.subarray(0, filled))
+      buffer = new Uint8Array(Math.max(BATCH_BYTES, text.length * 3))
+      filled = 0
+    }
+    filled += encoder.encodeInto(text, buffer.subarray(filled)).written
+  }
+  /** This batch's bytes, handed over: the writer may keep them while it drains. */
+  const takeBatch = (): Uint8Array[] => {
+    const batch = filled > 0 ? [...full, buffer.subarray(0, filled)] : full
+    full = []
+    buffer = new Uint8Array(BATCH_BYTES)
+    filled = 0
+    chars = 0
+    return batch
+  }
   /** Hands what waits to the writer, unless a batch is still draining (then tries again later). */
   function write(): void {
     clearTimeout(timer)
     timer = undefined
     if (draining) return schedule()
     if (dropped > 0) {
-      pending.push(droppedLine(dropped))
+      append(droppedLine(dropped))
       dropped = 0
     }
-    if (pending.length === 0) return
-    writer.write(pending.join(''))
-    pending = []
-    chars = 0
+    const batch = takeBatch()
+    if (batch.length === 0) return
+    for (const bytes of batch) writer.write(bytes)
     const flushed = writer.flush()
     if (flushed instanceof Promise) draining = flushed.finally(() => (draining = undefined))
   }
@@ -120,7 +146,7 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
         dropped++
         return
       }
-      pending.push(text)
+      append(text)
       chars += text.length
       if (chars >= FLUSH_AT_CHARS) write()
       else schedule()
@@ -131,13 +157,11 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
       write()
       while (draining) await draining
     },
-    /** What waits, unwritten, as one string (the process is exiting: written synchronously). */
-    takeWaiting: () => {
-      const text = pending.join('') + (dropped > 0 ? droppedLine(dropped) : '')
-      pending = []
-      chars = 0
+    /** What waits, unwritten (the process is exiting: written synchronously). */
+    takeWaiting: (): Uint8Array => {
+      if (dropped > 0) append(droppedLine(dropped))
       dropped = 0
-      return text
+      return Buffer.concat(takeBatch())
     },
   }
 }
@@ -146,8 +170,8 @@ function stderrSink(droppedLine: (count: number) => string): { sink: LineSink; f
   const batches = batchedSink(Bun.stderr.writer(), droppedLine)
   // What is still waiting when the process exits (an exit from a fatal error) is written then.
   process.on('exit', () => {
-    const text = batches.takeWaiting()
-    if (text) writeSync(2, text)
+    const bytes = batches.takeWaiting()
+    if (bytes.length > 0) writeSync(2, bytes)
   })
   return { sink: batches.sink, flush: batches.flush }
 }

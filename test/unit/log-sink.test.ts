@@ -15,21 +15,24 @@ function slowWriter() {
     writes,
     setSlow: (value: boolean) => void (slow = value),
     release: () => releases.splice(0).forEach((release) => release()),
-    write: (text: string) => void writes.push(text),
+    write: (bytes: Uint8Array) => void writes.push(new TextDecoder().decode(bytes)),
     flush: () => (slow ? new Promise<number>((resolve) => releases.push(() => resolve(0))) : 0),
   }
 }
 
 const dropped = (count: number) => `dropped ${count}\n`
 
-test('lines go out together in one write, not one write each', async () => {
+test('lines go out together in one write, not one write each, multi-byte text intact', async () => {
   const writer = slowWriter()
   const batches = batchedSink(writer, dropped)
-  for (let i = 0; i < 100; i++) batches.sink(`line ${i}\n`)
+  batches.sink('café ✓ 🔑\n')
+  for (let i = 1; i < 100; i++) batches.sink(`line ${i}\n`)
   expect(writer.writes).toHaveLength(0)
   await batches.flush()
   expect(writer.writes).toHaveLength(1)
   expect(writer.writes[0]!.split('\n').filter(Boolean)).toHaveLength(100)
+  expect(writer.writes[0]!.split('\n')[0]).toBe('café ✓ 🔑')
+  expect(writer.writes[0]!.split('\n')[99]).toBe('line 99')
 })
 
 test('while a batch drains nothing more is written; what waits is bounded, and the dropped lines are counted', async () => {
@@ -62,6 +65,18 @@ test('at exit, what waits is taken at once, the count of dropped lines with it',
   batches.sink('0123456789\n')
   batches.sink('0123456789\n')
   batches.sink('0123456789\n')
-  expect(batches.takeWaiting()).toBe('0123456789\ndropped 2\n')
-  expect(batches.takeWaiting()).toBe('')
+  const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+  expect(text(batches.takeWaiting())).toBe('0123456789\ndropped 2\n')
+  expect(text(batches.takeWaiting())).toBe('')
+})
+
+test('a line longer than a batch buffer goes out whole, between its neighbours', async () => {
+  const writer = slowWriter()
+  const batches = batchedSink(writer, dropped)
+  const long = 'x'.repeat(200_000)
+  batches.sink('before\n')
+  batches.sink(`${long}\n`)
+  batches.sink('after\n')
+  await batches.flush()
+  expect(writer.writes.join('')).toBe(`before\n${long}\nafter\n`)
 })
