@@ -10,7 +10,7 @@ import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/a
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
 import type { Condition, ListQuery, Maybe, Page } from '../storage'
-import { plannerWork, WALK_CHUNK } from './planner'
+import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */
 interface Candidates {
@@ -227,18 +227,8 @@ function testOf(table: AuditEventTable, condition: Condition<'audit_events'>): T
 /** The candidates (ascending) whose event's `created` is within [from, until]: two binary searches. */
 function withinCreated(table: AuditEventTable, seqs: Seqs, from: number, until: number): Seqs {
   const created = (i: number) => table.createdOf(seqs.at(i))
-  const firstAtLeast = (bound: number, inclusive: boolean) => {
-    let low = 0
-    let high = seqs.length
-    while (low < high) {
-      const mid = (low + high) >>> 1
-      if (inclusive ? created(mid) < bound : created(mid) <= bound) low = mid + 1
-      else high = mid
-    }
-    return low
-  }
-  const start = firstAtLeast(from, true)
-  const end = Math.max(start, firstAtLeast(until, false))
+  const start = firstInCreationOrder(seqs.length, created, from, true)
+  const end = Math.max(start, firstInCreationOrder(seqs.length, created, until, false))
   plannerWork.recordsRead += 2 * Math.ceil(Math.log2(seqs.length + 1))
   return start === 0 && end === seqs.length ? seqs : seqs.sub(start, end)
 }

@@ -121,20 +121,25 @@ function shortestIndexList<N extends TableName>(table: Table<RecordOf<N>>, name:
 /** The ids (in creation order) whose record's `created` is within the range: two binary searches. */
 function withinCreated<T>(table: Table<T>, ids: readonly string[], range: { readonly from: number; readonly until: number }): readonly string[] {
   const created = (i: number) => (table.get(ids[i]!) as { created: number }).created
-  const firstAtLeast = (bound: number, inclusive: boolean) => {
-    let low = 0
-    let high = ids.length
-    while (low < high) {
-      const mid = (low + high) >>> 1
-      if (inclusive ? created(mid) < bound : created(mid) <= bound) low = mid + 1
-      else high = mid
-    }
-    return low
-  }
-  const start = firstAtLeast(range.from, true)
-  const end = firstAtLeast(range.until, false)
+  const start = firstInCreationOrder(ids.length, created, range.from, true)
+  const end = Math.max(start, firstInCreationOrder(ids.length, created, range.until, false))
   plannerWork.recordsRead += 2 * Math.ceil(Math.log2(ids.length + 1))
-  return start === 0 && end === ids.length ? ids : ids.slice(start, Math.max(start, end))
+  return start === 0 && end === ids.length ? ids : ids.slice(start, end)
+}
+
+/**
+ * In a list of `length` items in creation order, whose i-th was created at `createdAt(i)`: the
+ * position of the first created at `bound` or later (`atBound`), or after it. A binary search.
+ */
+export function firstInCreationOrder(length: number, createdAt: (i: number) => number, bound: number, atBound: boolean): number {
+  let low = 0
+  let high = length
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if (atBound ? createdAt(mid) < bound : createdAt(mid) <= bound) low = mid + 1
+    else high = mid
+  }
+  return low
 }
 
 /**
@@ -208,20 +213,12 @@ const createdOf = <T>(table: Table<T>, id: string) => (table.get(id) as { create
 
 /** The position of the first id in `ids` (in creation order) created after `created`. */
 function firstCreatedAfter<T>(table: Table<T>, ids: readonly string[], created: number): number {
-  let low = 0
-  let high = ids.length
-  while (low < high) {
-    const mid = (low + high) >>> 1
-    const at = createdOf(table, ids[mid]!)
-    if (at === undefined) {
-      // A list its index left behind (its key down to one id) may hold removed ids: look linearly.
-      const found = ids.findIndex((id) => (createdOf(table, id) ?? -Infinity) > created)
-      return found === -1 ? ids.length : found
-    }
-    if (at <= created) low = mid + 1
-    else high = mid
-  }
-  return low
+  let removed = false
+  const position = firstInCreationOrder(ids.length, (i) => createdOf(table, ids[i]!) ?? ((removed = true), Infinity), created, false)
+  if (!removed) return position
+  // A list its index left behind (its key down to one id) may hold removed ids: look linearly.
+  const found = ids.findIndex((id) => (createdOf(table, id) ?? -Infinity) > created)
+  return found === -1 ? ids.length : found
 }
 
 /** The page at `offset` in creation order, or counted from the end for `desc`. */
