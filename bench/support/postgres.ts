@@ -6,7 +6,7 @@
  */
 import { SQL } from 'bun'
 import type { Subprocess } from 'bun'
-import { WRK_THREADS } from './wrk'
+import { WRK_THREADS, type WrkResult } from './wrk'
 
 export const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres'
 
@@ -107,19 +107,8 @@ export function findPgbench(): string | null {
 export const PGBENCH_MISSING =
   'pgbench is not on the PATH. Install it with:\n\n  apt-get update && apt-get install -y postgresql-client      (Debian, Ubuntu)\n'
 
-export interface PgbenchResult {
-  readonly seconds: number
-  readonly rps: number
-  readonly requests: number
-  readonly meanMs: number
-  readonly p99Ms: number
-  readonly p999Ms: number
-  readonly maxMs: number
-  readonly non2xx: number
-  readonly timeouts: number
-  readonly socketErrors: number
-  readonly output: string
-}
+/** pgbench's figures in wrk's shape, so that both sides of a comparison are measured alike. */
+export type PgbenchResult = WrkResult
 
 /**
  * Starts pgbench with a custom script on database `url`: `clients` connections, the extended

@@ -10,6 +10,7 @@ import type { ProcessLog } from './servers'
 import type { SnapshotActivity } from './snapshots'
 import type { Target } from './keyward'
 import { DEFAULT_ADMIN_URL } from './postgres'
+import type { WrkResult } from './wrk'
 
 export type StoreName = 'embedded' | 'postgres'
 
@@ -258,17 +259,7 @@ export interface Server {
 }
 
 /** One measured run: the load generator's figures and the CPU around it. */
-export interface Run {
-  readonly seconds: number
-  readonly rps: number
-  readonly requests: number
-  readonly meanMs: number
-  readonly p99Ms: number
-  readonly p999Ms: number
-  readonly maxMs: number
-  readonly non2xx: number
-  readonly timeouts: number
-  readonly socketErrors: number
+export interface Run extends Omit<WrkResult, 'output'> {
   /** keyward's (or the server's) CPU per request, µs; null for pgbench. */
   readonly cpuMicros: number | null
   /** PostgreSQL's CPU per request, µs (all its processes), where the run used it. */
