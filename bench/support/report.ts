@@ -267,7 +267,8 @@ function cpuPair(a: number | null, b: number | null, names: [string, string]): s
 
 function embeddedTargets(settings: Settings, input: ReportInput): TargetRow[] {
   const { outcomes, servers, sets, snapshot } = input
-  const [smallest, mid, largest] = [settings.sizes[0]!, settings.sizes[1]!, settings.sizes.at(-1)!]
+  // With fewer than three sizes (`--sizes`), the middle one is the largest asked.
+  const [smallest, mid, largest] = [settings.sizes[0]!, settings.sizes[1] ?? settings.sizes.at(-1)!, settings.sizes.at(-1)!]
   const rows: TargetRow[] = []
 
   const keywardCpu = outcomes.lowestCpu('read', 'keyward', smallest)
