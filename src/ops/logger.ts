@@ -84,24 +84,38 @@ export interface BatchWriter {
   flush(): unknown
 }
 
-/** Bytes of one batch buffer; a line longer than a third of it gets a buffer of its own size. */
+/** Bytes of one batch buffer; text longer than a third of it gets a buffer of its own size. */
 const BATCH_BYTES = 128 * 1024
+
+/**
+ * Lines are joined into one string until it holds this many characters, then encoded together: one
+ * encoding per few dozen lines rather than per line, which cost a read by id about a microsecond.
+ */
+const ENCODE_AT_CHARS = 16 * 1024
 
 /**
  * Lines wait here and go to the writer together, FLUSH_AFTER_MS after the first of them or once
  * they hold FLUSH_AT_CHARS: never a system call per line (Bun's writer for a pipe writes each
- * `write` at once). Each line is encoded into the batch's bytes at once, so no string is kept per
- * line (strings waiting for a batch grew the heap under a flood of requests: docs/abuse.md). While a
- * batch is still on its way (the reader of stderr is slow) the next one waits, so the event loop
- * never blocks on the pipe, and what waits is bounded: over `maxWaitingChars` lines are dropped, and
- * a line says how many (docs/operations.md, "Logs").
+ * `write` at once). Lines are encoded into the batch's bytes every ENCODE_AT_CHARS, so at most that
+ * much waits as strings (strings waiting for a batch grew the heap under a flood of requests:
+ * docs/abuse.md). While a batch is still on its way (the reader of stderr is slow) the next one
+ * waits, so the event loop never blocks on the pipe, and what waits is bounded: over
+ * `maxWaitingChars` lines are dropped, and a line says how many (docs/operations.md, "Logs").
  */
 export function batchedSink(writer: BatchWriter, droppedLine: (count: number) => string, maxWaitingChars = MAX_WAITING_CHARS) {
   const encoder = new TextEncoder()
+  /**
+   * Buffers the writer has finished with, filled again by later batches: a fresh 128 KiB buffer per
+   * batch cost a read by id more than its line did (zeroed, then collected; README "Operating keyward").
+   */
+  const spare: Uint8Array[] = []
+  const freshBuffer = (bytes: number) => (bytes <= BATCH_BYTES ? (spare.pop() ?? new Uint8Array(BATCH_BYTES)) : new Uint8Array(bytes))
   /** Full buffers of this batch, then the one being filled up to `filled`. */
   let full: Uint8Array[] = []
-  let buffer = new Uint8Array(BATCH_BYTES)
+  let buffer = freshBuffer(BATCH_BYTES)
   let filled = 0
+  /** Lines not yet encoded, and the characters of every line waiting (encoded or not). */
+  let joined = ''
   let chars = 0
   let dropped = 0
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -111,19 +125,30 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
     if (filled + text.length * 3 > buffer.length) {
       if (filled > 0) full.push(buffer.subarray(0, filled))
-      buffer = new Uint8Array(Math.max(BATCH_BYTES, text.length * 3))
+      else recycle([buffer])
+      buffer = freshBuffer(text.length * 3)
       filled = 0
     }
     filled += encoder.encodeInto(text, buffer.subarray(filled)).written
   }
+  const encodeJoined = () => {
+    if (joined.length === 0) return
+    append(joined)
+    joined = ''
+  }
   /** This batch's bytes, handed over: the writer may keep them while it drains. */
   const takeBatch = (): Uint8Array[] => {
+    encodeJoined()
     const batch = filled > 0 ? [...full, buffer.subarray(0, filled)] : full
     full = []
-    buffer = new Uint8Array(BATCH_BYTES)
+    if (filled > 0) buffer = freshBuffer(BATCH_BYTES)
     filled = 0
     chars = 0
     return batch
+  }
+  /** Takes back the standard-size buffers of a batch the writer is done with (two are enough to alternate). */
+  function recycle(batch: readonly Uint8Array[]): void {
+    for (const bytes of batch) if (bytes.buffer.byteLength === BATCH_BYTES && spare.length < 2) spare.push(new Uint8Array(bytes.buffer))
   }
   /** Hands what waits to the writer, unless a batch is still draining (then tries again later). */
   function write(): void {
@@ -131,6 +156,7 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
     timer = undefined
     if (draining) return schedule()
     if (dropped > 0) {
+      encodeJoined()
       append(droppedLine(dropped))
       dropped = 0
     }
@@ -138,7 +164,9 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
     if (batch.length === 0) return
     for (const bytes of batch) writer.write(bytes)
     const flushed = writer.flush()
-    if (flushed instanceof Promise) draining = flushed.finally(() => (draining = undefined))
+    // Until the writer has written them all, it may still read the batch's buffers.
+    if (flushed instanceof Promise) draining = flushed.finally(() => ((draining = undefined), recycle(batch)))
+    else recycle(batch)
   }
   return {
     sink: (text: string) => {
@@ -146,8 +174,9 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
         dropped++
         return
       }
-      append(text)
+      joined += text
       chars += text.length
+      if (joined.length >= ENCODE_AT_CHARS) encodeJoined()
       if (chars >= FLUSH_AT_CHARS) write()
       else schedule()
     },
@@ -159,9 +188,13 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
     },
     /** What waits, unwritten (the process is exiting: written synchronously). */
     takeWaiting: (): Uint8Array => {
+      encodeJoined()
       if (dropped > 0) append(droppedLine(dropped))
       dropped = 0
-      return Buffer.concat(takeBatch())
+      const batch = takeBatch()
+      const bytes = Buffer.concat(batch)
+      recycle(batch)
+      return bytes
     },
   }
 }

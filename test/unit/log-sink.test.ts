@@ -80,3 +80,39 @@ test('a line longer than a batch buffer goes out whole, between its neighbours',
   await batches.flush()
   expect(writer.writes.join('')).toBe(`before\n${long}\nafter\n`)
 })
+
+test('a batch\'s buffers are filled again only once the writer has written them', async () => {
+  // A writer that keeps the bytes it is given (as a pipe's writer may while it drains) and reads
+  // them only when its flush completes.
+  const kept: Uint8Array[] = []
+  const written: string[] = []
+  let release = () => {}
+  const writer = {
+    write: (bytes: Uint8Array) => void kept.push(bytes),
+    flush: () =>
+      new Promise<number>((resolve) => {
+        release = () => {
+          written.push(...kept.splice(0).map((bytes) => new TextDecoder().decode(bytes)))
+          resolve(0)
+        }
+      }),
+  }
+  const batches = batchedSink(writer, dropped)
+  const buffers: ArrayBufferLike[] = []
+  const lines = Array.from({ length: 8 }, (_, i) => `batch ${i}\n`)
+  for (const line of lines) {
+    batches.sink(line)
+    const flushing = batches.flush()
+    buffers.push(kept[0]!.buffer)
+    // Lines logged while the batch drains must not land in its buffer.
+    for (const filler of ['x', 'y', 'z']) {
+      batches.sink(filler.repeat(100))
+      batches.takeWaiting()
+    }
+    release()
+    await flushing
+  }
+  expect(written).toEqual(lines)
+  // Taken back once written and filled again: a few buffers in turn, not a new one per batch.
+  expect(new Set(buffers).size).toBeLessThanOrEqual(3)
+})
