@@ -320,7 +320,7 @@ describe('drops, undo and renumbering', () => {
     const captured = table.capture()
     table.removeOldest(3000)
     for (const event of events.slice(4000)) table.put(event)
-    expect([...captured].map((event) => event.event_id)).toEqual(events.slice(0, 4000).map((event) => event.event_id))
+    expect([...captured.records()].map((event) => event.event_id)).toEqual(events.slice(0, 4000).map((event) => event.event_id))
   })
 })
 
