@@ -241,13 +241,7 @@ export class AuditEventTable {
     if (kind !== 'events' || rest.length !== 1 || !Number.isSafeInteger(first) || (first as number) < 1 || typeof text !== 'string') {
       throw new SnapshotLineError('not a line of audit events')
     }
-    let bytes: Uint8Array
-    try {
-      bytes = Uint8Array.fromBase64(text) // strict: any character out of place is refused
-    } catch {
-      throw new SnapshotLineError('audit events: invalid base64')
-    }
-    return this.loadEncoded(bytes, first as number)
+    return this.loadEncoded(strictBase64(text), first as number)
   }
 
   /** Takes `bytes`, exactly `count` encoded events back to back, as a buffer of its own (loadSnapshotLine). */
@@ -498,6 +492,19 @@ export class AuditEventTable {
     this.byTarget = new HashIndex((seq) => keyAt(seq, 'target', targetSpan), true)
     this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new GenerationalMap()]))
   }
+}
+
+/** The bytes of base64 text exactly as `toBase64` writes it: padded, nothing else in it (not even the whitespace `fromBase64` skips). */
+function strictBase64(text: string): Uint8Array {
+  let bytes: Uint8Array | undefined
+  try {
+    bytes = Uint8Array.fromBase64(text, { lastChunkHandling: 'strict' })
+  } catch {
+    // refused below
+  }
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0
+  if (!bytes || text.length % 4 !== 0 || bytes.length !== (text.length / 4) * 3 - padding) throw new SnapshotLineError('audit events: invalid base64')
+  return bytes
 }
 
 /**
