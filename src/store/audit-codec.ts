@@ -1,7 +1,8 @@
 /**
  * The in-memory encoding of audit events (docs/storage.md "Audit events in memory"): one event is a
- * few hundred bytes in a shared buffer instead of some 25 JavaScript objects. Only memory uses it:
- * the log and the snapshot hold the same JSON records as before.
+ * few hundred bytes in a shared buffer instead of some 25 JavaScript objects. Memory and the
+ * snapshot use it (data format 4: the snapshot copies the buffers and the dictionary, docs/storage.md);
+ * the log holds JSON records.
  *
  * An event is a sequence of tagged values, header fields first, in this order:
  *
@@ -211,6 +212,18 @@ export class AuditCodec {
     header.modified = reader.byte() === MODIFIED_SAME ? header.created : reader.float()
     header.end = reader.at
     return reader
+  }
+
+  /**
+   * Loads dictionary entries read from a snapshot, `from` being the index of the first: they must
+   * continue the dictionary, each a string not in it yet. False (nothing more added) otherwise.
+   */
+  loadStrings(from: number, strings: readonly unknown[]): boolean {
+    if (from !== this.stringCount) return false
+    for (const text of strings) {
+      if (typeof text !== 'string' || this.stringIndex.get(text) !== undefined || this.intern(text) === -1) return false
+    }
+    return true
   }
 
   /** The string's dictionary index, interning it while the dictionary has room (-1: not interned). */
@@ -579,6 +592,119 @@ function skip(reader: Reader, bytes: Uint8Array): void {
 }
 
 const KEY_CODEC = new AuditCodec()
+
+/** Where the event at `at` ends (skipping it without building it; the bytes must be an event). */
+export function eventEnd(bytes: Uint8Array, at: number): number {
+  const reader = SKIPPER.reset(bytes, at)
+  for (let i = 0; i < HEADER_FIELDS.length; i++) skip(reader, bytes)
+  reader.at += 8 // created
+  if (reader.byte() !== MODIFIED_SAME) reader.at += 8
+  skip(reader, bytes)
+  return reader.at
+}
+
+/**
+ * Checks that bytes [at, end) start with one whole event as `encode` writes them, using only the
+ * first `dictionarySize` dictionary entries; returns where it ends, or -1. What a snapshot's bytes
+ * are checked by before they are loaded (audit-table.ts `loadEncoded`): anything that passes decodes
+ * without reading past `end`, and its header fields read as strings or null.
+ */
+export function checkEvent(bytes: Uint8Array, at: number, end: number, dictionarySize: number): number {
+  const check = new EventCheck(bytes, end, dictionarySize)
+  check.at = at
+  for (let i = 0; i < HEADER_FIELDS.length; i++) {
+    const tag = bytes[check.at]
+    // The header holds strings or null; the ids by which events are found are never interned (encodeKey).
+    if (tag === T_DICT && !INTERNED_HEADER[i]) return -1
+    if (tag !== T_NULL && tag !== T_UUID && tag !== T_DICT && tag !== T_STRING) return -1
+    if (!check.value()) return -1
+  }
+  if (!check.skip(8)) return -1
+  const modified = check.at < end ? bytes[check.at++] : -1
+  if (modified === MODIFIED_OWN) {
+    if (!check.skip(8)) return -1
+  } else if (modified !== MODIFIED_SAME) return -1
+  return check.value() ? check.at : -1
+}
+
+/** The walk of `checkEvent`: every read bounded by `end`. */
+class EventCheck {
+  at = 0
+
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly end: number,
+    private readonly dictionarySize: number,
+  ) {}
+
+  skip(count: number): boolean {
+    this.at += count
+    return this.at <= this.end
+  }
+
+  /** A varint of at most 7 bytes (every count, length and index fits), or -1. */
+  varint(): number {
+    let value = 0
+    let scale = 1
+    for (let i = 0; i < 7 && this.at < this.end; i++) {
+      const byte = this.bytes[this.at++]!
+      value += (byte & 0x7f) * scale
+      if (byte < 0x80) return value
+      scale *= 128
+    }
+    return -1
+  }
+
+  value(): boolean {
+    if (this.at >= this.end) return false
+    const tag = this.bytes[this.at++]
+    switch (tag) {
+      case T_NULL:
+      case T_TRUE:
+      case T_FALSE:
+      case T_TIME_OWN:
+      case T_SAME_TARGET:
+      case T_SAME_CUSTOMER:
+        return true
+      case T_NUMBER:
+      case T_TIME:
+        return this.skip(8)
+      case T_UUID:
+        return this.skip(16)
+      case T_DICT: {
+        const index = this.varint()
+        return index >= 0 && index < this.dictionarySize
+      }
+      case T_STRING: {
+        const length = this.varint()
+        return length >= 0 && this.skip(length)
+      }
+      case T_ARRAY: {
+        const length = this.varint()
+        // Every item takes a byte at least: a count beyond the bytes left is not an event's.
+        if (length < 0 || length > this.end - this.at) return false
+        for (let i = 0; i < length; i++) if (!this.value()) return false
+        return true
+      }
+      case T_OBJECT: {
+        const count = this.varint()
+        if (count < 0 || count > this.end - this.at) return false
+        for (let i = 0; i < count; i++) {
+          const index = this.varint()
+          if (index < 0 || index > this.dictionarySize) return false
+          if (index === 0) {
+            const length = this.varint()
+            if (length < 0 || !this.skip(length)) return false
+          }
+          if (!this.value()) return false
+        }
+        return true
+      }
+      default:
+        return false
+    }
+  }
+}
 
 /** The 16 bytes at `i` as a lowercase UUID. */
 function uuidText(b: Uint8Array, i: number): string {

@@ -15,9 +15,14 @@
  * normal operation and rebuild the table instead, which renumbers it: `generation` then changes, and
  * a query that yielded in between starts again. The same table method set as `Table` (table.ts), so
  * the store, recovery and snapshots treat it alike.
+ *
+ * Within a buffer, consecutive events are back to back (bytes stored for an event that is then not
+ * kept are taken back), so a snapshot writes a buffer's live events as one run of bytes, and loads
+ * them back as a buffer (`capture`, `loadSnapshotLine`; docs/storage.md).
  */
-import { AuditCodec, encodeKey, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
+import { AuditCodec, checkEvent, encodeKey, eventEnd, HEADER_INDEX, headerValue, newHeader, skipValue, T_UUID, type EventHeader } from './audit-codec'
 import type { AuditEvent } from '../storage/records'
+import { SnapshotLineError } from './snapshot-file'
 import { GenerationalMap, type ChangeObserver } from './table'
 
 /** Size of one buffer of encoded events (an event larger than this gets a buffer of its own). */
@@ -26,6 +31,8 @@ const CHUNK_BYTES = 1 << 20
 const CHUNK_SPAN = 2 ** 32
 /** Sequence numbers are kept in Int32Arrays: at this one the table is renumbered from 0. */
 const DEFAULT_SEQUENCE_LIMIT = 2 ** 31 - 2
+/** A snapshot line of the dictionary holds up to this many strings (and a line of events one buffer's). */
+const STRINGS_PER_LINE = 4096
 
 /** The list indexes, each keyed on header fields (a composite key joins them with `|`), like database.ts's INDEX_FIELDS. */
 export const AUDIT_LIST_INDEXES = {
@@ -139,6 +146,10 @@ export class AuditEventTable {
     }
     this.unindex(seq, this.decode(seq), 'newest')
     this.end--
+    // Its bytes were the last stored (append): taken back, so the buffer's events stay back to back.
+    const position = this.positions[seq - this.floor]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    if (chunk === this.chunkFloor + this.chunks.length - 1) this.used = position - chunk * CHUNK_SPAN
   }
 
   /** Removes the oldest `count` events and returns them, oldest first (retention). */
@@ -194,20 +205,72 @@ export class AuditEventTable {
   /**
    * The events as they are now, read later (a snapshot written while writes go on): the positions
    * are copied and the buffers they point into are never written again below them, so neither
-   * appends nor drops change what this yields.
+   * appends nor drops change what this holds. `leftOut`: ids of events it leaves out (their insert
+   * is not durable yet).
    */
-  capture(): Iterable<AuditEvent> {
-    const positions = this.positions.slice(this.base - this.floor, this.end - this.floor)
-    const chunks = this.chunks.slice()
-    const chunkFloor = this.chunkFloor
-    const codec = this.codec
-    const header = newHeader()
-    return (function* () {
-      for (const position of positions) {
-        const chunk = Math.floor(position / CHUNK_SPAN)
-        yield codec.decode(chunks[chunk - chunkFloor]!, position - chunk * CHUNK_SPAN, header) as unknown as AuditEvent
-      }
-    })()
+  capture(leftOut: ReadonlySet<string> = new Set()): CapturedAuditEvents {
+    const leftOutAt: number[] = []
+    for (const id of leftOut) {
+      const seq = this.seqOf(id)
+      if (seq !== -1) leftOutAt.push(seq - this.base)
+    }
+    leftOutAt.sort((a, b) => a - b)
+    return new CapturedAuditEvents(
+      this.codec,
+      this.codec.dictionarySize,
+      this.positions.slice(this.base - this.floor, this.end - this.floor),
+      this.chunks.slice(),
+      this.chunkFloor,
+      leftOutAt,
+    )
+  }
+
+  /**
+   * Loads one line of a snapshot's encoded events (`CapturedAuditEvents.snapshotLines`): dictionary
+   * entries, or a run of events, checked before anything of them is kept. Returns the newest
+   * `created` or `modified` of the events loaded (0 for the dictionary). Rejects anything but what
+   * a snapshot writes with a SnapshotLineError: a snapshot's damage, never events read wrong.
+   */
+  loadSnapshotLine(line: readonly unknown[]): number {
+    const [kind, first, ...rest] = line
+    if (kind === 'strings') {
+      if (!this.codec.loadStrings(first as number, rest)) throw new SnapshotLineError('audit event dictionary entries out of order or repeated')
+      return 0
+    }
+    const text = rest[0]
+    if (kind !== 'events' || rest.length !== 1 || !Number.isSafeInteger(first) || (first as number) < 1 || typeof text !== 'string') {
+      throw new SnapshotLineError('not a line of audit events')
+    }
+    return this.loadEncoded(strictBase64(text), first as number)
+  }
+
+  /** Takes `bytes`, exactly `count` encoded events back to back, as a buffer of its own (loadSnapshotLine). */
+  private loadEncoded(bytes: Uint8Array, count: number): number {
+    const starts = new Float64Array(count)
+    const dictionarySize = this.codec.dictionarySize
+    let at = 0
+    for (let i = 0; i < count; i++) {
+      starts[i] = at
+      at = at < bytes.length ? checkEvent(bytes, at, bytes.length, dictionarySize) : -1
+      if (at === -1) throw new SnapshotLineError(`audit events: event ${i + 1} of ${count} is not a whole, valid event`)
+    }
+    if (at !== bytes.length) throw new SnapshotLineError(`audit events: bytes left after ${count} events`)
+    if (this.end + count > this.sequenceLimit) throw new RangeError(`more than ${this.sequenceLimit} audit events in memory`)
+    this.chunks.push(bytes)
+    this.used = bytes.length // appends go to a new buffer
+    const chunkStart = (this.chunkFloor + this.chunks.length - 1) * CHUNK_SPAN
+    const header = this.header
+    const field = (name: string) => headerValue(this.codec, header, HEADER_INDEX[name]!)
+    let newest = 0
+    for (let i = 0; i < count; i++) {
+      const seq = this.end
+      if (seq - this.floor === this.positions.length) this.growSequences()
+      this.positions[seq - this.floor] = chunkStart + starts[i]!
+      this.codec.readHeader(bytes, starts[i]!, header)
+      if (!this.addToIndexes(seq, field)) throw new SnapshotLineError(`audit events: event ${i + 1} of ${count} repeats the id of an earlier one`)
+      newest = Math.max(newest, header.created, header.modified)
+    }
+    return newest
   }
 
   // -------------------------------------------------------------------------------------------
@@ -292,12 +355,19 @@ export class AuditEventTable {
     if (seq - this.floor === this.positions.length) this.growSequences()
     const position = this.store(encoded)
     this.positions[seq - this.floor] = position
-    // Two records with one id (in data, or a caller's mistake): the bytes just stored are left unused.
+    if (this.addToIndexes(seq, (field) => record[field as keyof AuditEvent])) return true
+    // Two records with one id (in data, or a caller's mistake): the bytes just stored are taken back.
+    this.used -= encoded.length
+    return false
+  }
+
+  /** Makes `seq`, stored at its position, the newest event; false (nothing changed) when its id is taken. */
+  private addToIndexes(seq: number, field: (name: string) => unknown): boolean {
     if (!this.byId.insertIfAbsent(seq)) return false
     this.end++
     this.previousOfTarget[seq - this.floor] = this.byTarget.addNewest(seq)
     for (const [index, keys] of this.lists) {
-      const key = listKey(record, index)
+      const key = listKey(field, index)
       if (key === null) continue
       const entry = keys.get(key)
       if (entry === undefined) keys.add(key, seq)
@@ -319,7 +389,7 @@ export class AuditEventTable {
     const targetEnd = skipValue(chunk, targetStart)
     this.byTarget.drop(chunk, targetStart, targetEnd, which === 'newest' ? this.previousOfTarget[seq - this.floor]! : -1)
     for (const [index, keys] of this.lists) {
-      const key = listKey(record, index)
+      const key = listKey((field) => record[field as keyof AuditEvent], index)
       if (key === null) continue
       const list = keys.get(key)!
       if (typeof list === 'number') {
@@ -424,12 +494,103 @@ export class AuditEventTable {
   }
 }
 
-/** The key an event is listed under in a list index; null when a field is null. */
-function listKey(record: AuditEvent, index: AuditListIndex): string | null {
-  const fields = AUDIT_LIST_INDEXES[index] as readonly (keyof AuditEvent)[]
+/** The bytes of base64 text exactly as `toBase64` writes it: padded, nothing else in it (not even the whitespace `fromBase64` skips). */
+function strictBase64(text: string): Uint8Array {
+  let bytes: Uint8Array | undefined
+  try {
+    bytes = Uint8Array.fromBase64(text, { lastChunkHandling: 'strict' })
+  } catch {
+    // refused below
+  }
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0
+  if (!bytes || text.length % 4 !== 0 || bytes.length !== (text.length / 4) * 3 - padding) throw new SnapshotLineError('audit events: invalid base64')
+  return bytes
+}
+
+/**
+ * The live audit events at one moment (AuditEventTable.capture): the dictionary's size then, the
+ * events' positions and the buffers holding them. A snapshot writes them as lines of a table
+ * (docs/storage.md "Audit events in memory"):
+ *
+ *   ["strings",0,"enrollment.create","organization",...]   dictionary entries, from that index on
+ *   ["events",1843,"BAAAbM6x..."]                           that many events, their bytes in base64
+ *
+ * the dictionary first (what the events' bytes refer to), then a line per buffer of live events.
+ */
+export class CapturedAuditEvents {
+  constructor(
+    private readonly codec: AuditCodec,
+    private readonly dictionarySize: number,
+    /** The captured events' positions, oldest first. */
+    private readonly positions: Float64Array,
+    private readonly chunks: readonly Uint8Array[],
+    private readonly chunkFloor: number,
+    /** Indexes into `positions` of the events left out, ascending. */
+    private readonly leftOut: readonly number[],
+  ) {}
+
+  get size(): number {
+    return this.positions.length - this.leftOut.length
+  }
+
+  /** The events decoded, oldest first. */
+  *records(): IterableIterator<AuditEvent> {
+    const header = newHeader()
+    let skip = 0
+    for (let i = 0; i < this.positions.length; i++) {
+      if (this.leftOut[skip] === i) {
+        skip++
+        continue
+      }
+      const { bytes, offset } = this.locate(i)
+      yield this.codec.decode(bytes, offset, header) as unknown as AuditEvent
+    }
+  }
+
+  /**
+   * The snapshot's lines: the dictionary, then `older` (events older than all of these, as records:
+   * those dropped since by writes not yet durable), then the events' bytes, copied, not decoded.
+   */
+  *snapshotLines(older: Iterable<AuditEvent> = []): Iterable<unknown> {
+    for (let from = 0; from < this.dictionarySize; from += STRINGS_PER_LINE) {
+      const line: unknown[] = ['strings', from]
+      for (let i = from; i < Math.min(from + STRINGS_PER_LINE, this.dictionarySize); i++) line.push(this.codec.stringAt(i))
+      yield line
+    }
+    yield* older
+    const count = this.positions.length
+    let skip = 0
+    for (let i = 0; i < count; ) {
+      if (this.leftOut[skip] === i) {
+        skip++
+        i++
+        continue
+      }
+      // A run: the events from i on in the same buffer, up to one left out.
+      const { chunk, bytes, offset } = this.locate(i)
+      const inChunk = (n: number) => n < count && Math.floor(this.positions[n]! / CHUNK_SPAN) === chunk
+      let j = i + 1
+      while (inChunk(j) && this.leftOut[skip] !== j) j++
+      // Events of a buffer are back to back (see the top of this file): the run ends where the next one starts.
+      const end = inChunk(j) ? this.locate(j).offset : eventEnd(bytes, this.locate(j - 1).offset)
+      yield ['events', j - i, bytes.subarray(offset, end).toBase64()]
+      i = j
+    }
+  }
+
+  private locate(i: number): { chunk: number; bytes: Uint8Array; offset: number } {
+    const position = this.positions[i]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    return { chunk, bytes: this.chunks[chunk - this.chunkFloor]!, offset: position - chunk * CHUNK_SPAN }
+  }
+}
+
+/** The key an event (its fields by name) is listed under in a list index; null when a field is null. */
+function listKey(field: (name: string) => unknown, index: AuditListIndex): string | null {
+  const fields = AUDIT_LIST_INDEXES[index]
   let key = ''
   for (let i = 0; i < fields.length; i++) {
-    const value = record[fields[i]!]
+    const value = field(fields[i]!)
     if (value === null || value === undefined) return null
     key = i === 0 ? String(value) : `${key}|${value}`
   }

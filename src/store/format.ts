@@ -11,6 +11,11 @@
  *      of retention); no `secret` (one left by an older format is ignored). Nothing of format 2
  *      changes meaning, so a format 2 dir is read as it is and only labelled 3; an older keyward
  *      must not open a format 3 dir, which would lose its tokens and events.
+ *   4  the snapshot holds the audit events in their in-memory encoding (the dictionary, then the
+ *      events' bytes, as base64 lines: audit-table.ts `CapturedAuditEvents`, docs/storage.md)
+ *      instead of a JSON record each. A snapshot may still hold them as records, so a format 3 dir
+ *      is read as it is and only labelled 4 (its next snapshot is written encoded); an older
+ *      keyward must not open a format 4 dir, which it would read as damaged.
  *
  * Records of either may hold fields no longer stored (an enrollment's `nickname`): reading drops
  * them (database.ts).
@@ -31,7 +36,7 @@ import { writeSnapshot } from './snapshot-file'
 import { listSegments, removeSegmentsBefore, SEGMENT_GROWTH_BYTES } from './wal'
 
 /** The format this program writes. */
-export const DATA_FORMAT = 3
+export const DATA_FORMAT = 4
 export const FORMAT_FILE = 'format'
 
 /** Whether the format pads its log segments (format 2 on, see the list above); recovery reads them by that. */
@@ -117,7 +122,7 @@ async function isPadded(path: string): Promise<boolean> {
  * labels it. Format 1: everything is written as one snapshot and the unpadded segments are deleted
  * (the log writer then starts a padded one). In that order, and the label last: a crash at any point
  * leaves a dir that is still read as format 1 (at worst without segments) and upgraded again.
- * Format 2: only the label changes (see the list above).
+ * Formats 2 and 3: only the label changes (see the list above).
  */
 export async function upgradeDataDir(dir: string, format: DataFormat, tables: Tables, recovered: Recovered): Promise<Recovered> {
   if (format.source === 'file' && format.version === DATA_FORMAT) return recovered

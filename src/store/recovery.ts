@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import type { Tables } from './database'
 import type { Table } from './table'
 import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
-import { SnapshotDamageError, scanSnapshot } from './snapshot-file'
+import { SnapshotDamageError, SnapshotLineError, scanSnapshot } from './snapshot-file'
 import { listSegments, zeroRange, type Segment } from './wal'
 import { SNAPSHOT_FILE } from './paths'
 
@@ -68,9 +68,14 @@ export async function recover(
   const snapshot = await scanSnapshot(snapshotPath, (name) => {
     const table = tableNamed(name)
     if (!table) throw new RecoveryDamageError(snapshotPath, 0, `unknown table ${name}`)
-    return (record) => {
-      table.loadStored(record)
-      seen(record)
+    return (line) => {
+      if (!Array.isArray(line)) {
+        table.loadStored(line)
+        seen(line)
+      } else if (name === 'audit_events') {
+        // The encoded events of data format 4 (docs/storage.md "Audit events in memory").
+        newest = Math.max(newest, tables.audit_events.loadSnapshotLine(line))
+      } else throw new SnapshotLineError(`table ${name} holds only records`)
     }
   })
   let lsn = snapshot?.lsn ?? 0

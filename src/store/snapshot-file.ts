@@ -15,6 +15,10 @@
  *
  * The integrity line lists `[start, end, crc32]` blocks of about 1 MiB (cut at line ends) that
  * cover every byte before it, so reading can name the first damaged byte range.
+ *
+ * A table's line is a record (an object), or an array for what a table writes in a form of its own:
+ * the audit events' dictionary and encoded bytes (data format 4, audit-table.ts
+ * `CapturedAuditEvents`). This file only carries those lines; the table reads them.
  */
 import type { FileHandle } from 'node:fs/promises'
 import { open, rename, rm } from 'node:fs/promises'
@@ -93,8 +97,22 @@ export async function readSnapshot(path: string): Promise<LoadedSnapshot | null>
   return header && { ...header, tables }
 }
 
-/** Where `scanSnapshot` hands a table's records; throwing stops the scan. */
-export type RecordSink = (record: Record<string, unknown>) => void
+/** A line of a table: a record, or an array (see the top of this file). */
+export type TableLine = Record<string, unknown> | unknown[]
+
+/**
+ * Where `scanSnapshot` hands a table's lines; throwing stops the scan. A SnapshotLineError is
+ * reported as damage at that line.
+ */
+export type RecordSink = (line: TableLine) => void
+
+/** A line of a table that its reader refuses: the snapshot is damaged there. */
+export class SnapshotLineError extends Error {
+  constructor(reason: string) {
+    super(reason)
+    this.name = 'SnapshotLineError'
+  }
+}
 
 export type SnapshotHeader = Pick<LoadedSnapshot, 'format' | 'lsn' | 'meta'>
 
@@ -203,6 +221,7 @@ function checkTiling(blocks: Block[], trailerStart: number, path: string): void 
  *   {"format":1,"lsn":42,"meta":{...},"tables":{     header
  *   "organizations":[                                 a table begins
  *   {...},                                            a record (the last of a table has no comma)
+ *   [...],                                            or a line of a table's own form
  *   ],                                                a table ends, another follows
  *   ]},                                               the last table ends
  *
@@ -229,12 +248,18 @@ class DocumentParser {
       let end = text.indexOf('\n', from)
       if (end === -1) end = text.length
       const sink = this.#sink
-      if (sink && text.charCodeAt(from) === 0x7b /* { */) {
+      const first = text.charCodeAt(from)
+      if (sink && (first === 0x7b /* { */ || first === 0x5b) /* [ */) {
         // The hot path, one record per line: no per-line allocation beyond the record itself.
         const last = text.charCodeAt(end - 1) === 0x2c /* , */ ? end - 1 : end
-        const record = parseJson(text.slice(from, last), (reason) => damaged(from, reason))
-        if (!isRecord(record)) throw damaged(from, 'a record is not an object')
-        sink(record)
+        const line = parseJson(text.slice(from, last), (reason) => damaged(from, reason))
+        if (first === 0x7b ? !isRecord(line) : !Array.isArray(line)) throw damaged(from, 'a line of a table is neither a record nor an array')
+        try {
+          sink(line as TableLine)
+        } catch (error) {
+          if (error instanceof SnapshotLineError) throw damaged(from, error.message)
+          throw error
+        }
       } else {
         this.#structuralLine(text.slice(from, end), (reason) => damaged(from, reason))
       }

@@ -11,7 +11,7 @@
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Low } from 'lowdb'
-import { createTables, TABLE_NAMES, type RecordOf, type TableName, type Tables } from './database'
+import { createTables, TABLE_NAMES, type AuditEvent, type RecordOf, type TableName, type Tables } from './database'
 import type { Table } from './table'
 import { advanceClockPast } from './clock'
 import { LogWriter, removeSegmentsBefore } from './wal'
@@ -276,8 +276,6 @@ export class Store {
         get(id: string): unknown
         keyOf(record: unknown): string
         observer: ((id: string, previous: unknown) => void) | undefined
-        /** A view that later writes do not change (audit events, audit-table.ts): no observer needed. */
-        capture?(): Iterable<unknown>
       }
       const asOfCapture = new Map<string, unknown>()
       /** Records dropped by queued transactions: still there as of the capture, and the oldest of all. */
@@ -293,25 +291,18 @@ export class Store {
           else asOfCapture.set(entry[1], entry[2] ?? null)
         }
       }
-      const frozen = table.capture?.()
-      let ids: readonly string[] = []
-      if (!frozen) {
-        table.observer = (id, previous) => {
-          if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)
-        }
-        ids = table.ids().slice()
+      // Unless its insert is queued too: then it did not exist as of the capture either.
+      const older = dropped.filter((record) => asOfCapture.get(table.keyOf(record)) !== null)
+      if (name === 'audit_events') {
+        tables[name] = this.auditEventsAsOf(asOfCapture, older as AuditEvent[])
+        continue
       }
+      table.observer = (id, previous) => {
+        if (!asOfCapture.has(id)) asOfCapture.set(id, previous ?? null)
+      }
+      const ids = table.ids().slice()
       tables[name] = (function* () {
-        // Unless its insert is queued too: then it did not exist as of the capture either.
-        for (const record of dropped) if (asOfCapture.get(table.keyOf(record)) !== null) yield record
-        if (frozen) {
-          for (const record of frozen) {
-            const id = table.keyOf(record)
-            const asOf = asOfCapture.has(id) ? asOfCapture.get(id) : record
-            if (asOf !== null && asOf !== undefined) yield asOf
-          }
-          return
-        }
+        yield* older
         for (const id of ids) {
           const record = asOfCapture.has(id) ? asOfCapture.get(id) : table.get(id)
           if (record !== null && record !== undefined) yield record
@@ -319,6 +310,24 @@ export class Store {
       })()
     }
     return { data: { format: 1, lsn, meta: {}, tables } }
+  }
+
+  /**
+   * The audit events as of the capture: a view that later writes do not change (audit-table.ts
+   * `capture`), in their encoded form (docs/storage.md "Audit events in memory"), without those whose
+   * insert is queued, after `older` (dropped by queued transactions). `asOfCapture`: as in captureView.
+   */
+  private auditEventsAsOf(asOfCapture: ReadonlyMap<string, unknown>, older: readonly AuditEvent[]): Iterable<unknown> {
+    const queuedInserts = new Set<string>()
+    for (const [id, previous] of asOfCapture) if (previous === null) queuedInserts.add(id)
+    const captured = this.tables.audit_events.capture(queuedInserts)
+    if (queuedInserts.size === asOfCapture.size) return captured.snapshotLines(older)
+    // An event replaced by a queued transaction (keyward never replaces one): kept correct, not fast,
+    // as records, each as it was.
+    return (function* () {
+      yield* older
+      for (const record of captured.records()) yield asOfCapture.has(record.event_id) ? asOfCapture.get(record.event_id) : record
+    })()
   }
 }
 

@@ -6,5 +6,7 @@ import type { SnapshotData } from './snapshot-file'
  * snapshot data at `lsn`. A running store's snapshots go through its own point-in-time capture.
  */
 export function snapshotOf(tables: Tables, lsn: number): SnapshotData {
-  return { format: 1, lsn, meta: {}, tables: Object.fromEntries(TABLE_NAMES.map((name) => [name, tables[name].values()])) }
+  // Audit events in their encoded form (docs/storage.md "Audit events in memory").
+  const lines = (name: (typeof TABLE_NAMES)[number]) => (name === 'audit_events' ? tables.audit_events.capture().snapshotLines() : tables[name].values())
+  return { format: 1, lsn, meta: {}, tables: Object.fromEntries(TABLE_NAMES.map((name) => [name, lines(name)])) }
 }

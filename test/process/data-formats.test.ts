@@ -1,8 +1,9 @@
 /**
  * Data format versions (CONTRACT section 11, README "Versions and upgrades"): data dirs written by
  * older builds (test/fixtures: format 1 by the first release, format 2 by the last build before the
- * `format` file) open with this one and serve every record they held, after a clean stop or after
- * SIGKILL; they are labelled with the current format on opening. A newer format is refused.
+ * `format` file, format 3 by the last build with audit events as JSON lines in the snapshot) open
+ * with this one and serve every record they held, after a clean stop or after SIGKILL; they are
+ * labelled with the current format on opening. A newer format is refused.
  */
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -10,7 +11,7 @@ import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { keywardCommand, killServers, run, startServer, stopServer } from '../support/server-process.ts'
 import { copyFixture, FIXTURES } from '../support/data-dir-fixtures.ts'
-import { dump } from '../support/sample-data.ts'
+import { dump, dumpAll, type Dump } from '../support/sample-data.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
 import { SEGMENT_GROWTH_BYTES } from '../../src/store/wal.ts'
 import { scanLog } from '../../src/store/log-format.ts'
@@ -39,7 +40,19 @@ const DIRS = [
   ['format-1-killed', 1],
   ['format-2-stopped', 2],
   ['format-2-killed', 2],
+  ['format-3-stopped', 3],
+  ['format-3-killed', 3],
 ] as const
+
+/**
+ * What the server shows of what the fixture held: from format 3 on its tokens and audit events too
+ * (`dumpAll`), less those made since (the test's own token, and its event).
+ */
+async function served(url: string, token: string, format: number, expected: Dump): Promise<Dump> {
+  if (format < 3) return dump(url, token)
+  const all = await dumpAll(url, token)
+  return Object.fromEntries(Object.entries(all).filter(([key]) => Object.hasOwn(expected, key)))
+}
 
 describe('older data dirs open and serve what they held', () => {
   for (const [name, format] of DIRS) {
@@ -54,10 +67,14 @@ describe('older data dirs open and serve what they held', () => {
       let token = ''
       try {
         token = await vendorToken(dir, fixture.vendor_id) // beside the server: through its control socket
-        expect(await dump(server.url, token)).toEqual(fixture.records)
+        expect(await served(server.url, token, format, fixture.records)).toEqual(fixture.records)
       } finally {
         expect(await stopServer(server, 'SIGTERM')).toBe(0)
       }
+      // The snapshot the stop wrote holds the audit events encoded (data format 4), not as records.
+      const snapshot = readFileSync(join(dir, 'snapshot.json'), 'utf8')
+      expect(snapshot).toContain('\n["events",')
+      expect(snapshot).not.toContain('"event_id"')
       expect(readFileSync(join(dir, 'format'), 'utf8')).toBe(`${DATA_FORMAT}\n`)
       expect(statSync(join(dir, 'format')).mode & 0o777).toBe(0o600)
       // Format 1's unpadded segments are gone: what is left is in the current format.
@@ -68,7 +85,7 @@ describe('older data dirs open and serve what they held', () => {
 
       const again = await startServer(dir)
       try {
-        expect(await dump(again.url, token)).toEqual(fixture.records)
+        expect(await served(again.url, token, format, fixture.records)).toEqual(fixture.records)
       } finally {
         await stopServer(again, 'SIGKILL')
       }

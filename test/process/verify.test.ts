@@ -139,6 +139,23 @@ describe('a damaged data dir: exit 1 naming the file and the offset of the first
     expect(stderr).toContain('block checksum mismatch')
   })
 
+  test("the snapshot's encoded audit events: a changed byte is its block; a line cut short with its checksums redone is damage at that line", async () => {
+    const text = readFileSync(join(pristine, 'snapshot.json'), 'utf8')
+    const line = text.indexOf('\n["events",') + 1
+    expect(line).toBeGreaterThan(0)
+    const flipped = await expectDamage((dir) => flip(join(dir, 'snapshot.json'), line + 30), 'snapshot.json', 0)
+    expect(flipped).toContain('block checksum mismatch')
+    // Four base64 characters (three bytes) fewer, and a trailer that vouches for the result: only
+    // the check of the events themselves can tell.
+    const body = text.slice(0, text.indexOf('\n"integrity":') + 1)
+    const lineEnd = body.indexOf('\n', line)
+    const closing = body.lastIndexOf('"]', lineEnd)
+    const cut = Buffer.from(body.slice(0, closing - 4) + body.slice(closing))
+    const trailer = `"integrity":{"algorithm":"crc32","blocks":[[0,${cut.length},${Bun.hash.crc32(cut)}]]}}\n`
+    const stderr = await expectDamage((dir) => writeFileSync(join(dir, 'snapshot.json'), Buffer.concat([cut, Buffer.from(trailer)])), 'snapshot.json', Buffer.byteLength(text.slice(0, line)))
+    expect(stderr).toContain('is not a whole, valid event')
+  })
+
   test('a log segment, in a payload or in a header: the record holding it', async () => {
     for (const segment of [older(), newest()]) {
       const offsets = offsetsIn(segment)

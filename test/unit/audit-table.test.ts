@@ -1,12 +1,19 @@
 /**
  * The audit events' compact table (src/store/audit-table.ts, audit-codec.ts) and its queries
  * (src/storage/embedded/audit-query.ts): every field reads back exactly as written; every filter,
- * page and order answers what a plain filter over the records answers, before and after drops; and
- * the cost is counted (bytes held, events read), never timed.
+ * page and order answers what a plain filter over the records answers, before and after drops; a
+ * snapshot's encoded events (data format 4) load back as exactly the events written, and damage in
+ * them is refused; and the cost is counted (bytes held, events read), never timed.
  */
-import { describe, expect, test } from 'bun:test'
-import { AuditEventTable } from '../../src/store/audit-table'
-import { AuditCodec, parseTimestamp } from '../../src/store/audit-codec'
+import { afterAll, describe, expect, test } from 'bun:test'
+import { readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { AuditEventTable, AUDIT_LIST_INDEXES, type AuditListIndex } from '../../src/store/audit-table'
+import { createTables } from '../../src/store/database'
+import { recover } from '../../src/store/recovery'
+import { SnapshotDamageError, SnapshotLineError, writeSnapshot } from '../../src/store/snapshot-file'
+import { tempDir } from '../support/harness'
+import { AuditCodec, eventEnd, parseTimestamp } from '../../src/store/audit-codec'
 import { formatTimestamp } from '../../src/store/clock'
 import { listAuditEvents } from '../../src/storage/embedded/audit-query'
 import { plannerWork, WALK_CHUNK } from '../../src/storage/embedded/planner'
@@ -70,6 +77,62 @@ function sampleEvents(count: number, seed = 1) {
   return { events, customers, tokens, targets }
 }
 
+/** Events with every kind of value the encoding has (and some that only look like one). */
+function oddEvents(): AuditEvent[] {
+  const time = T0 + 123_456
+  const customer = crypto.randomUUID()
+  const target = crypto.randomUUID()
+  return [
+    {
+      event_id: Bun.randomUUIDv7(),
+      action: 'organization.create',
+      target_type: 'organization',
+      target_id: target,
+      actor_organization_id: crypto.randomUUID(),
+      actor_token_id: crypto.randomUUID(),
+      actor_role: 'viewer',
+      actor_cli: null,
+      customer_id: customer,
+      changes: {
+        organization_id: [null, target],
+        parent_id: [null, customer],
+        organization_type: [null, 'partner'],
+        description: [null, 'Ünïcødé ✓ and "quotes" \\ and a\nnewline'],
+        environments: [null, { default: 'DEV', supported: ['DEV', 'PRODUCTION'] }],
+        state: [null, 'active'],
+        created: [null, formatTimestamp(time)],
+        modified: [null, formatTimestamp(time)],
+      },
+      trace_id: crypto.randomUUID(),
+      created: time,
+      modified: time,
+    },
+    {
+      // Not UUIDs, not interned, text that only looks like a timestamp, numbers and booleans.
+      event_id: 'E-1',
+      action: 'token.create',
+      target_type: 'token',
+      target_id: crypto.randomUUID().toUpperCase(),
+      actor_organization_id: null,
+      actor_token_id: null,
+      actor_role: null,
+      actor_cli: 'init',
+      customer_id: null,
+      changes: {
+        expires: [null, '2026-05-01 12:00:00.000000 +01:00'],
+        other: ['2026-02-30 12:00:00.000000 +00:00', '9999-12-31 23:59:59.999999 +00:00'],
+        numbers: [-0.5, 1e300],
+        flags: [true, false],
+        empty: [{}, []],
+        nested: [null, { a: [1, { b: null }], '': 'empty key' }],
+      },
+      trace_id: null,
+      created: time + 1,
+      modified: time + 7,
+    },
+  ]
+}
+
 function tableOf(events: readonly AuditEvent[], options?: { sequenceLimit?: number }): AuditEventTable {
   const table = new AuditEventTable(options)
   for (const event of events) table.put(event)
@@ -98,58 +161,7 @@ async function answer(table: AuditEventTable, query: ListQuery<'audit_events'>):
 
 describe('encoding', () => {
   test('every field of every kind of event reads back exactly, key order included', () => {
-    const time = T0 + 123_456
-    const customer = crypto.randomUUID()
-    const target = crypto.randomUUID()
-    const odd: AuditEvent[] = [
-      {
-        event_id: Bun.randomUUIDv7(),
-        action: 'organization.create',
-        target_type: 'organization',
-        target_id: target,
-        actor_organization_id: crypto.randomUUID(),
-        actor_token_id: crypto.randomUUID(),
-        actor_role: 'viewer',
-        actor_cli: null,
-        customer_id: customer,
-        changes: {
-          organization_id: [null, target],
-          parent_id: [null, customer],
-          organization_type: [null, 'partner'],
-          description: [null, 'Ünïcødé ✓ and "quotes" \\ and a\nnewline'],
-          environments: [null, { default: 'DEV', supported: ['DEV', 'PRODUCTION'] }],
-          state: [null, 'active'],
-          created: [null, formatTimestamp(time)],
-          modified: [null, formatTimestamp(time)],
-        },
-        trace_id: crypto.randomUUID(),
-        created: time,
-        modified: time,
-      },
-      {
-        // Not UUIDs, not interned, text that only looks like a timestamp, numbers and booleans.
-        event_id: 'E-1',
-        action: 'token.create',
-        target_type: 'token',
-        target_id: crypto.randomUUID().toUpperCase(),
-        actor_organization_id: null,
-        actor_token_id: null,
-        actor_role: null,
-        actor_cli: 'init',
-        customer_id: null,
-        changes: {
-          expires: [null, '2026-05-01 12:00:00.000000 +01:00'],
-          other: ['2026-02-30 12:00:00.000000 +00:00', '9999-12-31 23:59:59.999999 +00:00'],
-          numbers: [-0.5, 1e300],
-          flags: [true, false],
-          empty: [{}, []],
-          nested: [null, { a: [1, { b: null }], '': 'empty key' }],
-        },
-        trace_id: null,
-        created: time + 1,
-        modified: time + 7,
-      },
-    ]
+    const odd = oddEvents()
     const table = tableOf(odd)
     for (const event of odd) expect(JSON.stringify(table.get(event.event_id))).toBe(JSON.stringify(event))
     expect([...table.values()].map((event) => JSON.stringify(event))).toEqual(odd.map((event) => JSON.stringify(event)))
@@ -320,7 +332,7 @@ describe('drops, undo and renumbering', () => {
     const captured = table.capture()
     table.removeOldest(3000)
     for (const event of events.slice(4000)) table.put(event)
-    expect([...captured].map((event) => event.event_id)).toEqual(events.slice(0, 4000).map((event) => event.event_id))
+    expect([...captured.records()].map((event) => event.event_id)).toEqual(events.slice(0, 4000).map((event) => event.event_id))
   })
 })
 
@@ -355,3 +367,143 @@ describe('cost, counted', () => {
     expect(plannerWork.recordsRead - before).toBeLessThanOrEqual(20 + 2 * 15)
   })
 })
+
+describe('snapshots hold the events encoded (data format 4)', () => {
+  const parent = tempDir('keyward-audit-snapshot-')
+  afterAll(() => rmSync(parent, { recursive: true, force: true }))
+  let dirs = 0
+
+  /** Writes `lines` as a snapshot's audit events and loads it as start-up does (recovery.ts); also returns the file's text. */
+  async function throughSnapshot(lines: Iterable<unknown>): Promise<{ table: AuditEventTable; text: string; newest: number }> {
+    const dir = join(parent, `dir-${++dirs}`)
+    await Bun.write(join(dir, '.keep'), '')
+    await writeSnapshot(join(dir, 'snapshot.json'), { format: 1, lsn: 1, meta: {}, tables: { audit_events: lines } })
+    const tables = createTables()
+    const recovered = await recover(dir, tables, { repair: false, warn: () => {}, paddedLog: true })
+    return { table: tables.audit_events, text: readFileSync(join(dir, 'snapshot.json'), 'utf8'), newest: recovered.newestTimestamp }
+  }
+
+  /** Every event, byte for byte as JSON, and every index, alike in both tables. */
+  function expectSame(loaded: AuditEventTable, original: AuditEventTable): void {
+    expect([...loaded.values()].map((event) => JSON.stringify(event))).toEqual([...original.values()].map((event) => JSON.stringify(event)))
+    expect(loaded.ids()).toEqual(original.ids())
+    expect(loaded.size).toBe(original.size)
+    const events = [...original.values()]
+    for (const event of events.filter((_, i) => i % 7 === 0)) {
+      expect(loaded.get(event.event_id)).toEqual(event)
+      expect(loaded.idsBy('target', event.target_id)).toEqual(original.idsBy('target', event.target_id))
+      expect(loaded.targetCount(event.target_id)).toBe(original.targetCount(event.target_id))
+    }
+    for (const index of Object.keys(AUDIT_LIST_INDEXES) as AuditListIndex[]) {
+      const keys = new Set(events.map((event) => AUDIT_LIST_INDEXES[index].map((field) => event[field]).join('|')))
+      for (const key of keys) expect(loaded.idsBy(index, key)).toEqual(original.idsBy(index, key))
+    }
+    expect(loaded.codec.dictionarySize).toBe(original.codec.dictionarySize)
+  }
+
+  test('every kind of value, across buffers, an event larger than a buffer, after drops: read back exactly, indexes included, and again after more writes', async () => {
+    const huge: AuditEvent = { ...oddEvents()[0]!, event_id: crypto.randomUUID(), changes: { description: [null, 'ü'.repeat(700_000)] } }
+    const events = [...oddEvents(), ...sampleEvents(6000, 31).events, huge, ...sampleEvents(3000, 32).events]
+    const original = tableOf(events)
+    original.removeOldest(2500) // the first buffer's head goes
+    const { table, text, newest } = await throughSnapshot(original.capture().snapshotLines())
+    expectSame(table, original)
+    expect(newest).toBe(Math.max(...[...original.values()].map((event) => Math.max(event.created, event.modified))))
+    // No event is a JSON record: a line of dictionary strings, then a line of bytes per buffer.
+    expect(text).not.toContain('"event_id"')
+    expect(text.match(/\n\["strings",/g)?.length).toBe(1)
+    expect(text.match(/\n\["events",/g)?.length).toBeGreaterThanOrEqual(3)
+
+    // Loaded, the table goes on like the original: appends, drops, another snapshot.
+    const more = sampleEvents(2000, 33).events
+    for (const target of [table, original]) {
+      for (const event of more) target.put(event)
+      target.removeOldest(4000)
+    }
+    expectSame(table, original)
+    expectSame((await throughSnapshot(table.capture().snapshotLines())).table, original)
+  })
+
+  test('the snapshot holds the events as of the capture, whatever is appended, dropped or undone after', async () => {
+    const { events } = sampleEvents(6000, 41)
+    const table = tableOf(events.slice(0, 5000))
+    const dropped = table.removeOldest(10) // by a transaction not yet durable: written as records, first
+    const queued = [events[4998]!.event_id, events[4999]!.event_id] // inserts not yet durable: left out
+    const captured = table.capture(new Set(queued))
+    table.remove(events[4999]!.event_id) // undone: its bytes are taken back and written over
+    table.remove(events[4998]!.event_id)
+    table.removeOldest(3000)
+    for (const event of events.slice(5000)) table.put(event)
+    const { table: loaded } = await throughSnapshot(captured.snapshotLines(dropped))
+    expect(loaded.ids()).toEqual(events.slice(0, 4998).map((event) => event.event_id))
+    expectSame(loaded, tableOf(events.slice(0, 4998)))
+  })
+
+  test('an event whose id repeats, stored then refused, leaves no bytes between the events of its buffer', async () => {
+    const { events } = sampleEvents(300, 42)
+    const table = tableOf(events.slice(0, 200))
+    const used = (table as unknown as { used: number }).used
+    expect((table as unknown as { append(record: AuditEvent): boolean }).append(events[50]!)).toBe(false)
+    expect((table as unknown as { used: number }).used).toBe(used)
+    for (const event of events.slice(200)) table.put(event)
+    expectSame((await throughSnapshot(table.capture().snapshotLines())).table, tableOf(events))
+  })
+
+  describe('damage in the encoded lines is refused, never loaded as other events', () => {
+    const original = tableOf([...oddEvents(), ...sampleEvents(40, 51).events])
+    const [strings, eventsLine] = [...original.capture().snapshotLines()] as [unknown[], [string, number, string]]
+    const bytes = Uint8Array.fromBase64(eventsLine[2])
+    const load = (...lines: unknown[][]) => {
+      const table = new AuditEventTable()
+      for (const line of lines) table.loadSnapshotLine(line)
+      return table
+    }
+    const refused = (...lines: unknown[][]) => expect(() => load(...lines)).toThrow(SnapshotLineError)
+
+    test('intact, they load', () => {
+      expectSame(load(strings, eventsLine), original)
+    })
+
+    test('bytes cut short anywhere, or with bytes after the last event', () => {
+      for (let length = 0; length < bytes.length; length++) refused(strings, ['events', 42, bytes.subarray(0, length).toBase64()])
+      refused(strings, ['events', 42, Uint8Array.of(...bytes, 0).toBase64()])
+    })
+
+    test('a count that is not the number of events', () => {
+      for (const count of [41, 43, 0, -1, 1.5, '42']) refused(strings, ['events', count, eventsLine[2]])
+    })
+
+    test('base64 that is not strictly base64', () => {
+      const text = eventsLine[2]
+      for (const bad of [`${text.slice(0, 10)}!${text.slice(11)}`, `${text.slice(0, 10)}-${text.slice(11)}`, `${text.slice(0, 10)} ${text.slice(10)}`, `${text} `, text.slice(0, -1), `${text}====`]) refused(strings, ['events', 42, bad])
+    })
+
+    test('dictionary entries missing, repeated or out of order', () => {
+      refused(['events', 42, eventsLine[2]]) // its dictionary indexes point nowhere
+      refused(strings, strings, eventsLine)
+      refused(['strings', 1, ...strings.slice(2)], eventsLine)
+      refused(['strings', 0, 'a', 'a'])
+      refused(['strings', 0, 7])
+    })
+
+    test('an event id that repeats, an unknown line', () => {
+      const first = checkEventEnd(bytes)
+      refused(strings, ['events', 43, Uint8Array.of(...bytes, ...bytes.subarray(0, first)).toBase64()])
+      refused(['blobs', 1, 'AAAA'])
+      refused(['events', 42])
+    })
+
+    test('in a snapshot file, with its checksums intact: damage at that line, naming it', async () => {
+      const error = await throughSnapshot([strings, ['events', 42, bytes.subarray(0, bytes.length - 3).toBase64()]]).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(SnapshotDamageError)
+      const text = readFileSync((error as SnapshotDamageError).file, 'utf8')
+      expect((error as SnapshotDamageError).offset).toBe(text.indexOf('["events",'))
+      expect((error as Error).message).toContain('event 42 of 42 is not a whole, valid event')
+    })
+  })
+})
+
+/** Where the first event of `bytes` ends. */
+function checkEventEnd(bytes: Uint8Array): number {
+  return eventEnd(bytes, 0)
+}

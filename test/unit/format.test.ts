@@ -4,7 +4,7 @@
  * cut short anywhere is finished by the next open.
  */
 import { afterEach, describe, expect, test } from 'bun:test'
-import { readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
@@ -59,7 +59,7 @@ describe('a dir without a format file', () => {
 })
 
 describe('a dir labelled format 2 (before recorded tokens)', () => {
-  test('is read as it is, and only labelled 3 when opened for writing', async () => {
+  test('is read as it is, and only labelled when opened for writing', async () => {
     const dir = newDir()
     copyFixture('format-2-stopped', dir)
     writeFileSync(join(dir, 'format'), '2\n')
@@ -69,8 +69,31 @@ describe('a dir labelled format 2 (before recorded tokens)', () => {
     expect(store.tables.consumers.size).toBe(before.consumers.size)
     expect(store.tables.tokens.size).toBe(0) // its tokens were signed, never recorded
     await store.close()
+    expect(await readDataFormat(dir)).toEqual({ version: DATA_FORMAT, source: 'file' })
+  })
+})
+
+describe('a dir labelled format 3 (audit events as records in the snapshot)', () => {
+  test('is read as it is, labelled 4 when opened for writing, and its next snapshot holds the events encoded', async () => {
+    const dir = newDir()
+    const fixture = copyFixture('format-3-stopped', dir)
     expect(await readDataFormat(dir)).toEqual({ version: 3, source: 'file' })
-    expect(DATA_FORMAT).toBe(3)
+    const before = (await readDataDir(dir)).tables
+    const events = [...before.audit_events.values()]
+    expect(events.length).toBe(Object.keys(fixture.records).filter((key) => key.startsWith('audit event ')).length)
+    const store = await Store.open(dir, { log: () => {} })
+    expect(await readDataFormat(dir)).toEqual({ version: 4, source: 'file' })
+    expect([...store.tables.audit_events.values()]).toEqual(events)
+    await store.commit((tx) => tx.dropOldest('audit_events', 1)) // something new, so closing writes a snapshot
+    await store.close()
+    expect(DATA_FORMAT).toBe(4)
+    const snapshot = readFileSync(join(dir, 'snapshot.json'), 'utf8')
+    expect(snapshot).toContain('\n["events",')
+    expect(snapshot).not.toContain('"event_id"')
+    const after = (await readDataDir(dir)).tables
+    expect(after.audit_events.size).toBe(events.length - 1)
+    expect([...after.audit_events.values()]).toEqual(events.slice(1))
+    expect(after.consumers.size).toBe(before.consumers.size)
   })
 })
 

@@ -15,7 +15,9 @@ import { Low } from 'lowdb'
 import { JSONFile } from 'lowdb/node'
 import {
   readSnapshot,
+  scanSnapshot,
   SnapshotDamageError,
+  SnapshotLineError,
   type SnapshotData,
   SnapshotFile,
   writeSnapshot,
@@ -269,9 +271,10 @@ describe('streaming the snapshot back', () => {
     expect(error.message).toContain('invalid JSON')
   })
 
-  test('a record that is not an object, or a document that never ends, is damage', async () => {
+  test('a line of a table that is neither a record nor an array, or a document that never ends, is damage', async () => {
     for (const lines of [
-      ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '[1,2]', ']},'],
+      ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '12', ']},'],
+      ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '[1,2', ']},'],
       ['{"format":1,"lsn":1,"meta":{},"tables":{', '"people":[', '{"id":1}'],
     ]) {
       const body = Buffer.from(lines.join('\n') + '\n')
@@ -279,5 +282,22 @@ describe('streaming the snapshot back', () => {
       writeFileSync(path, Buffer.concat([body, Buffer.from(trailer)]))
       expect(await readError(path)).toBeInstanceOf(SnapshotDamageError)
     }
+  })
+
+  test("a table's arrays (a form of its own) read back as written, beside its records", async () => {
+    const lines = [['strings', 0, 'a', 'b'], { id: 1 }, ['events', 2, 'AAEC']]
+    await writeSnapshot(path, { format: 1, lsn: 3, meta: {}, tables: { mixed: lines, empty: [] } })
+    expect((await readSnapshot(path))?.tables).toEqual({ mixed: lines, empty: [] })
+  })
+
+  test("a line its table refuses (SnapshotLineError) is damage at that line's byte offset", async () => {
+    await writeSnapshot(path, { format: 1, lsn: 1, meta: {}, tables: { mixed: [{ id: 1 }, ['bad'], { id: 2 }] } })
+    const text = readFileSync(path, 'utf8')
+    const error = await scanSnapshot(path, () => (line) => {
+      if (Array.isArray(line)) throw new SnapshotLineError('not a line of this table')
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(SnapshotDamageError)
+    expect((error as SnapshotDamageError).offset).toBe(text.indexOf('["bad"]'))
+    expect((error as SnapshotDamageError).message).toContain('not a line of this table')
   })
 })
