@@ -64,30 +64,35 @@ export function hashToken(token: string): string {
   return createHash('sha256').update(token).digest('hex')
 }
 
-/** What one cached token is counted at: its characters and its hash's at 2 bytes each, and the entry around them. */
-const cacheEntryBytes = (token: string) => 2 * (token.length + 64) + 64
+/** What one cached token is counted at: its characters, its hash's and its id's at 2 bytes each, and the entries around them. */
+const cacheEntryBytes = (token: string) => 2 * (token.length + 64 + 36) + 96
 
 /**
  * Checks a token string against its record's hash. Strings that verified are remembered with their
- * hash, so a busy token costs a map lookup instead of a SHA-256; the cache never answers for the
- * record (state and expiry are the caller's, read every time), only for what the string hashes to.
- * Only strings that verified are kept (junk costs at most one SHA-256 and leaves nothing behind),
- * and the cache is bounded in bytes: past the budget the oldest entries go, one at a time (they are
- * hashed again on their next use).
+ * hash and token_id, so a busy token costs a map lookup instead of a SHA-256 and parsing its id; the
+ * cache never answers for the record (state and expiry are the caller's, read every time), only for
+ * what the string hashes to and the id it carries. Only strings that verified are kept (junk costs
+ * at most one SHA-256 and leaves nothing behind), and the cache is bounded in bytes: past the budget
+ * the oldest entries go, one at a time (they are hashed again on their next use).
  */
 export class TokenVerifier {
-  /** Verified token strings and their hashes, oldest first. */
-  private readonly cache = new Map<string, string>()
+  /** Verified token strings, oldest first. */
+  private readonly cache = new Map<string, { readonly hash: string; readonly tokenId: string }>()
   private bytes = 0
 
   constructor(private readonly maxCacheBytes = 4 * 1024 * 1024) {}
 
+  /** `tokenIdOf(token)`, from the cache for a token that verified. */
+  tokenIdOf(token: string): string | null {
+    return this.cache.get(token)?.tokenId ?? tokenIdOf(token)
+  }
+
   verify(token: string, record: Token): boolean {
     const cached = this.cache.get(token)
-    if (cached !== undefined) return sameHash(cached, record.token_hash)
+    if (cached !== undefined) return sameHash(cached.hash, record.token_hash)
     const hash = hashToken(token)
     if (!sameHash(hash, record.token_hash)) return false
-    this.remember(token, hash)
+    this.remember(token, hash, record.token_id)
     return true
   }
 
@@ -96,8 +101,8 @@ export class TokenVerifier {
     return { tokens: this.cache.size, bytes: this.bytes }
   }
 
-  private remember(token: string, hash: string): void {
-    this.cache.set(token, hash)
+  private remember(token: string, hash: string, tokenId: string): void {
+    this.cache.set(token, { hash, tokenId })
     this.bytes += cacheEntryBytes(token)
     for (const oldest of this.cache.keys()) {
       if (this.bytes <= this.maxCacheBytes) break

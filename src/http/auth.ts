@@ -6,7 +6,7 @@
  */
 import type { Organization } from '../storage/records'
 import { then, type Maybe, type Reader } from '../storage/storage'
-import { TOKEN_LENGTH, tokenIdOf, type Role, type TokenVerifier } from '../auth/tokens'
+import { TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
 export interface Principal {
@@ -28,7 +28,7 @@ const invalid = () => unauthorized('The bearer token is invalid, expired or revo
 export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
   const token = authorization && authorization.length <= MAX_AUTHORIZATION_LENGTH ? BEARER.exec(authorization)?.[1] : undefined
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
-  const tokenId = tokenIdOf(token)
+  const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()
   return then(reader.findCredential(tokenId), (credential) => {
     if (!credential || !verifier.verify(token, credential.token)) throw invalid()

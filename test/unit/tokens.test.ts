@@ -206,4 +206,15 @@ describe("the verifier's cache", () => {
     expect(accepted(readerOf([{ ...record, token_hash: hashToken(newToken().token) }]), verifier, token)).toBe(false)
     expect(accepted(readerOf([record]), verifier, token)).toBe(true)
   })
+
+  test("a cached token's id is the one its string carries, and junk still has none", () => {
+    const { token, record } = issue()
+    const verifier = new TokenVerifier()
+    expect(verifier.tokenIdOf(token)).toBe(record.token_id)
+    expect(verifier.verify(token, record)).toBe(true)
+    expect(verifier.tokenIdOf(token)).toBe(record.token_id)
+    expect(verifier.tokenIdOf(`${token}=`)).toBeNull()
+    const other = newToken()
+    expect(verifier.tokenIdOf(other.token)).toBe(other.tokenId)
+  })
 })
