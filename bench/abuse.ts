@@ -2,7 +2,7 @@
 /**
  * Hand-run abuse benchmark (issue 9's proof; not a test, not in CI):
  *
- *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000] [--only TEXT]
+ *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000] [--only TEXT[|TEXT...]] [--repeat N]
  *
  * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
  * memory? A real server (`bun run src/main.ts serve`, with rate limits off where it has them, on a
@@ -21,7 +21,9 @@
  * Each row runs on a freshly started server.
  * Goal (issue 9): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
  *
- * Writes docs/abuse.md and prints it. Needs wrk on the PATH. The server and the temp dir are
+ * Writes docs/abuse.md and prints it (a partial or repeated run only prints its tables: one per
+ * round, each pattern against the unloaded row of its own round, since the peaks move by some 40 MiB
+ * between runs). Needs wrk on the PATH. The server and the temp dir are
  * removed at the end, also on failure or Ctrl-C.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
@@ -40,15 +42,18 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     rate: { type: 'string', default: '200' },
     keysets: { type: 'string', default: '20000' },
-    /** Only the patterns whose name holds this text (the unloaded row always runs); for trying a fix. */
+    /** Only the patterns whose name holds this text, or one of these `|`-separated texts (the unloaded row always runs); for trying a fix. */
     only: { type: 'string' },
+    /** Rounds of the unloaded row and the patterns, on one data dir: to tell a fix from the noise. */
+    repeat: { type: 'string', default: '1' },
   },
   strict: true,
 })
 const MEASURE_SECONDS = Number(values.seconds)
 const VICTIM_RATE = Number(values.rate)
 const KEYSETS = Number(values.keysets)
-for (const [name, value, max] of [['seconds', MEASURE_SECONDS, 600], ['rate', VICTIM_RATE, 5000], ['keysets', KEYSETS, 1_000_000]] as const) {
+const ROUNDS = Number(values.repeat)
+for (const [name, value, max] of [['seconds', MEASURE_SECONDS, 600], ['rate', VICTIM_RATE, 5000], ['keysets', KEYSETS, 1_000_000], ['repeat', ROUNDS, 20]] as const) {
   if (!Number.isInteger(value) || value < 1 || value > max) throw new Error(`--${name} must be an integer from 1 to ${max}`)
 }
 /** The attack runs this long before the victim's measurement starts. */
@@ -347,28 +352,35 @@ async function main(): Promise<number> {
   try {
     console.error('building the data dir through the storage interface...')
     const w = await buildWorld(work)
-    const all = patterns(w).filter((pattern) => values.only === undefined || pattern.name.includes(values.only))
+    const wanted = values.only?.split('|')
+    const all = patterns(w).filter((pattern) => wanted === undefined || wanted.some((text) => pattern.name.includes(text)))
     const answers = new Map<Pattern, string>()
-    const rows: Row[] = []
-    // A fresh server for each row: the peak RSS of one pattern must not carry the heap that an
-    // earlier one grew (the garbage collector gives memory back to the system slowly, if at all).
-    for (const pattern of [null, ...all]) {
-      console.error(`measuring: ${pattern ? pattern.name : 'unloaded'}...`)
-      const server = await startKeyward(children, { store: 'embedded', dir: w.dir }, { name: 'keyward' })
-      const base = `http://127.0.0.1:${server.port}`
-      if (pattern) answers.set(pattern, await probe(base, pattern))
-      // Warm the victim's path (and the token cache) before measuring.
-      await victim(`${base}/api/enrollments/${w.victimEnrollment}`, w.victimToken, 2)
-      await waitQuiet([server.proc.pid], { timeoutMs: 30_000 })
-      rows.push(await measure(wrk, base, server.proc.pid, w, pattern))
-      await children.stop(server.proc, { graceMs: 30_000 })
-      const last = rows.at(-1)!
-      console.error(`  victim p50 ${last.victim.p50.toFixed(2)} ms, p99 ${last.victim.p99.toFixed(2)} ms; RSS ${mib(last.rss)} MiB`)
+    const reports: string[] = []
+    for (let round = 1; round <= ROUNDS; round++) {
+      const rows: Row[] = []
+      // A fresh server for each row: the peak RSS of one pattern must not carry the heap that an
+      // earlier one grew (the garbage collector gives memory back to the system slowly, if at all).
+      for (const pattern of [null, ...all]) {
+        console.error(`measuring${ROUNDS > 1 ? ` (round ${round} of ${ROUNDS})` : ''}: ${pattern ? pattern.name : 'unloaded'}...`)
+        const server = await startKeyward(children, { store: 'embedded', dir: w.dir }, { name: 'keyward' })
+        const base = `http://127.0.0.1:${server.port}`
+        if (pattern) answers.set(pattern, await probe(base, pattern))
+        // Warm the victim's path (and the token cache) before measuring.
+        await victim(`${base}/api/enrollments/${w.victimEnrollment}`, w.victimToken, 2)
+        await waitQuiet([server.proc.pid], { timeoutMs: 30_000 })
+        rows.push(await measure(wrk, base, server.proc.pid, w, pattern))
+        await children.stop(server.proc, { graceMs: 30_000 })
+        const last = rows.at(-1)!
+        const growth = last === rows[0] ? '' : ` (${last.rss >= rows[0]!.rss ? '+' : ''}${mib(last.rss - rows[0]!.rss)})`
+        const rate = last.attack ? `; attack ${Math.round(last.attack.rps).toLocaleString('en')}/s` : ''
+        console.error(`  victim p50 ${last.victim.p50.toFixed(2)} ms, p99 ${last.victim.p99.toFixed(2)} ms; RSS ${mib(last.rss)} MiB${growth}${rate}`)
+      }
+      reports.push(report(w, rows, answers, started, busy, (await benchServeOptions()).note))
     }
-    const text = report(w, rows, answers, started, busy, (await benchServeOptions()).note)
+    const text = reports.join('\n')
     console.log(text)
-    // A partial run (--only) is printed, never written over the full report.
-    if (values.only === undefined) {
+    // A partial or repeated run is printed, never written over the full report.
+    if (values.only === undefined && ROUNDS === 1) {
       await writeFile(REPORT, text)
       console.error(`written to ${REPORT}`)
     }
