@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
+import { authorize, findOwnedById, findOwnedWithParent, may, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { parseBody, parseQuery } from '../../http/body'
@@ -12,15 +12,16 @@ import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
 
+/** An enrollment's application: every request about an enrollment reads both. */
+const APPLICATION = { field: 'application_id', table: 'applications' } as const
+
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { storage } = deps
   const read = readRoutes(deps)
   const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
-  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise). */
+  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise), read together. */
   const find = (principal: Principal, id: string) =>
-    then(findOwned(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment'), (enrollment) =>
-      then(storage.find('applications', enrollment.application_id), (app) => (requireActive(app!), enrollment)),
-    )
+    then(findOwnedWithParent(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment', APPLICATION), ({ record, parent }) => (requireActive(parent!), record))
   const changeState = {
     param: 'enrollment_id',
     find,
