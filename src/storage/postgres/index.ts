@@ -165,8 +165,9 @@ export class PostgresStorage implements Storage {
   /**
    * One run of a transaction body on a connection of its own. `BEGIN` is sent without waiting for
    * its answer, so it travels with the body's first statement, and `COMMIT` right after the body's
-   * last statement, with the audit events it appended (`tx.appendEvent`) still unanswered: a change
-   * of one insert and its event is three round trips (docs/storage.md, "Round trips"). PostgreSQL
+   * last statement, with the audit events it appended (`tx.appendEvent`) still unanswered: a create
+   * that locks its parent, inserts and records its event is three round trips instead of five
+   * (docs/storage.md, "Round trips"). PostgreSQL
    * runs them in order and, once a statement has failed, commits nothing, so the outcome is known
    * from all the answers together.
    */
