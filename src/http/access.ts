@@ -108,7 +108,19 @@ export function findOwnedWithParent<N extends OwnedTable, P extends TableName>(
   what: string,
   parent: ParentLink<N, P>,
 ): Maybe<WithParent<N, P>> {
-  return then(reader.findWithParent(table, pathId(rawId, idName), parent), (found) => (owned(found?.record, p, what), found!))
+  return findOwnedWithParentById(reader, table, p, pathId(rawId, idName), what, parent)
+}
+
+/** The same, for an id already known to be a well-formed lowercase UUID (from a body). */
+export function findOwnedWithParentById<N extends OwnedTable, P extends TableName>(
+  reader: Reader,
+  table: N,
+  p: Principal,
+  id: string,
+  what: string,
+  parent: ParentLink<N, P>,
+): Maybe<WithParent<N, P>> {
+  return then(reader.findWithParent(table, id, parent), (found) => (owned(found?.record, p, what), found!))
 }
 
 /** The record if the caller reaches it, else 404: a record out of scope is answered as a missing one. */
@@ -154,7 +166,7 @@ export function checkNamedOrganization(reader: Reader, p: Principal, body: Reque
  * must find the named record (inside its transaction, 404 if it is missing): one read fewer per
  * create (docs/storage.md, "Round trips").
  */
-export function namedRecordFirst<T>(named: () => Maybe<void>, checks: () => T): Maybe<T> {
+export function namedRecordFirst<T>(named: () => Maybe<unknown>, checks: () => T): Maybe<T> {
   try {
     return checks()
   } catch (error) {
