@@ -1,15 +1,18 @@
 -- pgbench script of bench/run.ts: the statements keyward sends for POST /api/organizations by the
--- vendor's admin (traced with log_statement = all): the token with its organization
--- (Reader.findCredential) and the parent, read outside the transaction; then the transaction: the
--- parent locked FOR SHARE, the insert, its audit event, the commit. Seven round trips where the
--- limit (insert.sql) has one; every concurrent create locks the same parent row. Update it when
--- keyward's statements change.
+-- vendor's admin (traced with log_statement = all), in the same round trips: the token with its
+-- organization (Reader.findCredential); BEGIN sent with the transaction's first statement, the
+-- parent locked FOR SHARE; the insert; its audit event sent with the COMMIT (docs/storage.md,
+-- "Round trips"). Six statements in four round trips where the limit (insert.sql) has one; every
+-- concurrent create locks the same parent row. Update it when keyward's statements change.
 SELECT to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t LEFT JOIN organizations o ON o.organization_id = t.organization_id LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = :token;
-SELECT * FROM organizations WHERE organization_id = :parent;
+\startpipeline
 BEGIN;
 SELECT * FROM organizations WHERE organization_id = :parent FOR SHARE;
+\endpipeline
 INSERT INTO organizations (organization_id, parent_id, organization_type, description, state, environments, created, modified)
 VALUES (gen_random_uuid(), :parent, 'customer', 'pgbench customer', 'active', NULL, (extract(epoch FROM now()) * 1000000)::bigint, (extract(epoch FROM now()) * 1000000)::bigint) RETURNING *;
+\startpipeline
 INSERT INTO audit_events (event_id, action, target_type, target_id, actor_organization_id, actor_token_id, actor_role, actor_cli, customer_id, changes, trace_id, created, modified)
 VALUES (gen_random_uuid(), 'organization.create', 'organization', gen_random_uuid(), :parent, :token, 'admin', NULL, NULL, '{"description":[null,"pgbench customer"],"state":[null,"active"]}', 'pgbench', (extract(epoch FROM now()) * 1000000)::bigint, (extract(epoch FROM now()) * 1000000)::bigint);
 COMMIT;
+\endpipeline

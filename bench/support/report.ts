@@ -197,8 +197,8 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
       `keyward: \`GET /api/enrollments/{id}\` with a token of the customer organization, role admin, ${READ_CLIENTS} connections; ` +
         `pgbench: \`SELECT * FROM enrollments WHERE enrollment_id = :id\` on the same database, the same enrollment, ${READ_CLIENTS} ` +
         `clients, prepared statements (\`pgbench -M prepared -f\`): the database's own limit for a read by primary key. Between ` +
-        `them, "pgbench: keyward" runs the statements keyward sends for this read (bench/pgbench/read-as-keyward.sql: the token's ` +
-        `organization, the enrollment, its application; three round trips): the database's limit for keyward's way of asking, so ` +
+        `them, "pgbench: keyward" runs the statements keyward sends for this read (bench/pgbench/read-as-keyward.sql: the token with its ` +
+        `organization, then the enrollment with its application; two round trips): the database's limit for keyward's way of asking, so ` +
         `that the rest of the gap is keyward's own time (its CPU per request, beside the database's).`,
     )
     phaseTable(
@@ -228,8 +228,8 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
         ? 'in a database of its own on the local PostgreSQL (its schema made by `keyward init --database-url`). Both durable: keyward fsyncs its log, PostgreSQL its WAL, before answering.'
         : `in the same database keyward uses (the ${sizeLabel(largest)} set's). Both committed before they answer. Between them, ` +
           `"pgbench: keyward" runs the statements keyward sends for this create (bench/pgbench/insert-as-keyward.sql: the token's ` +
-          `organization and the parent read outside the transaction, then BEGIN, the parent locked FOR SHARE, the insert, COMMIT; ` +
-          `six round trips, every create locking the same parent row).`),
+          `organization; BEGIN with the parent locked FOR SHARE; the insert; its audit event with COMMIT: six statements in ` +
+          `four round trips, pipelined as keyward sends them, every create locking the same parent row).`),
     embedded ? [smallest] : [largest],
   )
   if (!embedded) {

@@ -39,7 +39,7 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
       state: 'active',
       environments: null,
     })
-    await recordEvent(tx, actor, 'vendor.init', { target: vendor.organization_id, customerId: null, before: null, after: vendor })
+    recordEvent(tx, actor, 'vendor.init', { target: vendor.organization_id, customerId: null, before: null, after: vendor })
     const { token } = await createToken(tx, { organization: vendor, role: 'admin', ttlSeconds: parseDuration(DEFAULT_TOKEN_TTL)!, description: `first vendor admin token (keyward ${command})` }, actor)
     return { organization_id: vendor.organization_id, token }
   })

@@ -23,6 +23,12 @@ export function all<T extends readonly unknown[]>(values: { readonly [K in keyof
 
 type Field<N extends TableName> = keyof RecordOf<N> & string
 
+/** The field of a `table` record that names a record of `table` P (`findWithParent`). */
+export interface ParentLink<N extends TableName, P extends TableName> {
+  readonly field: Field<N>
+  readonly table: P
+}
+
 /** Which enrollments a consumer or installation must have (one at least) to match. */
 export type EnrollmentLink = 'consumer_id' | 'installation_id' | 'application_id' | 'enrollment_id'
 
@@ -64,6 +70,13 @@ export interface Page<T> {
   readonly total: number
 }
 
+/** A record and the record one of its fields names (its parent), read together. */
+export interface WithParent<N extends TableName, P extends TableName> {
+  readonly record: RecordOf<N>
+  /** Undefined when the field names no record of the parent's table. */
+  readonly parent: RecordOf<P> | undefined
+}
+
 /** What authenticating a bearer token reads (src/http/auth.ts), in one read. */
 export interface Credential {
   readonly token: Token
@@ -80,6 +93,13 @@ export interface Reader {
    * instead of three (docs/storage.md). The rules about them stay in src/http/auth.ts.
    */
   findCredential(tokenId: string): Maybe<Credential | undefined>
+  /**
+   * The record `id` of `table` with the record of `parent.table` that its field `parent.field`
+   * names; undefined when there is no record `id`. One read where a handler needs both (an
+   * enrollment and its application): in database mode one joined statement instead of two
+   * (docs/storage.md). What they must satisfy stays with the caller.
+   */
+  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Maybe<WithParent<N, P> | undefined>
   /** `ids` in order, undefined where there is none. */
   findMany<N extends TableName>(table: N, ids: readonly string[]): Maybe<(RecordOf<N> | undefined)[]>
   list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>>
@@ -107,6 +127,13 @@ export interface Tx {
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
   /** Throws `UniqueViolation` if the primary key or another unique rule is taken. */
   insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>>
+  /**
+   * Inserts an audit event: a record that nothing in the transaction reads back and whose key
+   * (a UUIDv7) is never taken. Returns nothing, so that PostgreSQL can send it without waiting for
+   * its answer, in one round trip with what follows and the COMMIT; a failure of the insert fails
+   * the transaction (it rejects, nothing is committed).
+   */
+  appendEvent(event: Fresh<'audit_events'>): void
   /** The record as inserted, or the existing one with the same primary key (unchanged). */
   insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }>
   /** Applies `changes`; `modified` becomes later than both now and the record's previous `modified`. */

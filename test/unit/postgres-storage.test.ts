@@ -49,6 +49,21 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
     ...fields,
   })
 
+  const event = (fields: Partial<Fresh<'audit_events'>> = {}): Fresh<'audit_events'> => ({
+    event_id: Bun.randomUUIDv7(),
+    action: 'consumer.create',
+    target_type: 'consumer',
+    target_id: crypto.randomUUID(),
+    actor_organization_id: customer,
+    actor_token_id: crypto.randomUUID(),
+    actor_role: 'admin',
+    actor_cli: null,
+    customer_id: customer,
+    changes: { state: [null, 'active'] },
+    trace_id: crypto.randomUUID(),
+    ...fields,
+  })
+
   describe('migrations', () => {
     test('instances starting together apply each migration once', async () => {
       const other = await createTestDatabase()
@@ -120,6 +135,21 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await storage.findMany('consumers', [missing, record.consumer_id])).toEqual([undefined, record])
     })
 
+    test('findWithParent: a record with the record its field names, in one read', async () => {
+      const organization = crypto.randomUUID()
+      const application = await storage.transaction((tx) =>
+        tx.insert('applications', { application_id: crypto.randomUUID(), organization_id: organization, description: 'app', environments: ['PRODUCTION'], state: 'active', api_key_hash: 'a-hash' }),
+      )
+      const enrolled = await storage.transaction((tx) => tx.insert('enrollments', enrollment({ application_id: application.application_id })))
+      const link = { field: 'application_id', table: 'applications' } as const
+      // The same records as `find` reads, each with its own field types (text[], bigint).
+      expect(await storage.findWithParent('enrollments', enrolled.enrollment_id, link)).toEqual({ record: enrolled, parent: application })
+      const orphan = await storage.transaction((tx) => tx.insert('enrollments', enrollment()))
+      expect(await storage.findWithParent('enrollments', orphan.enrollment_id, link)).toEqual({ record: orphan, parent: undefined })
+      expect(await storage.findWithParent('enrollments', crypto.randomUUID(), link)).toBeUndefined()
+      expect(await storage.findWithParent('enrollments', enrolled.enrollment_id.toUpperCase(), link)).toBeUndefined()
+    })
+
     test('text that is not a lowercase UUID names nothing (as in the embedded store), never an error', async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
       for (const id of ['constructor', '', record.consumer_id.toUpperCase()]) {
@@ -177,6 +207,45 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
           throw failure
         }),
       ).rejects.toBe(failure)
+      expect(await storage.find('consumers', id)).toBeUndefined()
+    })
+
+    test('an appended event commits with its change; one that fails fails the change, and nothing is committed', async () => {
+      const kept = event()
+      const record = await storage.transaction(async (tx) => {
+        const inserted = await tx.insert('consumers', consumer())
+        tx.appendEvent(kept)
+        return inserted
+      })
+      const [stored] = await admin.unsafe('SELECT target_id, created FROM audit_events WHERE event_id = $1::uuid', [kept.event_id])
+      expect(stored.target_id).toBe(kept.target_id)
+      expect(Number(stored.created)).toBe(record.created) // one change, one time
+      // The same event id again: the insert fails after the body has returned, with the COMMIT.
+      const id = crypto.randomUUID()
+      const failed = await storage
+        .transaction(async (tx) => {
+          await tx.insert('consumers', consumer(id))
+          tx.appendEvent({ ...event(), event_id: kept.event_id })
+          return 'returned'
+        })
+        .catch((error) => error)
+      expect(failed).toBeInstanceOf(Error)
+      expect(failed.errno).toBe('23505')
+      expect(await storage.find('consumers', id)).toBeUndefined()
+    })
+
+    test('a statement that failed, even one whose error the body caught, means the change is refused and nothing committed', async () => {
+      const taken = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      const id = crypto.randomUUID()
+      const failed = await storage
+        .transaction(async (tx) => {
+          await tx.insert('consumers', consumer(id))
+          await tx.insert('consumers', { ...consumer(), consumer_id: taken.consumer_id }).catch(() => undefined)
+          return 'returned'
+        })
+        .catch((error) => error)
+      expect(failed).toBeInstanceOf(Error)
+      expect(failed.errno).toBe('23505')
       expect(await storage.find('consumers', id)).toBeUndefined()
     })
   })
@@ -372,20 +441,6 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       state: 'active',
       expires: Date.now() * 1000 + 3_600_000_000,
       token_hash: 'cd'.repeat(32),
-      ...fields,
-    })
-    const event = (fields: Partial<Fresh<'audit_events'>> = {}): Fresh<'audit_events'> => ({
-      event_id: Bun.randomUUIDv7(),
-      action: 'consumer.create',
-      target_type: 'consumer',
-      target_id: crypto.randomUUID(),
-      actor_organization_id: customer,
-      actor_token_id: crypto.randomUUID(),
-      actor_role: 'admin',
-      actor_cli: null,
-      customer_id: customer,
-      changes: { state: [null, 'active'] },
-      trace_id: crypto.randomUUID(),
       ...fields,
     })
 

@@ -37,7 +37,7 @@ export class ApplicationService {
       // SPEC rule 3: a supplied id is used unless it is already registered; then a random one is.
       const requested = input.application_id ? await tx.insertIfAbsent('applications', { application_id: input.application_id, ...fields }) : null
       const application = requested?.inserted ? requested.record : await tx.insert('applications', { application_id: crypto.randomUUID(), ...fields })
-      await recordEvent(tx, actor, 'application.create', { target: application.application_id, customerId: application.organization_id, before: null, after: application })
+      recordEvent(tx, actor, 'application.create', { target: application.application_id, customerId: application.organization_id, before: null, after: application })
       return { application, apiKey }
     })
   }
@@ -47,7 +47,7 @@ export class ApplicationService {
     return this.storage.transaction(async (tx) => {
       const current = (await tx.find('applications', id, 'update'))!
       const changed = await tx.update('applications', id, { description })
-      await recordEvent(tx, actor, 'application.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
+      recordEvent(tx, actor, 'application.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
       return changed
     })
   }

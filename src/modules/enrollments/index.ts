@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, findOwnedById, may, referencedId } from '../../http/access'
+import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { parseBody, parseQuery } from '../../http/body'
@@ -12,15 +12,18 @@ import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
 
+/** An enrollment's application: every request about an enrollment reads both. */
+const APPLICATION = { field: 'application_id', table: 'applications' } as const
+/** An application's customer: an enrollment is created in it. */
+const CUSTOMER = { field: 'organization_id', table: 'organizations' } as const
+
 export const enrollmentsController = (deps: AppDeps, service: EnrollmentService) => {
   const { storage } = deps
   const read = readRoutes(deps)
   const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
-  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise). */
+  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise), read together. */
   const find = (principal: Principal, id: string) =>
-    then(findOwned(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment'), (enrollment) =>
-      then(storage.find('applications', enrollment.application_id), (app) => (requireActive(app!), enrollment)),
-    )
+    then(findOwnedWithParent(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment', APPLICATION), ({ record, parent }) => (requireActive(parent!), record))
   const changeState = {
     param: 'enrollment_id',
     find,
@@ -49,17 +52,22 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       '',
       async ({ principal, body, set }) => {
         // The named application is judged first: unknown or out of scope 404, suspended 401, whatever
-        // the role or the rest of the body (CONTRACT section 3's order).
+        // the role or the rest of the body (CONTRACT section 3's order); read here only when those
+        // checks fail, else once below with its customer.
         const named = referencedId(body, 'application_id')
-        if (named !== undefined) requireActive(await findApplication(principal, named))
-        authorize(may.changeTenantData(principal), 'create enrollments')
-        const input = parseBody(CreateEnrollmentBody, body)
-        const app = requireActive(await findApplication(principal, input.application_id))
+        const input = await namedRecordFirst(
+          () => (named === undefined ? undefined : then(findApplication(principal, named), requireActive)),
+          () => {
+            authorize(may.changeTenantData(principal), 'create enrollments')
+            return parseBody(CreateEnrollmentBody, body)
+          },
+        )
+        const { record: app, parent: customer } = await findOwnedWithParentById(storage, 'applications', principal, input.application_id, 'Application', CUSTOMER)
+        requireActive(app)
         if (!app.environments.includes(input.environment)) {
           throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
         }
-        const customer = (await storage.find('organizations', app.organization_id))!
-        const { record, created } = await service.create(app, customer, input, actorOf(principal, set))
+        const { record, created } = await service.create(app, customer!, input, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }
       },

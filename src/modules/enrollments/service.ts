@@ -58,7 +58,7 @@ export class EnrollmentService {
         })
         // Inserted at the same moment by another request: answered as if it had come first.
         if (!inserted) return sameEnrollment(record, input)
-        await recordEvent(tx, actor, 'enrollment.create', { target: record.enrollment_id, customerId: record.organization_id, before: null, after: record })
+        recordEvent(tx, actor, 'enrollment.create', { target: record.enrollment_id, customerId: record.organization_id, before: null, after: record })
         return { record, created: true }
       } catch (error) {
         if (error instanceof UniqueViolation && error.rule === 'enrollment_tuple') throw alreadyEnrolled()
@@ -95,7 +95,7 @@ export class EnrollmentService {
         client_enclave_key: clientEnclaveKey,
         state: 'active',
       })
-      await recordEvent(tx, actor, 'keyset.create', { target: keyset.keyset_id, customerId: current.organization_id, before: null, after: keyset })
+      recordEvent(tx, actor, 'keyset.create', { target: keyset.keyset_id, customerId: current.organization_id, before: null, after: keyset })
       return tx.update('enrollments', current.enrollment_id, { active_keyset_id: keyset.keyset_id, client_enclave_key: clientEnclaveKey })
     })
   }

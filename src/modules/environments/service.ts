@@ -41,7 +41,7 @@ export class EnvironmentService {
     return this.storage.transaction(async (tx) => {
       const current = (await tx.find('applications', id, 'update'))!
       const changed = await tx.update('applications', id, { environments: await decide(tx, current.environments) })
-      await recordEvent(tx, actor, action, { target: id, customerId: changed.organization_id, before: current, after: changed })
+      recordEvent(tx, actor, action, { target: id, customerId: changed.organization_id, before: current, after: changed })
       return changed
     })
   }

@@ -42,7 +42,7 @@ export class InstallationService {
     return this.storage.transaction(async (tx) => {
       const current = (await tx.find('installations', id, 'update'))!
       const changed = await tx.update('installations', id, { description })
-      await recordEvent(tx, actor, 'installation.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
+      recordEvent(tx, actor, 'installation.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
       return changed
     })
   }

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, referencedId } from '../../http/access'
+import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, namedRecordFirst, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
@@ -40,12 +40,16 @@ export const organizationsController = (deps: AppDeps) => {
       '',
       async ({ principal, body, set }) => {
         // A record the body names that does not exist is 404, before the role (403) and the body's
-        // other faults (400), as for every POST. A customer's parent_id is its own id or a 400
-        // (CONTRACT section 5), so only the vendor's is looked up here.
+        // other faults (400), as for every POST; the service's transaction finds the parent when
+        // they pass. A customer's parent_id is its own id or a 400 (CONTRACT section 5), so only
+        // the vendor's is looked up here.
         const parentId = referencedId(body, 'parent_id')
-        if (parentId !== undefined && isVendor(principal) && !(await storage.find('organizations', parentId))) throw notFound('Parent organization')
-        authorize(may.createOrganization(principal), 'create organizations')
-        const input = parseBody(CreateOrganizationBody, body)
+        const parentExists = () =>
+          parentId === undefined || !isVendor(principal) ? undefined : then(storage.find('organizations', parentId), (parent) => { if (!parent) throw notFound('Parent organization') })
+        const input = await namedRecordFirst(parentExists, () => {
+          authorize(may.createOrganization(principal), 'create organizations')
+          return parseBody(CreateOrganizationBody, body)
+        })
         const org = await service.create(principal, input, actorOf(principal, set))
         set.status = 201
         return { organization: organizationFull(org, input.supported_environments !== undefined), trace_id: traceIdOf(set) }

@@ -42,7 +42,7 @@ export class OrganizationService {
         state: 'active',
         environments: envs ? { default: envs.default, supported: envs.supported } : null,
       })
-      await recordEvent(tx, actor, 'organization.create', { target: org.organization_id, customerId: customerIdOf(org), before: null, after: org })
+      recordEvent(tx, actor, 'organization.create', { target: org.organization_id, customerId: customerIdOf(org), before: null, after: org })
       return org
     })
   }
@@ -76,7 +76,7 @@ export class OrganizationService {
     return this.storage.transaction(async (tx) => {
       const current = (await tx.find('organizations', id, 'update'))!
       const changed = await tx.update('organizations', id, { description })
-      await recordEvent(tx, actor, 'organization.update', { target: id, customerId: customerIdOf(changed), before: current, after: changed })
+      recordEvent(tx, actor, 'organization.update', { target: id, customerId: customerIdOf(changed), before: current, after: changed })
       return changed
     })
   }
@@ -128,7 +128,7 @@ export class OrganizationService {
       const environments = await decide(current.environments!, tx)
       if (!environments) return current
       const changed = await tx.update('organizations', id, { environments })
-      await recordEvent(tx, actor, action, { target: id, customerId: customerIdOf(changed), before: current, after: changed })
+      recordEvent(tx, actor, action, { target: id, customerId: customerIdOf(changed), before: current, after: changed })
       return changed
     })
   }

@@ -3,7 +3,7 @@
  * recorded by one call to `recordEvent`, inside the change's own transaction: the event is durable
  * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
  */
-import type { AuditEvent, Organization } from '../../storage/records'
+import type { Organization } from '../../storage/records'
 import type { Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { formatTimestamp } from '../../store/clock'
@@ -61,10 +61,13 @@ export interface EventInput {
   readonly after: object
 }
 
-/** Records one action of the running transaction. */
-export function recordEvent(tx: Tx, actor: Actor, action: AuditAction, input: EventInput): Promise<AuditEvent> {
+/**
+ * Records one action of the running transaction. Nothing waits for the insert (`Tx.appendEvent`):
+ * in database mode it goes out with the COMMIT, and its failure fails the change.
+ */
+export function recordEvent(tx: Tx, actor: Actor, action: AuditAction, input: EventInput): void {
   const byToken = 'principal' in actor ? actor : null
-  return tx.insert('audit_events', {
+  tx.appendEvent({
     // Time-ordered (UUIDv7, monotonic within the process): the events of one change, which share
     // their time, sort by id in the order they were recorded.
     event_id: Bun.randomUUIDv7(),

@@ -20,7 +20,7 @@ export async function createOrFind<N extends 'consumers' | 'installations'>(tx: 
   if (stored.organization_id !== record.organization_id) throw conflict('id_owned_by_another_customer', 'This id belongs to another customer.')
   if (inserted) {
     const [action, target] = table === 'consumers' ? (['consumer.create', (stored as RecordOf<'consumers'>).consumer_id] as const) : (['installation.create', (stored as RecordOf<'installations'>).installation_id] as const)
-    await recordEvent(tx, actor, action, { target, customerId: stored.organization_id, before: null, after: stored })
+    recordEvent(tx, actor, action, { target, customerId: stored.organization_id, before: null, after: stored })
   }
   return { record: stored, created: inserted }
 }

@@ -24,7 +24,7 @@ export function transition<N extends Stateful>(storage: Storage, actor: Actor, c
     if (!allowedFrom.includes(current.state)) throw conflict('invalid_transition', `It cannot become ${to} from ${current.state}.`)
     const changed = await tx.update(table, id, { state: to } as never)
     const customerId = table === 'organizations' ? customerIdOf(changed as RecordOf<'organizations'>) : (changed as { organization_id: string }).organization_id
-    await recordEvent(tx, actor, action, { target: id, customerId, before: current, after: changed })
+    recordEvent(tx, actor, action, { target: id, customerId, before: current, after: changed })
     return changed
   })
 }

@@ -39,7 +39,7 @@ export class TokenService {
       if (current.state === 'revoked') throw conflict('already_revoked', 'The token is already revoked.')
       const changed = await tx.update('tokens', id, { state: 'revoked' })
       const organization = (await tx.find('organizations', changed.organization_id))!
-      await recordEvent(tx, actor, 'token.revoke', { target: id, customerId: customerIdOf(organization), before: current, after: changed })
+      recordEvent(tx, actor, 'token.revoke', { target: id, customerId: customerIdOf(organization), before: current, after: changed })
       return changed
     })
   }
@@ -79,7 +79,7 @@ export async function createToken(tx: Tx, grant: TokenGrant, actor: Actor, issue
     expires: Date.now() * 1000 + grant.ttlSeconds * 1_000_000,
     token_hash: tokenHash,
   })
-  await recordEvent(tx, actor, 'token.create', { target: tokenId, customerId: customerIdOf(grant.organization), before: null, after: record })
+  recordEvent(tx, actor, 'token.create', { target: tokenId, customerId: customerIdOf(grant.organization), before: null, after: record })
   return { record, token }
 }
 

@@ -10,7 +10,7 @@
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type Readiness, type Storage, type Tx } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -31,6 +31,13 @@ export class EmbeddedStorage implements Storage {
     const organization = organizations.get(token.organization_id)
     const parent = organization?.parent_id ? organizations.get(organization.parent_id) : undefined
     return { token, organization, parent }
+  }
+
+  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): WithParent<N, P> | undefined {
+    const record = this.store.tables[table].get(id) as RecordOf<N> | undefined
+    if (record === undefined) return undefined
+    const parentId = record[parent.field] as string | null
+    return { record, parent: parentId ? (this.store.tables[parent.table].get(parentId) as RecordOf<P> | undefined) : undefined }
   }
 
   findMany<N extends TableName>(table: N, ids: readonly string[]): (RecordOf<N> | undefined)[] {
@@ -108,6 +115,15 @@ class EmbeddedTx implements Tx {
   }
 
   async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {
+    return this.insertNow(table, record)
+  }
+
+  /** Synchronous: the event is among this transaction's writes when it returns (a throw fails the body). */
+  appendEvent(event: Fresh<'audit_events'>): void {
+    this.insertNow('audit_events', event)
+  }
+
+  private insertNow<N extends TableName>(table: N, record: Fresh<N>): RecordOf<N> {
     const id = (record as Record<string, string>)[PRIMARY_KEY[table]]!
     if (this.find(table, id)) throw new UniqueViolation(table, 'primary_key')
     if (table === 'enrollments' && this.tupleTaken(record as unknown as Enrollment)) throw new UniqueViolation(table, 'enrollment_tuple')

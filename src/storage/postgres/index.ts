@@ -12,10 +12,10 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type Readiness, type Storage, type Tx } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
-import { CREDENTIAL, existsStatement, insertValues, isKey, listStatement, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -114,6 +114,14 @@ export class PostgresStorage implements Storage {
     }
   }
 
+  async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Promise<WithParent<N, P> | undefined> {
+    if (!isKey(id)) return undefined
+    const [row] = await this.run({ text: findWithParentStatement(table, parent.field, parent.table), params: [id] })
+    if (!row) return undefined
+    const { [PARENT_COLUMN]: parentRow, ...record } = row
+    return { record: toRecord(table, record), parent: parentRow ? toRecord(parent.table, parentRow) : undefined }
+  }
+
   async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
     const keys = ids.filter(isKey)
     const rows = keys.length === 0 ? [] : await this.run({ text: STATEMENTS[table].findMany, params: [keys] })
@@ -135,17 +143,9 @@ export class PostgresStorage implements Storage {
 
   async transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
     for (let attempt = 1, lost = 0; ; attempt++) {
-      let committing = false
+      const state = { committing: false }
       try {
-        let commitStarted = 0
-        const value = await this.sql.begin(async (connection) => {
-          const value = await body(new PostgresTx(connection))
-          committing = true
-          commitStarted = performance.now()
-          return value
-        })
-        this.writeObserver?.((performance.now() - commitStarted) / 1000)
-        return value
+        return await this.attempt(body, state)
       } catch (error) {
         if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
           // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
@@ -156,9 +156,45 @@ export class PostgresStorage implements Storage {
         // Closed before the commit was sent: the server rolled it back, so again on another
         // connection (see `connectionTries`). Lost during the commit: the outcome is unknown, and
         // only the client may decide to try again.
-        if (!committing && isClosedConnection(error) && ++lost < this.connectionTries) continue
+        if (!state.committing && isClosedConnection(error) && ++lost < this.connectionTries) continue
         throw new DatabaseUnavailableError(error)
       }
+    }
+  }
+
+  /**
+   * One run of a transaction body on a connection of its own. `BEGIN` is sent without waiting for
+   * its answer, so it travels with the body's first statement, and `COMMIT` right after the body's
+   * last statement, with the audit events it appended (`tx.appendEvent`) still unanswered: a create
+   * that locks its parent, inserts and records its event is three round trips instead of five
+   * (docs/storage.md, "Round trips"). PostgreSQL
+   * runs them in order and, once a statement has failed, commits nothing, so the outcome is known
+   * from all the answers together.
+   */
+  private async attempt<R>(body: (tx: Tx) => Promise<R>, state: { committing: boolean }): Promise<R> {
+    const connection = await this.sql.reserve()
+    try {
+      const tx = new PostgresTx(connection)
+      tx.track(connection.unsafe('BEGIN'))
+      let value: R
+      try {
+        value = await body(tx)
+      } catch (error) {
+        await tx.settled().catch(() => {})
+        // A connection that cannot roll back is closed rather than returned to the pool inside a
+        // transaction (Bun would close it on release then too).
+        await connection.unsafe('ROLLBACK').catch(() => connection.close().catch(() => {}))
+        throw error
+      }
+      state.committing = true
+      const commitStarted = performance.now()
+      tx.track(connection.unsafe('COMMIT'))
+      // Any statement that failed, even one whose error the body caught, means nothing was committed.
+      await tx.settled()
+      this.writeObserver?.((performance.now() - commitStarted) / 1000)
+      return value
+    } finally {
+      connection.release()
     }
   }
 
@@ -231,23 +267,52 @@ export class PostgresStorage implements Storage {
 }
 
 class PostgresTx implements Tx {
+  /** Every statement sent, whose answers decide whether the commit happened. */
+  private readonly unanswered: Promise<unknown>[] = []
+  /** The first statement of this transaction that failed: nothing can be committed after it. */
+  private firstFailure: unknown
+
   constructor(private readonly connection: Connection) {}
+
+  /** Sends `text`; a failure is remembered (the transaction is then aborted) and rethrown. */
+  private run(text: string, params: unknown[]): Promise<Rows> {
+    return this.track(this.connection.unsafe(text, params))
+  }
+
+  /** Remembers a statement's failure, and keeps its promise until `settled`. */
+  track<T>(statement: Promise<T>): Promise<T> {
+    const watched = statement.catch((error) => {
+      this.firstFailure ??= error
+      throw error
+    })
+    // Handled here too: a statement nobody waits for (BEGIN, an appended event) must not be an
+    // unhandled rejection; `settled` reports it.
+    watched.catch(() => {})
+    this.unanswered.push(watched)
+    return watched
+  }
+
+  /** Resolves once every statement sent has answered; rejects with the first failure. */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.unanswered)
+    if (this.firstFailure !== undefined) throw this.firstFailure
+  }
 
   async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' = 'share'): Promise<RecordOf<N> | undefined> {
     if (!isKey(id)) return undefined
     const text = lock === 'update' ? STATEMENTS[table].findForUpdate : STATEMENTS[table].findForShare
-    const rows = await this.connection.unsafe(text, [id])
+    const rows = await this.run(text, [id])
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
 
   async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
     const { text, params } = existsStatement(table, where)
-    return (await this.connection.unsafe(text, params))[0].found as boolean
+    return (await this.run(text, params))[0].found as boolean
   }
 
   async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {
     try {
-      const rows = await this.connection.unsafe(STATEMENTS[table].insert, insertValues(table, record))
+      const rows = await this.run(STATEMENTS[table].insert, insertValues(table, record))
       return toRecord(table, rows[0])
     } catch (error) {
       // The transaction is aborted now: the caller can only end it (every service does, with a 409).
@@ -257,8 +322,13 @@ class PostgresTx implements Tx {
     }
   }
 
+  /** Sent at once and not waited for: its answer comes with the COMMIT's (PostgresStorage.attempt). */
+  appendEvent(event: Fresh<'audit_events'>): void {
+    this.run(STATEMENTS.audit_events.append, insertValues('audit_events', event)).catch(() => {})
+  }
+
   async insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }> {
-    const rows = await this.connection.unsafe(STATEMENTS[table].insertIfAbsent, insertValues(table, record))
+    const rows = await this.run(STATEMENTS[table].insertIfAbsent, insertValues(table, record))
     if (rows.length > 0) return { record: toRecord(table, rows[0]), inserted: true }
     // Taken: by this key (a concurrent insert was waited for, so it is committed and visible to
     // this next statement), or by another unique rule (the enrollment tuple) if no row has the key.
@@ -269,7 +339,7 @@ class PostgresTx implements Tx {
 
   async update<N extends TableName>(table: N, id: string, changes: Changes<N>): Promise<RecordOf<N>> {
     const fields = Object.keys(changes)
-    const rows = await this.connection.unsafe(updateStatement(table, fields), [id, ...fields.map((field) => (changes as Record<string, unknown>)[field])])
+    const rows = await this.run(updateStatement(table, fields), [id, ...fields.map((field) => (changes as Record<string, unknown>)[field])])
     if (rows.length === 0) throw new Error(`${table} ${id} does not exist`)
     return toRecord(table, rows[0])
   }

@@ -96,6 +96,8 @@ export interface TableStatements {
   readonly findForUpdate: string
   readonly findMany: string
   readonly insert: string
+  /** The same insert without `RETURNING` (`Tx.appendEvent`: nothing reads the row back). */
+  readonly append: string
   /** Inserts unless any unique rule is taken (then returns no row). */
   readonly insertIfAbsent: string
 }
@@ -112,6 +114,7 @@ function tableStatements(table: TableName): TableStatements {
     findForUpdate: `${find} FOR UPDATE`,
     findMany: `SELECT * FROM ${table} WHERE ${key} = ANY($1::uuid[])`,
     insert: `${insert} RETURNING *`,
+    append: insert,
     // No conflict target: a taken enrollment tuple is waited for and skipped like a taken key, so
     // the caller can tell the two apart by reading the key (see PostgresTx.insertIfAbsent).
     insertIfAbsent: `${insert} ON CONFLICT DO NOTHING RETURNING *`,
@@ -123,6 +126,28 @@ export const CREDENTIAL =
   'SELECT to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ' +
   'LEFT JOIN organizations o ON o.organization_id = t.organization_id ' +
   'LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = $1::uuid'
+
+/** The column of `findWithParent`'s answer that holds the parent row (no table has a column so named). */
+export const PARENT_COLUMN = 'parent_row'
+
+const withParents = new Map<string, string>()
+
+/**
+ * `Reader.findWithParent`: the record by key ($1), as `find` answers it, and in `PARENT_COLUMN`
+ * the row its `field` names in `parentTable` as JSON (null when none), in one statement.
+ */
+export function findWithParentStatement(table: TableName, field: string, parentTable: TableName): string {
+  const cacheKey = `${table}:${field}:${parentTable}`
+  let text = withParents.get(cacheKey)
+  if (!text) {
+    if (COLUMNS[table][field] !== 'uuid') throw new Error(`${table}.${field} names no record`)
+    text =
+      `SELECT c.*, to_jsonb(p) AS ${PARENT_COLUMN} FROM ${table} c ` +
+      `LEFT JOIN ${parentTable} p ON p.${PRIMARY_KEY[parentTable]} = c.${field} WHERE c.${PRIMARY_KEY[table]} = $1::uuid`
+    withParents.set(cacheKey, text)
+  }
+  return text
+}
 
 export const STATEMENTS = Object.fromEntries(Object.keys(COLUMNS).map((table) => [table, tableStatements(table as TableName)])) as {
   readonly [N in TableName]: TableStatements
