@@ -17,6 +17,7 @@ import { AuditEventTable } from '../../src/store/audit-table.ts'
 import { isDamageError } from '../../src/store/recovery.ts'
 import { initialiseStorage } from '../../src/cli/init.ts'
 import { EmbeddedStorage } from '../../src/storage/embedded'
+import { changesOf } from '../../src/storage/audit-changes'
 
 const SNAPSHOT = 'snapshot.json'
 // Everything here takes milliseconds; a lost wake-up in the writer shows up as a hang, so fail fast.
@@ -860,5 +861,71 @@ describe('retention: dropping the oldest records (audit events)', () => {
     expect(await storage.purgeAuditEvents(8, 3)).toBe(1)
     expect(await storage.purgeAuditEvents(8, 3)).toBe(0)
     expect(eventIds(store)).toEqual(['e008', 'e009', 'e010'])
+  })
+})
+
+describe('audit events in the log (docs/storage.md "Audit events in the log")', () => {
+  const createEvent = (id: string, target: Consumer, changes: AuditEvent['changes']): AuditEvent => ({
+    event_id: id,
+    action: 'consumer.create',
+    target_type: 'consumer',
+    target_id: target.consumer_id,
+    actor_organization_id: null,
+    actor_token_id: null,
+    actor_role: null,
+    actor_cli: 'test',
+    customer_id: 'org',
+    changes,
+    trace_id: null,
+    created: target.created,
+    modified: target.created,
+  })
+  const loggedEvents = async (dir: string) => {
+    const events: Record<string, unknown>[] = []
+    for (const path of await segmentPaths(dir)) {
+      for (const payload of scanLog(readFileSync(path), path).payloads) {
+        for (const [table, record] of JSON.parse(Buffer.from(payload).toString('utf8')).puts) if (table === 'audit_events') events.push(record)
+      }
+    }
+    return events
+  }
+
+  test('only changes that are exactly the create of a record beside them are left out, and replay gives every event back', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    const a = consumer('a', 1)
+    const b = consumer('b', 2)
+    const c = { ...consumer('c', 3), extra: undefined } as Consumer
+    await store.commit((tx) => {
+      tx.put('consumers', a)
+      tx.put('audit_events', createEvent('e1', a, changesOf(null, a)))
+      // Not the create of the record logged: another value, a field missing, a field undefined (left out of the record's JSON).
+      tx.put('consumers', b)
+      tx.put('audit_events', createEvent('e2', b, { ...changesOf(null, b), state: [null, 'suspended'] }))
+      tx.put('audit_events', createEvent('e3', b, changesOf(null, { consumer_id: 'b' })))
+      tx.put('consumers', c)
+      tx.put('audit_events', createEvent('e4', c, changesOf(null, c)))
+      // No record of its target in this log record.
+      tx.put('audit_events', createEvent('e5', consumer('gone', 4), changesOf(null, consumer('gone', 4))))
+    })
+    expect((await loggedEvents(dir)).map((e) => [e.event_id, 'changes' in e])).toEqual([
+      ['e1', false],
+      ['e2', true],
+      ['e3', true],
+      ['e4', true],
+      ['e5', true],
+    ])
+    const replayed = await Store.open(dir, { readOnly: true })
+    expect([...replayed.tables.audit_events.values()]).toEqual([...store.tables.audit_events.values()])
+    expect(replayed.tables.audit_events.get('e1')!.changes).toEqual(changesOf(null, a))
+  })
+
+  test('an event logged without changes and without the record they come from is damage', async () => {
+    const dir = newDir()
+    await openStore(dir) // creates the first, empty segment
+    const [segment] = await segmentPaths(dir)
+    const { changes: _left, ...event } = createEvent('e1', consumer('a', 1), {})
+    writeAfterRecords(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', event]] }))))
+    expect((await openError(dir)).message).toContain('audit event e1 has no changes and no record they come from')
   })
 })
