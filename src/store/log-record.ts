@@ -1,22 +1,40 @@
 /**
  * A transaction's log record, the JSON payload that log-format.ts frames: `{lsn, puts, drops?}`,
- * each put the full image of a record (docs/storage.md "Audit events in the log").
+ * each put a record's full image (docs/storage.md "Audit events in the log").
  *
- * From data format 4, an audit event whose `changes` are exactly those of creating a record put in
- * the same log record (`changesOf(null, record)`: every stored field as `[null, value]`) is logged
- * without them, and replay rebuilds them from that record. A create's changes repeat the whole
- * record, so this halves what a create logs and the JSON work to write and read it. An event
- * logged with its `changes` (any other event, and every event of format 3) is replayed as it is.
+ * From data format 4 an audit event is logged as a row, its fields' values in `ROW_FIELDS` order
+ * without their names, then its `changes`; and when those are exactly the changes of creating a
+ * record put in the same log record (`changesOf(null, record)`: every stored field as `[null,
+ * value]`) they are left out, and replay rebuilds them from that record. A create's changes repeat
+ * the whole record, so a create logs its record once instead of twice. An event logged as a record
+ * (data format 3) is replayed as it is.
  */
 import { areChangesOfCreate, changesOf } from '../storage/audit-changes'
 import { PRIMARY_KEY, type AuditEvent, type TableName } from '../storage/records'
 
 export interface LogEntry {
   lsn: number
+  /** An audit event as a row until `restoreEvents` makes it a record. */
   puts: [string, Record<string, unknown>][]
   /** Records removed by retention (`Transaction.dropOldest`), by id, oldest first. */
   drops?: [string, string[]][]
 }
+
+/** An audit event's fields in its log row; `changes` follows them unless left out. */
+const ROW_FIELDS = [
+  'event_id',
+  'action',
+  'target_type',
+  'target_id',
+  'actor_organization_id',
+  'actor_token_id',
+  'actor_role',
+  'actor_cli',
+  'customer_id',
+  'trace_id',
+  'created',
+  'modified',
+] as const satisfies readonly Exclude<keyof AuditEvent, 'changes'>[]
 
 /** The table of each target type of an event (src/modules/shared/audit.ts `targetTypeOf`). */
 const TARGET_TABLES: Readonly<Record<string, TableName>> = {
@@ -34,27 +52,51 @@ export function logRecordText(lsn: number, puts: readonly (readonly [TableName, 
   let logged = puts
   for (let i = 0; i < puts.length; i++) {
     if (puts[i]![0] !== 'audit_events') continue
-    const event = puts[i]![1] as AuditEvent
-    const created = createdRecordOf(puts as readonly (readonly [string, unknown])[], event)
-    if (created === undefined || !areChangesOfCreate(event.changes, created)) continue
     if (logged === puts) logged = puts.slice()
-    // JSON.stringify leaves out an undefined field.
-    ;(logged as (readonly [TableName, unknown])[])[i] = ['audit_events', { ...event, changes: undefined }]
+    ;(logged as (readonly [TableName, unknown])[])[i] = ['audit_events', rowOf(puts[i]![1] as AuditEvent, puts)]
   }
   return JSON.stringify(drops.length > 0 ? { lsn, puts: logged, drops } : { lsn, puts: logged })
 }
 
+function rowOf(event: AuditEvent, puts: readonly (readonly [string, unknown])[]): unknown[] {
+  const row: unknown[] = [
+    event.event_id,
+    event.action,
+    event.target_type,
+    event.target_id,
+    event.actor_organization_id,
+    event.actor_token_id,
+    event.actor_role,
+    event.actor_cli,
+    event.customer_id,
+    event.trace_id,
+    event.created,
+    event.modified,
+  ]
+  const created = createdRecordOf(puts, event)
+  if (created === undefined || !areChangesOfCreate(event.changes, created)) row.push(event.changes)
+  return row
+}
+
 /**
- * Gives each audit event of a replayed log record that was logged without its `changes` the
- * changes of creating its target, from the record put beside it. Returns an error message for an
- * event without `changes` and without that record (never written so: damage).
+ * Turns the audit event rows of a replayed log record back into records (in place), rebuilding the
+ * changes left out of a create's. Returns what is wrong with a row that cannot be one (never written
+ * so: damage).
  */
-export function restoreCreateChanges(entry: LogEntry): string | undefined {
-  for (const [table, record] of entry.puts) {
-    if (table !== 'audit_events' || typeof record !== 'object' || record === null || Object.hasOwn(record, 'changes')) continue
-    const created = createdRecordOf(entry.puts, record as unknown as AuditEvent)
-    if (created === undefined) return `audit event ${String(record.event_id)} has no changes and no record they come from`
-    record.changes = changesOf(null, created)
+export function restoreEvents(entry: LogEntry): string | undefined {
+  for (const put of entry.puts) {
+    const row: unknown = put[1]
+    if (put[0] !== 'audit_events' || !Array.isArray(row)) continue // data format 3: a record
+    if (row.length !== ROW_FIELDS.length && row.length !== ROW_FIELDS.length + 1) return `an audit event row of ${row.length} values`
+    const event: Record<string, unknown> = {}
+    for (let i = 0; i < ROW_FIELDS.length; i++) event[ROW_FIELDS[i]!] = row[i]
+    if (row.length > ROW_FIELDS.length) event.changes = row[ROW_FIELDS.length]
+    else {
+      const created = createdRecordOf(entry.puts, event as unknown as AuditEvent)
+      if (created === undefined) return `audit event ${String(event.event_id)} has no changes and no record they come from`
+      event.changes = changesOf(null, created)
+    }
+    put[1] = event
   }
   return undefined
 }
@@ -65,7 +107,7 @@ function createdRecordOf(puts: readonly (readonly [string, unknown])[], event: A
   if (table === undefined) return undefined
   const key = PRIMARY_KEY[table]
   for (const [name, record] of puts) {
-    if (name === table && typeof record === 'object' && record !== null && (record as Record<string, unknown>)[key] === event.target_id) return record as object
+    if (name === table && typeof record === 'object' && record !== null && (record as Record<string, unknown>)[key] === event.target_id) return record
   }
   return undefined
 }

@@ -12,7 +12,7 @@ import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
 import { SnapshotDamageError, SnapshotLineError, scanSnapshot } from './snapshot-file'
 import { listSegments, zeroRange, type Segment } from './wal'
 import { SNAPSHOT_FILE } from './paths'
-import { restoreCreateChanges, type LogEntry } from './log-record'
+import { restoreEvents, type LogEntry } from './log-record'
 
 /** Refused data: the message names the file and the byte offset. */
 export class RecoveryDamageError extends Error {
@@ -92,7 +92,7 @@ export async function recover(
         if (entry.lsn !== lsn + 1) {
           throw new RecoveryDamageError(segment.path, offset, `log records ${lsn + 1}..${entry.lsn - 1} are missing`)
         }
-        const unrestorable = restoreCreateChanges(entry)
+        const unrestorable = restoreEvents(entry)
         if (unrestorable) throw new RecoveryDamageError(segment.path, offset, unrestorable)
         for (const [name, record] of entry.puts) {
           const table = tableNamed(name)

@@ -881,10 +881,10 @@ describe('audit events in the log (docs/storage.md "Audit events in the log")', 
     modified: target.created,
   })
   const loggedEvents = async (dir: string) => {
-    const events: Record<string, unknown>[] = []
+    const events: unknown[][] = []
     for (const path of await segmentPaths(dir)) {
       for (const payload of scanLog(readFileSync(path), path).payloads) {
-        for (const [table, record] of JSON.parse(Buffer.from(payload).toString('utf8')).puts) if (table === 'audit_events') events.push(record)
+        for (const [table, row] of JSON.parse(Buffer.from(payload).toString('utf8')).puts) if (table === 'audit_events') events.push(row)
       }
     }
     return events
@@ -908,7 +908,8 @@ describe('audit events in the log (docs/storage.md "Audit events in the log")', 
       // No record of its target in this log record.
       tx.put('audit_events', createEvent('e5', consumer('gone', 4), changesOf(null, consumer('gone', 4))))
     })
-    expect((await loggedEvents(dir)).map((e) => [e.event_id, 'changes' in e])).toEqual([
+    // Rows: the event's 12 fields, then its changes unless left out.
+    expect((await loggedEvents(dir)).map((row) => [row[0], row.length === 13])).toEqual([
       ['e1', false],
       ['e2', true],
       ['e3', true],
@@ -920,12 +921,19 @@ describe('audit events in the log (docs/storage.md "Audit events in the log")', 
     expect(replayed.tables.audit_events.get('e1')!.changes).toEqual(changesOf(null, a))
   })
 
-  test('an event logged without changes and without the record they come from is damage', async () => {
+  test('an event row without changes and without the record they come from, or of another length, is damage', async () => {
     const dir = newDir()
     await openStore(dir) // creates the first, empty segment
     const [segment] = await segmentPaths(dir)
     const { changes: _left, ...event } = createEvent('e1', consumer('a', 1), {})
-    writeAfterRecords(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', event]] }))))
+    const row = Object.values(event)
+    writeAfterRecords(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', row]] }))))
     expect((await openError(dir)).message).toContain('audit event e1 has no changes and no record they come from')
+
+    const other = newDir()
+    await openStore(other)
+    const [otherSegment] = await segmentPaths(other)
+    writeAfterRecords(otherSegment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', row.slice(0, 5)]] }))))
+    expect((await openError(other)).message).toContain('an audit event row of 5 values')
   })
 })
