@@ -50,15 +50,17 @@ const TARGET_TABLES: Readonly<Record<string, TableName>> = {
 /** The JSON text of a transaction's log record. */
 export function logRecordText(lsn: number, puts: readonly (readonly [TableName, unknown])[], drops: readonly (readonly [TableName, string[]])[]): string {
   let logged = puts
+  let createdRecordOf: CreatedRecordOf | undefined
   for (let i = 0; i < puts.length; i++) {
     if (puts[i]![0] !== 'audit_events') continue
+    createdRecordOf ??= createdRecords(puts)
     if (logged === puts) logged = puts.slice()
-    ;(logged as (readonly [TableName, unknown])[])[i] = ['audit_events', rowOf(puts[i]![1] as AuditEvent, puts)]
+    ;(logged as (readonly [TableName, unknown])[])[i] = ['audit_events', rowOf(puts[i]![1] as AuditEvent, createdRecordOf)]
   }
   return JSON.stringify(drops.length > 0 ? { lsn, puts: logged, drops } : { lsn, puts: logged })
 }
 
-function rowOf(event: AuditEvent, puts: readonly (readonly [string, unknown])[]): unknown[] {
+function rowOf(event: AuditEvent, createdRecordOf: CreatedRecordOf): unknown[] {
   const row: unknown[] = [
     event.event_id,
     event.action,
@@ -73,7 +75,7 @@ function rowOf(event: AuditEvent, puts: readonly (readonly [string, unknown])[])
     event.created,
     event.modified,
   ]
-  const created = createdRecordOf(puts, event)
+  const created = createdRecordOf(event)
   if (created === undefined || !areChangesOfCreate(event.changes, created)) row.push(event.changes)
   return row
 }
@@ -84,6 +86,7 @@ function rowOf(event: AuditEvent, puts: readonly (readonly [string, unknown])[])
  * so: damage).
  */
 export function restoreEvents(entry: LogEntry): string | undefined {
+  let createdRecordOf: CreatedRecordOf | undefined
   for (const put of entry.puts) {
     const row: unknown = put[1]
     if (put[0] !== 'audit_events' || !Array.isArray(row)) continue // data format 3: a record
@@ -92,7 +95,8 @@ export function restoreEvents(entry: LogEntry): string | undefined {
     for (let i = 0; i < ROW_FIELDS.length; i++) event[ROW_FIELDS[i]!] = row[i]
     if (row.length > ROW_FIELDS.length) event.changes = row[ROW_FIELDS.length]
     else {
-      const created = createdRecordOf(entry.puts, event as unknown as AuditEvent)
+      createdRecordOf ??= createdRecords(entry.puts)
+      const created = createdRecordOf(event as unknown as AuditEvent)
       if (created === undefined) return `audit event ${String(event.event_id)} has no changes and no record they come from`
       event.changes = changesOf(null, created)
     }
@@ -101,13 +105,38 @@ export function restoreEvents(entry: LogEntry): string | undefined {
   return undefined
 }
 
-/** The first record put of the event's target (its table, its primary key), if any. */
-function createdRecordOf(puts: readonly (readonly [string, unknown])[], event: AuditEvent): object | undefined {
-  const table = Object.hasOwn(TARGET_TABLES, event.target_type) ? TARGET_TABLES[event.target_type]! : undefined
-  if (table === undefined) return undefined
-  const key = PRIMARY_KEY[table]
-  for (const [name, record] of puts) {
-    if (name === table && typeof record === 'object' && record !== null && (record as Record<string, unknown>)[key] === event.target_id) return record
+/** The first record put of an event's target (its table, its primary key), if any. */
+type CreatedRecordOf = (event: AuditEvent) => object | undefined
+
+/** Above a few puts, a map: a search through every put for each event would be quadratic (a batch of a thousand events). */
+const PUTS_SEARCHED = 16
+
+function createdRecords(puts: readonly (readonly [string, unknown])[]): CreatedRecordOf {
+  const tableOf = (event: AuditEvent) => (Object.hasOwn(TARGET_TABLES, event.target_type) ? TARGET_TABLES[event.target_type]! : undefined)
+  const keyOf = (name: string, record: unknown) =>
+    Object.hasOwn(PRIMARY_KEY, name) && typeof record === 'object' && record !== null ? (record as Record<string, unknown>)[PRIMARY_KEY[name as TableName]] : undefined
+  if (puts.length <= PUTS_SEARCHED) {
+    return (event) => {
+      const table = tableOf(event)
+      if (table === undefined) return undefined
+      for (const [name, record] of puts) {
+        if (name !== table) continue
+        const key = keyOf(name, record)
+        if (key !== undefined && key === event.target_id) return record as object
+      }
+      return undefined
+    }
   }
-  return undefined
+  const first = new Map<string, Map<unknown, object>>()
+  for (const [name, record] of puts) {
+    const key = keyOf(name, record)
+    if (key === undefined) continue
+    let records = first.get(name)
+    if (!records) first.set(name, (records = new Map()))
+    if (!records.has(key)) records.set(key, record as object)
+  }
+  return (event) => {
+    const table = tableOf(event)
+    return table === undefined ? undefined : first.get(table)?.get(event.target_id)
+  }
 }

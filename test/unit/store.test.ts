@@ -908,6 +908,14 @@ describe('audit events in the log (docs/storage.md "Audit events in the log")', 
       // No record of its target in this log record.
       tx.put('audit_events', createEvent('e5', consumer('gone', 4), changesOf(null, consumer('gone', 4))))
     })
+    // A log record of many puts (its records are found through a map, log-record.ts).
+    const many = Array.from({ length: 20 }, (_, n) => consumer(`m${n}`, 10 + n))
+    await store.commit((tx) => {
+      for (const [n, record] of many.entries()) {
+        tx.put('consumers', record)
+        tx.put('audit_events', createEvent(`f${n}`, record, changesOf(null, n === 7 ? { ...record, state: 'suspended' } : record)))
+      }
+    })
     // Rows: the event's 12 fields, then its changes unless left out.
     expect((await loggedEvents(dir)).map((row) => [row[0], row.length === 13])).toEqual([
       ['e1', false],
@@ -915,6 +923,7 @@ describe('audit events in the log (docs/storage.md "Audit events in the log")', 
       ['e3', true],
       ['e4', true],
       ['e5', true],
+      ...many.map((_, n) => [`f${n}`, n === 7]),
     ])
     const replayed = await Store.open(dir, { readOnly: true })
     expect([...replayed.tables.audit_events.values()]).toEqual([...store.tables.audit_events.values()])
