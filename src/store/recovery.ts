@@ -1,6 +1,7 @@
 /**
  * Start-up: load the snapshot, replay the log segments over it. Log records are full images of the
- * records they change, so replaying one the snapshot already holds is harmless; records at or below
+ * records they change (audit events as rows, turned back into records first: log-record.ts), so
+ * replaying one the snapshot already holds is harmless; records at or below
  * the snapshot's LSN are skipped anyway, and a gap in the LSN sequence (a lost segment, a lost
  * snapshot) is damage, never silently accepted.
  */
