@@ -2,7 +2,7 @@
  * The in-memory encoding of audit events (docs/storage.md "Audit events in memory"): one event is a
  * few hundred bytes in a shared buffer instead of some 25 JavaScript objects. Memory and the
  * snapshot use it (data format 4: the snapshot copies the buffers and the dictionary, docs/storage.md);
- * the log holds JSON records.
+ * the log holds JSON rows (log-record.ts).
  *
  * An event is a sequence of tagged values, header fields first, in this order:
  *

@@ -15,7 +15,9 @@
  *      events' bytes, as base64 lines: audit-table.ts `CapturedAuditEvents`, docs/storage.md)
  *      instead of a JSON record each. A snapshot may still hold them as records, so a format 3 dir
  *      is read as it is and only labelled 4 (its next snapshot is written encoded); an older
- *      keyward must not open a format 4 dir, which it would read as damaged.
+ *      keyward must not open a format 4 dir, which it would read as damaged. Its log holds audit
+ *      events as rows of values, a create's without the changes replay rebuilds from the created
+ *      record (log-record.ts); the events of a format 3 log, JSON records, are replayed as they are.
  *
  * Records of either may hold fields no longer stored (an enrollment's `nickname`): reading drops
  * them (database.ts).

@@ -1,6 +1,7 @@
 /**
  * Start-up: load the snapshot, replay the log segments over it. Log records are full images of the
- * records they change, so replaying one the snapshot already holds is harmless; records at or below
+ * records they change (audit events as rows, turned back into records first: log-record.ts), so
+ * replaying one the snapshot already holds is harmless; records at or below
  * the snapshot's LSN are skipped anyway, and a gap in the LSN sequence (a lost segment, a lost
  * snapshot) is damage, never silently accepted.
  */
@@ -12,6 +13,7 @@ import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
 import { SnapshotDamageError, SnapshotLineError, scanSnapshot } from './snapshot-file'
 import { listSegments, zeroRange, type Segment } from './wal'
 import { SNAPSHOT_FILE } from './paths'
+import { restoreEvents, type LogEntry } from './log-record'
 
 /** Refused data: the message names the file and the byte offset. */
 export class RecoveryDamageError extends Error {
@@ -39,13 +41,6 @@ export interface Recovered {
   readonly lastSegment?: { segment: Segment; end: number }
   /** An incomplete last record in the newest segment (zeroed when repairing): a write never acknowledged. */
   readonly tornTail?: { path: string; offset: number; bytes: number }
-}
-
-interface LogEntry {
-  lsn: number
-  puts: [string, Record<string, unknown>][]
-  /** Records removed by retention (`Transaction.dropOldest`), by id, oldest first. */
-  drops?: [string, string[]][]
 }
 
 export async function recover(
@@ -98,6 +93,8 @@ export async function recover(
         if (entry.lsn !== lsn + 1) {
           throw new RecoveryDamageError(segment.path, offset, `log records ${lsn + 1}..${entry.lsn - 1} are missing`)
         }
+        const unrestorable = restoreEvents(entry)
+        if (unrestorable) throw new RecoveryDamageError(segment.path, offset, unrestorable)
         for (const [name, record] of entry.puts) {
           const table = tableNamed(name)
           if (!table) throw new RecoveryDamageError(segment.path, offset, `unknown table ${name}`)

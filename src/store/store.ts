@@ -15,6 +15,7 @@ import { createTables, TABLE_NAMES, type AuditEvent, type RecordOf, type TableNa
 import type { Table } from './table'
 import { advanceClockPast } from './clock'
 import { LogWriter, removeSegmentsBefore } from './wal'
+import { logRecordText } from './log-record'
 import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
 import { isErrnoCode } from './fs-util'
@@ -153,7 +154,7 @@ export class Store {
     }
     const lsn = ++this.lastLsn
     this.pending.push({ lsn, undo: tx.undo })
-    const payload = Buffer.from(JSON.stringify(tx.drops.length > 0 ? { lsn, puts: tx.puts, drops: tx.drops } : { lsn, puts: tx.puts }))
+    const payload = Buffer.from(logRecordText(lsn, tx.puts, tx.drops))
     const durable = this.writer.append(lsn, payload).then(() => result)
     this.newestPending = durable
     return durable

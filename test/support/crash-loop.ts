@@ -15,7 +15,7 @@
  *     have happened, acknowledged ones must have;
  *   - nothing may exist that no write created;
  *   - the audit trail matches the records (CONTRACT section 10): every record has its one create
- *     event, and its `modified` is the time of the newest event about it (a change that lost its
+ *     event, whose changes hold the record's id and creation time, and its `modified` is the time of the newest event about it (a change that lost its
  *     event, or an event that lost its change, would leave the two apart); every event is about a
  *     record that exists; a token is revoked exactly when it has a revoke event.
  *
@@ -517,7 +517,13 @@ class CrashLoop {
       touch(target, event.time as string)
       // A keyset's creation changes its enrollment too (one event, CONTRACT section 10).
       if (action === 'keyset.create') touch(((event.changes as Record<string, unknown[]>).enrollment_id as string[])[1]!, event.time as string)
-      if (action.endsWith('.create') || action === 'vendor.init') creates.set(target, (creates.get(target) ?? 0) + 1)
+      if (action.endsWith('.create') || action === 'vendor.init') {
+        creates.set(target, (creates.get(target) ?? 0) + 1)
+        // A create's changes are its record as created, which replay rebuilds from the record (docs/storage.md "Audit events in the log").
+        const changes = event.changes as Record<string, unknown[] | undefined>
+        const key = `${(event.target as Fields).type as string}_id`
+        if (changes[key]?.[1] !== target || changes.created?.[1] !== event.time) this.lost.push(`event ${action} ${event.event_id}: changes ${JSON.stringify(changes)} are not its record's creation`)
+      }
       if (action === 'token.revoke') revokes.set(target, (revokes.get(target) ?? 0) + 1)
     }
     const exists = new Set<string>()

@@ -17,6 +17,7 @@ import { AuditEventTable } from '../../src/store/audit-table.ts'
 import { isDamageError } from '../../src/store/recovery.ts'
 import { initialiseStorage } from '../../src/cli/init.ts'
 import { EmbeddedStorage } from '../../src/storage/embedded'
+import { changesOf } from '../../src/storage/audit-changes'
 
 const SNAPSHOT = 'snapshot.json'
 // Everything here takes milliseconds; a lost wake-up in the writer shows up as a hang, so fail fast.
@@ -860,5 +861,88 @@ describe('retention: dropping the oldest records (audit events)', () => {
     expect(await storage.purgeAuditEvents(8, 3)).toBe(1)
     expect(await storage.purgeAuditEvents(8, 3)).toBe(0)
     expect(eventIds(store)).toEqual(['e008', 'e009', 'e010'])
+  })
+})
+
+describe('audit events in the log (docs/storage.md "Audit events in the log")', () => {
+  const createEvent = (id: string, target: Consumer, changes: AuditEvent['changes']): AuditEvent => ({
+    event_id: id,
+    action: 'consumer.create',
+    target_type: 'consumer',
+    target_id: target.consumer_id,
+    actor_organization_id: null,
+    actor_token_id: null,
+    actor_role: null,
+    actor_cli: 'test',
+    customer_id: 'org',
+    changes,
+    trace_id: null,
+    created: target.created,
+    modified: target.created,
+  })
+  const loggedEvents = async (dir: string) => {
+    const events: unknown[][] = []
+    for (const path of await segmentPaths(dir)) {
+      for (const payload of scanLog(readFileSync(path), path).payloads) {
+        for (const [table, row] of JSON.parse(Buffer.from(payload).toString('utf8')).puts) if (table === 'audit_events') events.push(row)
+      }
+    }
+    return events
+  }
+
+  test('only changes that are exactly the create of a record beside them are left out, and replay gives every event back', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    const a = consumer('a', 1)
+    const b = consumer('b', 2)
+    const c = { ...consumer('c', 3), extra: undefined } as Consumer
+    await store.commit((tx) => {
+      tx.put('consumers', a)
+      tx.put('audit_events', createEvent('e1', a, changesOf(null, a)))
+      // Not the create of the record logged: another value, a field missing, a field undefined (left out of the record's JSON).
+      tx.put('consumers', b)
+      tx.put('audit_events', createEvent('e2', b, { ...changesOf(null, b), state: [null, 'suspended'] }))
+      tx.put('audit_events', createEvent('e3', b, changesOf(null, { consumer_id: 'b' })))
+      tx.put('consumers', c)
+      tx.put('audit_events', createEvent('e4', c, changesOf(null, c)))
+      // No record of its target in this log record.
+      tx.put('audit_events', createEvent('e5', consumer('gone', 4), changesOf(null, consumer('gone', 4))))
+    })
+    // A log record of many puts (its records are found through a map, log-record.ts).
+    const many = Array.from({ length: 20 }, (_, n) => consumer(`m${n}`, 10 + n))
+    await store.commit((tx) => {
+      for (const [n, record] of many.entries()) {
+        tx.put('consumers', record)
+        tx.put('audit_events', createEvent(`f${n}`, record, changesOf(null, n === 7 ? { ...record, state: 'suspended' } : record)))
+      }
+    })
+    // Rows: the event's 12 fields, then its changes unless left out.
+    expect((await loggedEvents(dir)).map((row) => [row[0], row.length === 13])).toEqual([
+      ['e1', false],
+      ['e2', true],
+      ['e3', true],
+      ['e4', true],
+      ['e5', true],
+      ...many.map((_, n) => [`f${n}`, n === 7]),
+    ])
+    const replayed = await Store.open(dir, { readOnly: true })
+    expect([...replayed.tables.audit_events.values()]).toEqual([...store.tables.audit_events.values()])
+    expect(replayed.tables.audit_events.get('e1')!.changes).toEqual(changesOf(null, a))
+  })
+
+  test('an event row without changes and without the record they come from, or of another length, is damage', async () => {
+    const dir = newDir()
+    await openStore(dir) // creates the first, empty segment
+    const [segment] = await segmentPaths(dir)
+    const { changes: _left, ...event } = createEvent('e1', consumer('a', 1), {})
+    const row = Object.values(event)
+    writeAfterRecords(segment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', row]] }))))
+    expect((await openError(dir)).message).toContain('audit event e1 has no changes and no record they come from')
+
+    const other = newDir()
+    await openStore(other)
+    const [otherSegment] = await segmentPaths(other)
+    writeAfterRecords(otherSegment!, encodeRecord(Buffer.from(JSON.stringify({ lsn: 1, puts: [['audit_events', row.slice(0, 5)]] }))))
+    expect((await openError(other)).message).toContain('an audit event row of 5 values')
   })
 })

@@ -6,7 +6,7 @@
 import type { Organization } from '../../storage/records'
 import type { Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
-import { formatTimestamp } from '../../store/clock'
+import { changesOf } from '../../storage/audit-changes'
 
 /** Who makes a change: a token (with the request's trace id), or a command of the CLI. */
 export type Actor = { readonly principal: Principal; readonly traceId: string } | { readonly cli: string }
@@ -46,11 +46,6 @@ export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 export const targetTypeOf = (action: AuditAction) => (action === 'vendor.init' ? 'organization' : action.slice(0, action.indexOf('.')))
 export const TARGET_TYPES = [...new Set(AUDIT_ACTIONS.map(targetTypeOf))]
 
-/** Never in an event, not even as a hash (CONTRACT section 10). */
-const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'])
-/** Stored as microseconds, shown in the API's timestamp format like every other time. */
-const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'expires'])
-
 export interface EventInput {
   /** The changed record's id; the target's type is the action's first word (`vendor.init`: an organization). */
   readonly target: string
@@ -89,17 +84,3 @@ export function customerIdOf(org: Organization): string | null {
   if (org.organization_type === 'vendor') return null
   return org.organization_type === 'customer' ? org.organization_id : org.parent_id
 }
-
-/** A create: every stored field as [null, value]; a change: the fields that differ, [before, after]. */
-function changesOf(before: object | null, after: object): Record<string, [unknown, unknown]> {
-  const changes: Record<string, [unknown, unknown]> = {}
-  const was = before as Record<string, unknown> | null
-  for (const [field, value] of Object.entries(after)) {
-    if (SECRET_FIELDS.has(field)) continue
-    if (was === null) changes[field] = [null, shown(field, value)]
-    else if (!Bun.deepEquals(was[field], value)) changes[field] = [shown(field, was[field] ?? null), shown(field, value)]
-  }
-  return changes
-}
-
-const shown = (field: string, value: unknown) => (TIMESTAMP_FIELDS.has(field) && typeof value === 'number' ? formatTimestamp(value) : value)

@@ -1,0 +1,45 @@
+/**
+ * An audit event's `changes` (CONTRACT section 10), the one rule for both stores: built here by
+ * `recordEvent` (src/modules/shared/audit.ts), and rebuilt by the embedded store's log replay for a
+ * create, whose log record leaves them out (docs/storage.md "Audit events in the log").
+ */
+import { formatTimestamp } from '../store/clock'
+
+/** Never in an event, not even as a hash (CONTRACT section 10). */
+const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'])
+/** Stored as microseconds, shown in the API's timestamp format like every other time. */
+const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'expires'])
+
+export type Changes = Record<string, [unknown, unknown]>
+
+/** A create: every stored field as [null, value]; a change: the fields that differ, [before, after]. */
+export function changesOf(before: object | null, after: object): Changes {
+  const changes: Changes = {}
+  const was = before as Record<string, unknown> | null
+  for (const [field, value] of Object.entries(after)) {
+    if (SECRET_FIELDS.has(field)) continue
+    if (was === null) changes[field] = [null, shown(field, value)]
+    else if (!Bun.deepEquals(was[field], value)) changes[field] = [shown(field, was[field] ?? null), shown(field, value)]
+  }
+  return changes
+}
+
+/**
+ * Whether `changes` are exactly `changesOf(null, record)` and will be again for `record` read back
+ * from its JSON: the same fields in the same order, each `[null, value]` with the very value (or
+ * timestamp text) of the record, and no field of the record undefined (JSON would leave it out).
+ */
+export function areChangesOfCreate(changes: Readonly<Record<string, readonly [unknown, unknown]>>, record: object): boolean {
+  const fields = Object.keys(changes)
+  let next = 0
+  for (const [field, value] of Object.entries(record)) {
+    if (SECRET_FIELDS.has(field)) continue
+    const change = changes[field]
+    if (fields[next] !== field || value === undefined || change === undefined) return false
+    if (change.length !== 2 || change[0] !== null || change[1] !== shown(field, value)) return false
+    next++
+  }
+  return next === fields.length
+}
+
+const shown = (field: string, value: unknown) => (TIMESTAMP_FIELDS.has(field) && typeof value === 'number' ? formatTimestamp(value) : value)
