@@ -283,7 +283,7 @@ async function build(dir: string, events: number): Promise<void> {
   // recordEvent through a transaction handle that only shapes the record as the storage would.
   let batch: AuditEvent[] = []
   let time = nowMicros()
-  const capture = { appendEvent: (record: object) => void batch.push({ ...record, created: time, modified: time } as AuditEvent) } as unknown as Tx
+  const capture: Pick<Tx, 'appendEvent'> = { appendEvent: (record) => void batch.push({ ...record, created: time, modified: time }) }
   const inFlight: Promise<unknown>[] = []
   const flush = async () => {
     const puts = batch

@@ -60,7 +60,7 @@ export interface EventInput {
  * Records one action of the running transaction. Nothing waits for the insert (`Tx.appendEvent`):
  * in database mode it goes out with the COMMIT, and its failure fails the change.
  */
-export function recordEvent(tx: Tx, actor: Actor, action: AuditAction, input: EventInput): void {
+export function recordEvent(tx: Pick<Tx, 'appendEvent'>, actor: Actor, action: AuditAction, input: EventInput): void {
   const byToken = 'principal' in actor ? actor : null
   tx.appendEvent({
     // Time-ordered (UUIDv7, monotonic within the process): the events of one change, which share
