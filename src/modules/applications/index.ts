@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, customerNamed, findOwned, may } from '../../http/access'
+import { authorize, checkNamedOrganization, namedRecordFirst, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
@@ -42,9 +42,10 @@ export const applicationsController = (deps: AppDeps) => {
     .post(
       '',
       async ({ principal, body, set }) => {
-        await checkNamedOrganization(storage, principal, body)
-        authorize(may.changeApplications(principal), 'register applications')
-        const input = parseBody(CreateApplicationBody, body)
+        const input = await namedRecordFirst(
+          () => checkNamedOrganization(storage, principal, body),
+          () => (authorize(may.changeApplications(principal), 'register applications'), parseBody(CreateApplicationBody, body)),
+        )
         const customer = await customerNamed(storage, principal, input.organization_id)
         const { application, apiKey } = await service.create(customer, input, actorOf(principal, set))
         set.status = 201

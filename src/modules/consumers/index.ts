@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
+import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -36,9 +36,10 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .post(
       '',
       async ({ principal, body, set }) => {
-        await checkNamedOrganization(storage, principal, body)
-        authorize(may.changeTenantData(principal), 'create consumers')
-        const input = parseBody(CreateConsumerBody, body)
+        const input = await namedRecordFirst(
+          () => checkNamedOrganization(storage, principal, body),
+          () => (authorize(may.changeTenantData(principal), 'create consumers'), parseBody(CreateConsumerBody, body)),
+        )
         const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.consumer_id, actorOf(principal, set))
         set.status = created ? 201 : 200

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, findOwned, may, owningCustomer } from '../../http/access'
+import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -52,9 +52,10 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .post(
       '',
       async ({ principal, body, set }) => {
-        await checkNamedOrganization(storage, principal, body)
-        authorize(may.changeTenantData(principal), 'create installations')
-        const input = parseBody(CreateInstallationBody, body)
+        const input = await namedRecordFirst(
+          () => checkNamedOrganization(storage, principal, body),
+          () => (authorize(may.changeTenantData(principal), 'create installations'), parseBody(CreateInstallationBody, body)),
+        )
         const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.installation_id, input.description, actorOf(principal, set))
         set.status = created ? 201 : 200
