@@ -61,20 +61,7 @@ export function logRecordText(lsn: number, puts: readonly (readonly [TableName, 
 }
 
 function rowOf(event: AuditEvent, createdRecordOf: CreatedRecordOf): unknown[] {
-  const row: unknown[] = [
-    event.event_id,
-    event.action,
-    event.target_type,
-    event.target_id,
-    event.actor_organization_id,
-    event.actor_token_id,
-    event.actor_role,
-    event.actor_cli,
-    event.customer_id,
-    event.trace_id,
-    event.created,
-    event.modified,
-  ]
+  const row: unknown[] = ROW_FIELDS.map((field) => event[field])
   const created = createdRecordOf(event)
   if (created === undefined || !areChangesOfCreate(event.changes, created)) row.push(event.changes)
   return row
