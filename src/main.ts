@@ -12,6 +12,7 @@ import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
 import { USAGE, UsageError } from './cli/usage'
 import { VERSION } from './version'
 import { DATA_FORMAT } from './store/format'
+import { SCHEMA_VERSION } from './storage/postgres/schema'
 
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
@@ -110,7 +111,7 @@ const commands = {
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   if (first === '--help' || first === '-h' || first === 'help') return print(USAGE.main)
-  if (first === '--version' || first === '-v') return print(`keyward ${VERSION} (data format ${DATA_FORMAT})`)
+  if (first === '--version' || first === '-v') return print(`keyward ${VERSION} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})`)
   if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
   const name = first as keyof typeof commands
   const command = commands[name]

@@ -1,10 +1,10 @@
 -- pgbench script of bench/run.ts: the statements keyward sends for POST /api/organizations by the
--- vendor's admin (traced with log_statement = all), in the same round trips: the token with its
--- organization (Reader.findCredential); BEGIN sent with the transaction's first statement, the
--- parent locked FOR SHARE; the insert; its audit event sent with the COMMIT (docs/storage.md,
--- "Round trips"). Six statements in four round trips where the limit (insert.sql) has one; every
--- concurrent create locks the same parent row. Update it when keyward's statements change.
-SELECT to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t LEFT JOIN organizations o ON o.organization_id = t.organization_id LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = :token;
+-- vendor's admin (traced with log_statement = all), in the same round trips: BEGIN sent with the
+-- transaction's first statement, the parent locked FOR SHARE; the insert; its audit event sent
+-- with the COMMIT (docs/storage.md, "Round trips"). Five statements in three round trips where the
+-- limit (insert.sql) has one; every concurrent create locks the same parent row. The token's
+-- credential is remembered between requests (docs/storage.md, "Credentials"), as for the read.
+-- Update it when keyward's statements change.
 \startpipeline
 BEGIN;
 SELECT * FROM organizations WHERE organization_id = :parent FOR SHARE;

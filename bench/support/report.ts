@@ -197,8 +197,9 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
       `keyward: \`GET /api/enrollments/{id}\` with a token of the customer organization, role admin, ${READ_CLIENTS} connections; ` +
         `pgbench: \`SELECT * FROM enrollments WHERE enrollment_id = :id\` on the same database, the same enrollment, ${READ_CLIENTS} ` +
         `clients, prepared statements (\`pgbench -M prepared -f\`): the database's own limit for a read by primary key. Between ` +
-        `them, "pgbench: keyward" runs the statements keyward sends for this read (bench/pgbench/read-as-keyward.sql: the token with its ` +
-        `organization, then the enrollment with its application; two round trips): the database's limit for keyward's way of asking, so ` +
+        `them, "pgbench: keyward" runs the statements keyward sends for this read (bench/pgbench/read-as-keyward.sql: the enrollment with its ` +
+        `application, one round trip; the token's credential is remembered, confirmed by reads of the credential generation that each ` +
+        `serve many requests, left out): the database's limit for keyward's way of asking, so ` +
         `that the rest of the gap is keyward's own time (its CPU per request, beside the database's).`,
     )
     phaseTable(
@@ -227,9 +228,9 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
       (embedded
         ? 'in a database of its own on the local PostgreSQL (its schema made by `keyward init --database-url`). Both durable: keyward fsyncs its log, PostgreSQL its WAL, before answering.'
         : `in the same database keyward uses (the ${sizeLabel(largest)} set's). Both committed before they answer. Between them, ` +
-          `"pgbench: keyward" runs the statements keyward sends for this create (bench/pgbench/insert-as-keyward.sql: the token's ` +
-          `organization; BEGIN with the parent locked FOR SHARE; the insert; its audit event with COMMIT: six statements in ` +
-          `four round trips, pipelined as keyward sends them, every create locking the same parent row).`),
+          `"pgbench: keyward" runs the statements keyward sends for this create (bench/pgbench/insert-as-keyward.sql: BEGIN with the ` +
+          `parent locked FOR SHARE; the insert; its audit event with COMMIT: five statements in three round trips, pipelined as ` +
+          `keyward sends them, every create locking the same parent row; the token's credential is remembered, as for the read).`),
     embedded ? [smallest] : [largest],
   )
   if (!embedded) {

@@ -12,6 +12,7 @@ import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
+import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.ts'
 import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
@@ -67,8 +68,8 @@ describe('usage', () => {
     })
   }
 
-  test('--version prints the program version and the data format version, exit 0', async () => {
-    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT})\n`, stderr: '' })
+  test('--version prints the program version, the data format and the database schema versions, exit 0', async () => {
+    expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})\n`, stderr: '' })
   })
 
   const misuse: [string, string[], RegExp][] = [

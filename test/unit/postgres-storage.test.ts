@@ -463,6 +463,62 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await ids([{ field: 'state', in: ['revoked'] }])).toEqual([revoked.token_id])
     })
 
+    describe('credentials (docs/storage.md, "Credentials")', () => {
+      const organization = (fields: Partial<Fresh<'organizations'>> = {}): Fresh<'organizations'> => ({
+        organization_id: crypto.randomUUID(),
+        parent_id: null,
+        organization_type: 'customer',
+        description: 'credential test',
+        state: 'active',
+        environments: null,
+        ...fields,
+      })
+      const generation = async () => Number((await admin`SELECT generation FROM credential_generation`)[0].generation)
+
+      test('a remembered credential is never answered after another instance changed it: revoked, suspended, its customer suspended, deleted', async () => {
+        const owner = organization()
+        const partner = organization({ organization_type: 'partner', parent_id: owner.organization_id })
+        const issued = token({ organization_id: partner.organization_id })
+        await storage.transaction(async (tx) => {
+          await tx.insert('organizations', owner)
+          await tx.insert('organizations', partner)
+          await tx.insert('tokens', issued)
+        })
+        const read = () => storage.findCredential(issued.token_id)
+        expect(await read()).toMatchObject({ token: { state: 'active' }, organization: { state: 'active' }, parent: { state: 'active' } })
+        // `admin` is another connection: another instance, or the CLI, changing the rows.
+        await admin`UPDATE organizations SET state = 'suspended' WHERE organization_id = ${owner.organization_id}`
+        expect(await read()).toMatchObject({ parent: { state: 'suspended' } })
+        await admin`UPDATE organizations SET state = 'suspended' WHERE organization_id = ${partner.organization_id}`
+        expect(await read()).toMatchObject({ organization: { state: 'suspended' } })
+        await admin`UPDATE tokens SET state = 'revoked' WHERE token_id = ${issued.token_id}`
+        expect(await read()).toMatchObject({ token: { state: 'revoked' } })
+        await admin`DELETE FROM tokens WHERE token_id = ${issued.token_id}`
+        expect(await read()).toBeUndefined()
+      })
+
+      test('the generation advances with a change of a token or an organization, at its commit; other changes leave it', async () => {
+        const before = await generation()
+        await storage.transaction(async (tx) => {
+          await tx.insert('consumers', consumer())
+          await tx.insert('organizations', organization())
+          await tx.insert('tokens', token())
+        })
+        expect(await generation()).toBe(before)
+        const issued = await storage.transaction((tx) => tx.insert('tokens', token()))
+        const connection = await admin.reserve()
+        try {
+          await connection`BEGIN`
+          await connection`UPDATE tokens SET state = 'revoked' WHERE token_id = ${issued.token_id}`
+          expect(await generation()).toBe(before)
+          await connection`COMMIT`
+        } finally {
+          connection.release()
+        }
+        expect(await generation()).toBe(before + 1)
+      })
+    })
+
     test('an event keeps its changes as recorded: field order, nested values, nulls', async () => {
       const changes = {
         state: ['active', 'suspended'],

@@ -15,7 +15,8 @@ import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../reco
 import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
-import { CREDENTIAL, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { CredentialCache } from './credentials'
+import { CREDENTIAL, CREDENTIAL_GENERATION, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -44,6 +45,9 @@ export class PostgresStorage implements Storage {
   /** The probe's query while it runs: never more than one at a time, however often /readyz is asked. */
   private probe: { readonly answer: Promise<void>; readonly deadline: number } | undefined
   private lastProbe = { at: -Infinity, reachable: true }
+  /** Reads of the credential generation, one at a time on a connection of their own (they serve many requests each). */
+  private generationSql: SQL | undefined
+  private readonly credentials = new CredentialCache(() => this.readGeneration())
 
   private constructor(
     private readonly url: string,
@@ -103,15 +107,31 @@ export class PostgresStorage implements Storage {
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
 
+  /**
+   * A remembered credential when a read of the credential generation begun after this call shows
+   * that it is still current; otherwise read, with the generation, in one statement (docs/storage.md,
+   * "Credentials").
+   */
   async findCredential(tokenId: string): Promise<Credential | undefined> {
     if (!isKey(tokenId)) return undefined
+    const remembered = await this.credentials.current(tokenId)
+    if (remembered) return remembered
     const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
     if (!row) return undefined
-    return {
+    const credential: Credential = {
       token: toRecord('tokens', row.token),
       organization: row.organization ? toRecord('organizations', row.organization) : undefined,
       parent: row.parent ? toRecord('organizations', row.parent) : undefined,
     }
+    this.credentials.remember(tokenId, credential, Number(row.generation))
+    return credential
+  }
+
+  private readGeneration(): Promise<number> {
+    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10 })
+    const sql = this.generationSql
+    // Its one connection closed by the server (a restart) fails once: a second try opens another.
+    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2).then((rows) => Number(rows[0].generation))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Promise<WithParent<N, P> | undefined> {
@@ -204,13 +224,13 @@ export class PostgresStorage implements Storage {
   }
 
   /** `query`, tried again while the server had closed its connection (see `connectionTries`). */
-  private async read<T>(query: () => Promise<T>): Promise<T> {
+  private async read<T>(query: () => Promise<T>, maxTries = this.connectionTries): Promise<T> {
     for (let tries = 1; ; tries++) {
       try {
         return await query()
       } catch (error) {
         if (!isConnectionLost(error)) throw error
-        if (!isClosedConnection(error) || tries >= this.connectionTries) throw new DatabaseUnavailableError(error)
+        if (!isClosedConnection(error) || tries >= maxTries) throw new DatabaseUnavailableError(error)
       }
     }
   }
@@ -262,6 +282,7 @@ export class PostgresStorage implements Storage {
 
   async close(): Promise<void> {
     await this.probeSql?.close({ timeout: 1 })
+    await this.generationSql?.close({ timeout: 1 })
     await this.sql.close({ timeout: 5 })
   }
 }

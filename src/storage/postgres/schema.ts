@@ -146,6 +146,35 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       CREATE INDEX audit_events_action ON audit_events (action, created, event_id);
     `,
   },
+  {
+    name: 'credential generation: a counter that every change of a token or an organization advances',
+    sql: `
+      -- What lets an instance keep the credentials it has read (docs/storage.md, "Credentials"):
+      -- a remembered credential is used only while a read begun after the request arrived still
+      -- finds the generation it was read at. The triggers are deferred, so the counter is advanced
+      -- at commit, in the same transaction as the change (both become visible together), and its
+      -- row lock is the last lock a transaction takes (no deadlock with the rows it changed).
+      CREATE TABLE credential_generation (
+        id boolean PRIMARY KEY DEFAULT true CHECK (id),
+        generation bigint NOT NULL
+      );
+      INSERT INTO credential_generation (generation) VALUES (0);
+      CREATE FUNCTION advance_credential_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE credential_generation SET generation = generation + 1;
+        RETURN NULL;
+      END
+      $$;
+      CREATE CONSTRAINT TRIGGER tokens_credential_generation AFTER UPDATE OR DELETE ON tokens
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION advance_credential_generation();
+      CREATE CONSTRAINT TRIGGER organizations_credential_generation AFTER UPDATE OR DELETE ON organizations
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION advance_credential_generation();
+      CREATE TRIGGER tokens_truncated_credential_generation AFTER TRUNCATE ON tokens
+        FOR EACH STATEMENT EXECUTE FUNCTION advance_credential_generation();
+      CREATE TRIGGER organizations_truncated_credential_generation AFTER TRUNCATE ON organizations
+        FOR EACH STATEMENT EXECUTE FUNCTION advance_credential_generation();
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */
