@@ -602,6 +602,16 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
     })
 
+    test('connections closed by the server: a remembered credential is still confirmed (the generation read reconnects)', async () => {
+      const issued = await storage.transaction((tx) =>
+        tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ef'.repeat(32) }),
+      )
+      const remembered = await storage.findCredential(issued.token_id)
+      expect(await storage.findCredential(issued.token_id)).toBe(remembered!) // answered from memory
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(await storage.findCredential(issued.token_id)).toBe(remembered!)
+    })
+
     test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
       const url = new URL(db.url)
       url.port = '1' // nothing listens there
