@@ -12,14 +12,25 @@ const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'e
 
 export type Changes = Record<string, [unknown, unknown]>
 
+/**
+ * The record that the changes of each create were built from: when that very record is logged
+ * beside its event, the changes need no comparison to be known to be its (`areChangesOfCreate`).
+ */
+const builtFrom = new WeakMap<object, object>()
+
 /** A create: every stored field as [null, value]; a change: the fields that differ, [before, after]. */
 export function changesOf(before: object | null, after: object): Changes {
   const changes: Changes = {}
-  const was = before as Record<string, unknown> | null
-  for (const [field, value] of Object.entries(after)) {
-    if (SECRET_FIELDS.has(field)) continue
-    if (was === null) changes[field] = [null, shown(field, value)]
-    else if (!Bun.deepEquals(was[field], value)) changes[field] = [shown(field, was[field] ?? null), shown(field, value)]
+  const now = after as Record<string, unknown>
+  if (before === null) {
+    for (const field in now) if (!SECRET_FIELDS.has(field)) changes[field] = [null, shown(field, now[field])]
+    builtFrom.set(changes, after)
+    return changes
+  }
+  const was = before as Record<string, unknown>
+  for (const field in now) {
+    const value = now[field]
+    if (!SECRET_FIELDS.has(field) && !Bun.deepEquals(was[field], value)) changes[field] = [shown(field, was[field] ?? null), shown(field, value)]
   }
   return changes
 }
@@ -28,8 +39,14 @@ export function changesOf(before: object | null, after: object): Changes {
  * Whether `changes` are exactly `changesOf(null, record)` and will be again for `record` read back
  * from its JSON: the same fields in the same order, each `[null, value]` with the very value (or
  * timestamp text) of the record, and no field of the record undefined (JSON would leave it out).
+ * Changes that `changesOf` built from this very record (records are never changed in place) are
+ * known to be its; others are compared field by field.
  */
 export function areChangesOfCreate(changes: Readonly<Record<string, readonly [unknown, unknown]>>, record: object): boolean {
+  if (builtFrom.get(changes) === record) {
+    for (const field in record) if ((record as Record<string, unknown>)[field] === undefined) return false
+    return true
+  }
   const fields = Object.keys(changes)
   let next = 0
   for (const [field, value] of Object.entries(record)) {
