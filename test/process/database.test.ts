@@ -2,7 +2,8 @@
  * Database mode with the real CLI (CONTRACT section 13): two `serve --database-url` instances on
  * one fresh database answer as one server would. A change on one is seen by the next request to
  * the other (a revocation too: 401 on the next request to either, also when the CLI revokes with
- * --database-url and no server is asked); uniqueness holds between them; a killed instance loses no
+ * --database-url and no server is asked; a suspension on A while B answers a stream of requests
+ * from credentials it remembers: every request sent after it was acknowledged is 401); uniqueness holds between them; a killed instance loses no
  * acknowledged write; a database restart is a run of 503s, then recovery without restarting
  * keyward. `verify --database-url` checks the schema version.
  * Skipped where no PostgreSQL answers (README, "Database mode").
@@ -141,6 +142,32 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     expect((await api(B.url, c2.token, 'GET', '/api/consumers')).status).toBe(401)
     expect((await api(B.url, vendor, 'PATCH', `/api/organizations/${c2.id}/activate`)).status).toBe(200)
     expect((await api(A.url, c2.token, 'GET', '/api/consumers')).status).toBe(200)
+  })
+
+  test('under a stream of requests to B, every request sent after a suspension on A was acknowledged is 401 (remembered credentials)', async () => {
+    const c2 = customers[1]!
+    const sent: { at: number; status: number }[] = []
+    let suspendedAt = Infinity
+    let stop = false
+    // Eight clients keep B busy with the customer's token, so that B answers from the credential it remembers.
+    const client = async () => {
+      while (!stop) {
+        const at = performance.now()
+        const { status } = await api(B.url, c2.token, 'GET', '/api/consumers')
+        sent.push({ at, status })
+        if (at > suspendedAt) stop = true // one request sent after the suspension is enough per client
+      }
+    }
+    const clients = Array.from({ length: 8 }, client)
+    await waitFor('answers from B', () => sent.filter((r) => r.status === 200).length >= 50)
+    expect((await api(A.url, vendor, 'PATCH', `/api/organizations/${c2.id}/suspend`)).status).toBe(200)
+    suspendedAt = performance.now()
+    await Promise.all(clients)
+    const after = sent.filter((r) => r.at > suspendedAt)
+    expect(after.length).toBeGreaterThanOrEqual(8)
+    expect(after.map((r) => r.status)).toEqual(after.map(() => 401))
+    expect((await api(A.url, vendor, 'PATCH', `/api/organizations/${c2.id}/activate`)).status).toBe(200)
+    expect((await api(B.url, c2.token, 'GET', '/api/consumers')).status).toBe(200)
   })
 
   test('one consumer id created at once on A and B: one customer gets 201 and 200, two customers 201 and 409', async () => {
