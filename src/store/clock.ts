@@ -21,13 +21,21 @@ export function formatTimestamp(micros: number): string {
   let text = formatted.get(micros)
   if (text === undefined) {
     const seconds = Math.floor(micros / 1_000_000)
-    const iso = new Date(seconds * 1000).toISOString() // 2026-11-22T13:39:10.000Z
-    text = `${iso.slice(0, 10)} ${iso.slice(11, 19)}.${String(micros - seconds * 1_000_000).padStart(6, '0')} +00:00`
+    if (seconds !== secondsOfPrefix) {
+      const iso = new Date(seconds * 1000).toISOString() // 2026-11-22T13:39:10.000Z
+      prefix = `${iso.slice(0, 10)} ${iso.slice(11, 19)}.`
+      secondsOfPrefix = seconds
+    }
+    text = `${prefix}${String(micros - seconds * 1_000_000).padStart(6, '0')} +00:00`
     if (formatted.size >= FORMATTED_CACHE_SIZE) formatted.clear()
     formatted.set(micros, text)
   }
   return text
 }
+
+/** The date and time of the last second formatted: the changes of a second share it. */
+let secondsOfPrefix = NaN
+let prefix = ''
 
 /**
  * Recently formatted timestamps: every read formats two, and the records read most are read again.

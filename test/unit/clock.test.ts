@@ -17,6 +17,9 @@ test('formatTimestamp matches the reference format, across seconds, days and yea
     seed = (seed * 1103515245 + 12345) % 2 ** 31
     samples.push(1_700_000_000_000_000 + seed * 1000 + (seed % 1000))
   }
+  // Runs within one second (the date and time formatted once are reused), then the second before and back.
+  const second = 1_764_000_000_000_000
+  for (const offset of [1, 2, 999_999, -1, 500_000, 1_000_000, 1_000_001, 3]) samples.push(second + offset)
   for (const micros of samples) expect(formatTimestamp(micros)).toBe(reference(micros))
 })
 
