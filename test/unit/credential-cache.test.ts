@@ -117,6 +117,17 @@ describe('CredentialCache', () => {
     expect(await next).toEqual(credential('t1'))
   })
 
+  test('no counter (NaN: its row deleted by hand): nothing is kept or answered from memory', async () => {
+    const reads = generationReads()
+    const cache = new CredentialCache(reads.read)
+    cache.remember('t1', credential('t1'), 2)
+    const answer = cache.current('t1')
+    reads.pending[0]!.resolve(NaN)
+    expect(await answer).toBeUndefined()
+    cache.remember('t1', credential('t1'), NaN)
+    expect(cache.size).toBe(0)
+  })
+
   test('bounded: past its size the oldest credential is forgotten', () => {
     const cache = new CredentialCache(generationReads().read, 3)
     for (const id of ['a', 'b', 'c', 'd']) cache.remember(id, credential(id), 1)

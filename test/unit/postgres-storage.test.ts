@@ -497,6 +497,20 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect(await read()).toBeUndefined()
       })
 
+      test('without the counter (its row deleted by hand) credentials are read every time, and still seen changed', async () => {
+        const issued = token()
+        await storage.transaction((tx) => tx.insert('tokens', issued))
+        expect(await storage.findCredential(issued.token_id)).toMatchObject({ token: { state: 'active' } })
+        const [{ generation: kept }] = await admin`DELETE FROM credential_generation RETURNING generation`
+        try {
+          expect(await storage.findCredential(issued.token_id)).toMatchObject({ token: { state: 'active' } })
+          await admin`UPDATE tokens SET state = 'revoked' WHERE token_id = ${issued.token_id}`
+          expect(await storage.findCredential(issued.token_id)).toMatchObject({ token: { state: 'revoked' } })
+        } finally {
+          await admin`INSERT INTO credential_generation (generation) VALUES (${Number(kept) + 1000})`
+        }
+      })
+
       test('the generation advances with a change of a token or an organization, at its commit; other changes leave it', async () => {
         const before = await generation()
         await storage.transaction(async (tx) => {

@@ -42,11 +42,11 @@ export class CredentialCache {
     return this.remembered.get(tokenId)
   }
 
-  /** Keeps `credential`, read in one statement with `generation`. */
+  /** Keeps `credential`, read in one statement with `generation` (NaN: the counter could not be read). */
   remember(tokenId: string, credential: Credential, generation: number): void {
     this.learn(generation)
-    // Read before a change that another read has already shown: not kept.
-    if (generation < this.generation) return
+    // Read before a change that another read has already shown, or with no counter to confirm it by: not kept.
+    if (Number.isNaN(generation) || generation < this.generation) return
     this.remembered.delete(tokenId)
     this.remembered.set(tokenId, credential)
     if (this.remembered.size > this.maxEntries) this.remembered.delete(this.remembered.keys().next().value!)
@@ -58,6 +58,8 @@ export class CredentialCache {
   }
 
   private learn(generation: number): void {
+    // No counter (its row deleted by hand): nothing remembered can be confirmed, so nothing is kept.
+    if (Number.isNaN(generation)) return this.remembered.clear()
     if (generation <= this.generation) return
     this.remembered.clear()
     this.generation = generation

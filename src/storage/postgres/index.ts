@@ -123,7 +123,7 @@ export class PostgresStorage implements Storage {
       organization: row.organization ? toRecord('organizations', row.organization) : undefined,
       parent: row.parent ? toRecord('organizations', row.parent) : undefined,
     }
-    this.credentials.remember(tokenId, credential, Number(row.generation))
+    this.credentials.remember(tokenId, credential, generationOf(row))
     return credential
   }
 
@@ -131,7 +131,7 @@ export class PostgresStorage implements Storage {
     this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10 })
     const sql = this.generationSql
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
-    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2).then((rows) => Number(rows[0].generation))
+    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2).then((rows) => generationOf(rows[0]))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Promise<WithParent<N, P> | undefined> {
@@ -286,6 +286,9 @@ export class PostgresStorage implements Storage {
     await this.sql.close({ timeout: 5 })
   }
 }
+
+/** The credential generation a row carries; NaN when there is none (its row deleted by hand: see CredentialCache). */
+const generationOf = (row: { generation?: unknown } | undefined) => (row?.generation === null || row?.generation === undefined ? NaN : Number(row.generation))
 
 class PostgresTx implements Tx {
   /** Every statement sent, whose answers decide whether the commit happened. */
