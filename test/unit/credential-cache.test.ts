@@ -18,6 +18,14 @@ function generationReads() {
 
 const credential = (tokenId: string) => ({ token: { token_id: tokenId } }) as unknown as Credential
 
+/** A cache that remembers `ids`, read at `generation`, and the generation reads it will make. */
+function remembering(generation: number, ids = ['t1']) {
+  const reads = generationReads()
+  const cache = new CredentialCache(reads.read)
+  for (const id of ids) cache.remember(id, credential(id), generation)
+  return { reads, cache }
+}
+
 /** Settles what is ready (promise callbacks), so that an unresolved call is seen as such. */
 const settle = () => new Promise((resolve) => setImmediate(resolve))
 
@@ -40,9 +48,7 @@ describe('CredentialCache', () => {
   })
 
   test('a remembered credential is answered once a read begun after the call finds its generation', async () => {
-    const reads = generationReads()
-    const cache = new CredentialCache(reads.read)
-    cache.remember('t1', credential('t1'), 5)
+    const { reads, cache } = remembering(5)
     const answer = watch(cache.current('t1'))
     await settle()
     expect(answer.done).toBe(false)
@@ -53,9 +59,7 @@ describe('CredentialCache', () => {
   })
 
   test('a read already running when a request arrives does not confirm it: the next one, begun after, does', async () => {
-    const reads = generationReads()
-    const cache = new CredentialCache(reads.read)
-    cache.remember('t1', credential('t1'), 5)
+    const { reads, cache } = remembering(5)
     const first = watch(cache.current('t1'))
     const second = watch(cache.current('t1'))
     await settle()
@@ -74,9 +78,7 @@ describe('CredentialCache', () => {
   })
 
   test('every request that arrives while a read runs shares the one queued behind it', async () => {
-    const reads = generationReads()
-    const cache = new CredentialCache(reads.read)
-    for (let i = 0; i < 10; i++) cache.remember(`t${i}`, credential(`t${i}`), 1)
+    const { reads, cache } = remembering(1, Array.from({ length: 10 }, (_, i) => `t${i}`))
     const first = cache.current('t0')
     const waiting = Array.from({ length: 200 }, (_, i) => cache.current(`t${i % 10}`))
     await settle()
@@ -104,9 +106,7 @@ describe('CredentialCache', () => {
   })
 
   test('a failed generation read fails the requests waiting for it, and the next request reads again', async () => {
-    const reads = generationReads()
-    const cache = new CredentialCache(reads.read)
-    cache.remember('t1', credential('t1'), 1)
+    const { reads, cache } = remembering(1)
     const failed = cache.current('t1')
     reads.pending[0]!.reject(new Error('database unavailable'))
     await expect(failed).rejects.toThrow('database unavailable')
@@ -118,9 +118,7 @@ describe('CredentialCache', () => {
   })
 
   test('no counter (NaN: its row deleted by hand): nothing is kept or answered from memory', async () => {
-    const reads = generationReads()
-    const cache = new CredentialCache(reads.read)
-    cache.remember('t1', credential('t1'), 2)
+    const { reads, cache } = remembering(2)
     const answer = cache.current('t1')
     reads.pending[0]!.resolve(NaN)
     expect(await answer).toBeUndefined()
