@@ -37,26 +37,14 @@ export function changesOf(before: object | null, after: object): Changes {
 
 /**
  * Whether `changes` are exactly `changesOf(null, record)` and will be again for `record` read back
- * from its JSON: the same fields in the same order, each `[null, value]` with the very value (or
- * timestamp text) of the record, and no field of the record undefined (JSON would leave it out).
- * Changes that `changesOf` built from this very record (records are never changed in place) are
- * known to be its; others are compared field by field.
+ * from its JSON: `changesOf` built them from this very record (records are never changed in place),
+ * and no field of the record is undefined (JSON would leave it out). Anything else (changes built
+ * by hand or from another object, a record changed again in the same transaction) is logged as is.
  */
-export function areChangesOfCreate(changes: Readonly<Record<string, readonly [unknown, unknown]>>, record: object): boolean {
-  if (builtFrom.get(changes) === record) {
-    for (const field in record) if ((record as Record<string, unknown>)[field] === undefined) return false
-    return true
-  }
-  const fields = Object.keys(changes)
-  let next = 0
-  for (const [field, value] of Object.entries(record)) {
-    if (SECRET_FIELDS.has(field)) continue
-    const change = changes[field]
-    if (fields[next] !== field || value === undefined || change === undefined) return false
-    if (change.length !== 2 || change[0] !== null || change[1] !== shown(field, value)) return false
-    next++
-  }
-  return next === fields.length
+export function areChangesOfCreate(changes: object, record: object): boolean {
+  if (builtFrom.get(changes) !== record) return false
+  for (const field in record) if ((record as Record<string, unknown>)[field] === undefined) return false
+  return true
 }
 
 const shown = (field: string, value: unknown) => (TIMESTAMP_FIELDS.has(field) && typeof value === 'number' ? formatTimestamp(value) : value)
