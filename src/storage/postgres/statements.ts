@@ -121,16 +121,17 @@ function tableStatements(table: TableName): TableStatements {
   }
 }
 
+/** The credential generation (src/storage/postgres/credentials.ts). */
+export const CREDENTIAL_GENERATION = 'SELECT generation FROM credential_generation'
+
 /**
  * `Reader.findCredential`: a token, its organization and that one's parent, each row as JSON, and
- * the credential generation they were read at (src/storage/postgres/credentials.ts).
+ * the credential generation they were read at, in the same snapshot.
  */
 export const CREDENTIAL =
-  'SELECT (SELECT generation FROM credential_generation) AS generation, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ' +
+  `SELECT (${CREDENTIAL_GENERATION}) AS generation, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ` +
   'LEFT JOIN organizations o ON o.organization_id = t.organization_id ' +
   'LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = $1::uuid'
-
-export const CREDENTIAL_GENERATION = 'SELECT generation FROM credential_generation'
 
 /** The column of `findWithParent`'s answer that holds the parent row (no table has a column so named). */
 export const PARENT_COLUMN = 'parent_row'
