@@ -154,8 +154,7 @@ export class Store {
     }
     const lsn = ++this.lastLsn
     this.pending.push({ lsn, undo: tx.undo })
-    const payload = Buffer.from(logRecordText(lsn, tx.puts, tx.drops))
-    const durable = this.writer.append(lsn, payload).then(() => result)
+    const durable = this.writer.append(lsn, logRecordText(lsn, tx.puts, tx.drops)).then(() => result)
     this.newestPending = durable
     return durable
   }

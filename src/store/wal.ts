@@ -115,7 +115,7 @@ export class LogWriter {
     return this.segment
   }
 
-  append(lsn: number, payload: Uint8Array): Promise<void> {
+  append(lsn: number, payload: Uint8Array | string): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ lsn, bytes: encodeRecord(payload), resolve, reject })
       this.kick()

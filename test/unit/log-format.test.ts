@@ -74,12 +74,20 @@ describe('encodeRecord', () => {
     expect(record.subarray(LOG_HEADER_BYTES)).toEqual(payload)
   })
 
+  test('frames text as the record of its UTF-8 bytes', () => {
+    for (const payload of ['{"lsn":1}', '{"d":"Zürich 東京 🔑"}', 'x'.repeat(70_000)]) {
+      expect(encodeRecord(payload)).toEqual(encodeRecord(text.encode(payload)))
+    }
+  })
+
   test('rejects an empty payload', () => {
     expect(() => encodeRecord(new Uint8Array(0))).toThrow(RangeError)
+    expect(() => encodeRecord('')).toThrow(RangeError)
   })
 
   test('rejects a payload ending in a zero byte (a torn record ends in zeros)', () => {
     expect(() => encodeRecord(new Uint8Array([1, 0]))).toThrow(RangeError)
+    expect(() => encodeRecord('{}\u0000')).toThrow(RangeError)
   })
 })
 
