@@ -175,6 +175,17 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
         FOR EACH STATEMENT EXECUTE FUNCTION advance_credential_generation();
     `,
   },
+  {
+    name: "the enrollments of an application: the index also holds the owner, so a page's total is counted from it alone",
+    sql: `
+      -- A list's total counts every match. Filtered by application, the matches' owner (the scope
+      -- every list has) was read from each row: 100,000 rows, 170 ms. With organization_id in the
+      -- index the count is an index-only scan, 13 ms (docs/storage.md, "Lists").
+      CREATE INDEX enrollments_application_scoped ON enrollments (application_id, created, enrollment_id) INCLUDE (organization_id);
+      DROP INDEX enrollments_application;
+      ALTER INDEX enrollments_application_scoped RENAME TO enrollments_application;
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */
