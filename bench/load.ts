@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
  * The load run (issue 4 item 6; a short one runs in CI as test/process/load.test.ts, the logic is
- * test/support/load.ts):
+ * test/support/load/):
  *
  *   ./node_modules/.bin/bun run bench/load.ts [--seconds 60] [--clients 64] [--tenants 4] [--seed N]
  *
@@ -179,7 +179,7 @@ Why these thresholds: the data set is bounded (each client creates at most 80 re
 so a few MiB of real growth at most; on a healthy server the RSS swings by about 10 MiB between collections, the thirds'
 means stay within ±4 MiB and the fitted slope within ±13 MiB/min; 24 MiB/min is 35-70 bytes per request at the
 6,000-12,000 req/s this machine serves, less than one small object kept per request. Both conditions must hold, so one
-late GC swing, or a trend inside the noise, does not fail the run. See test/support/load.ts.
+late GC swing, or a trend inside the noise, does not fail the run. See test/support/load/memory.ts.
 ${stderrSection}`
 
 console.log(markdown)

@@ -9,7 +9,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { runCrashLoop } from '../support/crash-loop.ts'
+import { runCrashLoop } from '../support/crash-loop'
 import { killServers } from '../support/server-process.ts'
 
 const parent = tempDir('keyward-crash-loop-')

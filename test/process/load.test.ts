@@ -1,5 +1,5 @@
 /**
- * The load run, short (issue 4 item 6; the long run is bench/load.ts, the logic test/support/load.ts):
+ * The load run, short (issue 4 item 6; the long run is bench/load.ts, the logic test/support/load/):
  * a real server, four tenants with tokens for every role, 16 concurrent clients for 3 seconds doing
  * reads, writes, other tenants' ids and refused requests at once. Every answer must be the one the
  * clients' model predicts (no 5xx, no cross-tenant answer, no timeout), and every record read back
@@ -10,7 +10,7 @@ import { afterAll, expect, test } from 'bun:test'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { runLoad } from '../support/load.ts'
+import { runLoad } from '../support/load'
 import { killServers } from '../support/server-process.ts'
 
 const parent = tempDir('keyward-load-')

@@ -5,7 +5,7 @@
  */
 import { expect } from 'bun:test'
 import { api } from './server-process'
-import { newClientKey } from './crash-loop'
+import { newClientKey } from './random'
 
 /** Everything the API shows, records keyed by kind and id. */
 export type Dump = Record<string, unknown>
