@@ -138,6 +138,8 @@ export interface Tx {
   insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }>
   /** Applies `changes`; `modified` becomes later than both now and the record's previous `modified`. */
   update<N extends TableName>(table: N, id: string, changes: Changes<N>): Promise<RecordOf<N>>
+  /** The time (microseconds) this transaction gives what it inserts as `created`: for times derived from it (a token's `expires`). */
+  time(): Maybe<number>
 }
 
 export interface Storage extends Reader {

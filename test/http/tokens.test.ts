@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
+import { TIMESTAMP, timestampMicros, UUID_LOWER } from '../support/fixtures'
 
 let h: Harness
 let A: string
@@ -21,12 +22,7 @@ beforeAll(async () => {
 })
 afterAll(() => h.close())
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 const TOKEN_KEYS = ['created', 'description', 'expires', 'organization_id', 'role', 'state', 'token_id']
-
-/** Microseconds of an answered timestamp. */
-const micros = (text: string) => Date.parse(`${text.slice(0, 10)}T${text.slice(11, 23)}Z`) * 1000 + Number(text.slice(23, 26))
 
 async function issue(body: Record<string, unknown>, token?: string): Promise<ApiResponse> {
   const res = await h.request('POST', '/api/tokens', { body, token })
@@ -45,10 +41,9 @@ describe('POST /api/tokens', () => {
     const { token, secret } = res.body
     expect(Object.keys(token).sort()).toEqual(TOKEN_KEYS)
     expect(token).toMatchObject({ organization_id: A, role: 'application_admin', description: 'CI', state: 'active' })
-    expect(token.token_id).toMatch(UUID)
+    expect(token.token_id).toMatch(UUID_LOWER)
     expect(token.created).toMatch(TIMESTAMP)
-    expect(micros(token.expires) - micros(token.created)).toBeGreaterThan(12 * 3600e6 - 1e6)
-    expect(micros(token.expires) - micros(token.created)).toBeLessThan(12 * 3600e6 + 1e6)
+    expect(timestampMicros(token.expires) - timestampMicros(token.created)).toBe(12 * 3600e6) // to the microsecond
     expect(secret).toMatch(/^kw2_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/)
     expect(tokenIdOf(secret)).toBe(token.token_id)
     expect(await works(secret)).toBe(200)
@@ -66,8 +61,7 @@ describe('POST /api/tokens', () => {
   test('defaults: 90 days, no description; `administrator` is admin; 366d is the longest', async () => {
     const plain = (await issue({ organization_id: A, role: 'administrator' })).body.token
     expect(plain).toMatchObject({ role: 'admin', description: null })
-    expect(micros(plain.expires) - micros(plain.created)).toBeGreaterThan(90 * 86400e6 - 1e6)
-    expect(micros(plain.expires) - micros(plain.created)).toBeLessThan(90 * 86400e6 + 1e6)
+    expect(timestampMicros(plain.expires) - timestampMicros(plain.created)).toBe(90 * 86400e6)
     expect((await issue({ organization_id: A, role: 'viewer', ttl: '366d', description: null })).body.token.description).toBeNull()
     expect((await issue({ organization_id: A, role: 'viewer', ttl: '8784h' })).status).toBe(201)
   })
@@ -132,7 +126,7 @@ describe('GET /api/tokens/{token_id}', () => {
     const expired = h.token(A, 'viewer', -5)
     const res = await h.request('GET', `/api/tokens/${tokenIdOf(expired)}`)
     expect(res.body.token.state).toBe('expired')
-    expect(micros(res.body.token.expires)).toBeLessThan(Date.now() * 1000)
+    expect(timestampMicros(res.body.token.expires)).toBeLessThan(Date.now() * 1000)
     expect(await works(expired)).toBe(401)
   })
 })

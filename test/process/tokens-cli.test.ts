@@ -8,6 +8,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createHmac, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { timestampMicros } from '../support/fixtures.ts'
 import { tempDir } from '../support/harness.ts'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { api, initLine, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
@@ -59,6 +60,8 @@ describe('on a data dir no server holds', () => {
       created: expect.any(String),
       expires: expect.any(String),
     })
+    // `expires` is `created` plus the ttl to the microsecond: 90 days for init's, 2 hours here.
+    expect(listed.map((t) => timestampMicros(t.expires as string) - timestampMicros(t.created as string))).toEqual([90 * 86400e6, 2 * 3600e6])
     expect(JSON.stringify(listed)).not.toContain('kw2_')
     expect(JSON.stringify(listed)).not.toContain('hash')
     expect(await tokensList(data, '--org', vendorId)).toEqual(listed)

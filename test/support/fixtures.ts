@@ -11,6 +11,9 @@ import type { Harness } from './harness'
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 export const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
+/** Microseconds of an answered timestamp (CONTRACT section 4 format). */
+export const timestampMicros = (text: string) => Date.parse(`${text.slice(0, 10)}T${text.slice(11, 23)}Z`) * 1000 + Number(text.slice(23, 26))
+
 /** The fields of an enrollment's view (SPEC.md Enrollments), sorted. */
 export const ENROLLMENT_KEYS = [
   'active_keyset_id',

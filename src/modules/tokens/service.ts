@@ -70,13 +70,15 @@ export class TokenService {
  */
 export async function createToken(tx: Tx, grant: TokenGrant, actor: Actor, issued: NewToken = newToken()): Promise<IssuedToken> {
   const { tokenId, token, tokenHash } = issued
+  // `expires` is `created` plus the ttl, to the microsecond: `created` is the transaction's time.
+  const created = await tx.time()
   const record = await tx.insert('tokens', {
     token_id: tokenId,
     organization_id: grant.organization.organization_id,
     role: grant.role,
     description: grant.description,
     state: 'active',
-    expires: Date.now() * 1000 + grant.ttlSeconds * 1_000_000,
+    expires: created + grant.ttlSeconds * 1_000_000,
     token_hash: tokenHash,
   })
   recordEvent(tx, actor, 'token.create', { target: tokenId, customerId: customerIdOf(grant.organization), before: null, after: record })

@@ -102,7 +102,7 @@ class EmbeddedTx implements Tx {
   /** `table` → id → the record as this transaction leaves it, in write order. */
   private readonly writes = new Map<TableName, Map<string, unknown>>()
   /** The time of this change, one for all its records (the clock strictly increases across changes). */
-  private time: number | undefined
+  private stamp: number | undefined
 
   constructor(private readonly storage: EmbeddedStorage) {}
 
@@ -127,7 +127,7 @@ class EmbeddedTx implements Tx {
     const id = (record as Record<string, string>)[PRIMARY_KEY[table]]!
     if (this.find(table, id)) throw new UniqueViolation(table, 'primary_key')
     if (table === 'enrollments' && this.tupleTaken(record as unknown as Enrollment)) throw new UniqueViolation(table, 'enrollment_tuple')
-    const now = (this.time ??= nowMicros())
+    const now = this.time()
     return this.write(table, id, { ...record, created: now, modified: now } as RecordOf<N>)
   }
 
@@ -141,7 +141,11 @@ class EmbeddedTx implements Tx {
     const current = this.find(table, id)
     if (!current) throw new Error(`${table} ${id} does not exist`)
     // The clock strictly increases across the process, so `modified` does for every record.
-    return this.write(table, id, { ...current, ...changes, modified: (this.time ??= nowMicros()) })
+    return this.write(table, id, { ...current, ...changes, modified: this.time() })
+  }
+
+  time(): number {
+    return (this.stamp ??= nowMicros())
   }
 
   /** The writes, once, into the engine's transaction (one log record). */

@@ -16,7 +16,7 @@ import { UniqueViolation, type Changes, type Credential, type Condition, type Fr
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { CREDENTIAL, CREDENTIAL_GENERATION, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, CREDENTIAL_GENERATION, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -366,6 +366,11 @@ class PostgresTx implements Tx {
     const rows = await this.run(updateStatement(table, fields), [id, ...fields.map((field) => (changes as Record<string, unknown>)[field])])
     if (rows.length === 0) throw new Error(`${table} ${id} does not exist`)
     return toRecord(table, rows[0])
+  }
+
+  /** `now()`: the time the transaction began, which every insert in it takes as `created`. */
+  async time(): Promise<number> {
+    return Number((await this.run(TRANSACTION_TIME, []))[0].time)
   }
 }
 

@@ -65,6 +65,9 @@ const COLUMNS: { readonly [N in TableName]: Readonly<Record<string, ColumnType>>
  */
 const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
 
+/** That time on its own (`Tx.time`). */
+export const TRANSACTION_TIME = `SELECT ${NOW} AS time`
+
 const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /**
