@@ -12,8 +12,9 @@ export class AuditService {
    * The vendor's callers read every event; a customer's, those whose customer_id is itself. The
    * target and customer filters are reduced to that scope first (shared/scope.ts). Actor tokens
    * are not: any token (the vendor's, say) may act on a customer's data, and the customer sees
-   * those events; a customer's filter on them is answered from its own events only (the
-   * (customer_id, actor_token_id) index, src/store/database.ts).
+   * those events; a customer's filter on them, or on actions, is answered from its own events
+   * only (the embedded store's (customer_id, actor_token_id) list, or its customer list walked;
+   * PostgreSQL's (customer_id, actor_token_id) and (customer_id, action) indexes: docs/storage.md).
    */
   list(p: Principal, q: AuditEventListInput): Maybe<Page<AuditEvent>> {
     const filters = scopedConditions<'audit_events'>(this.storage, p, [
