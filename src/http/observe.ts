@@ -26,14 +26,17 @@ export interface Route {
   readonly path: string
 }
 
-/** Finds a request's route template among `routes` (Elysia's `:name` parameters). */
+/** Finds a request's route template among `routes` (Elysia's `:name` parameters); a HEAD is its GET route's. */
 function routeMatcher(routes: readonly Route[]): (method: string, path: string) => string {
   const patterns = routes.map((route) => ({
     method: route.method,
     path: route.path,
     pattern: new RegExp(`^${route.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}/?$`),
   }))
-  return (method, path) => patterns.find((p) => (p.method === method || p.method === 'ALL') && p.pattern.test(path))?.path ?? UNMATCHED_ROUTE
+  return (method, path) => {
+    const routeMethod = method === 'HEAD' ? 'GET' : method
+    return patterns.find((p) => (p.method === routeMethod || p.method === 'ALL') && p.pattern.test(path))?.path ?? UNMATCHED_ROUTE
+  }
 }
 
 function pathOf(url: string): string {
@@ -96,8 +99,15 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
   }
 
   const byHandler = new Map<Handler, Handler>()
+  /** HEAD requests, which Bun's router hands to the GET route's handler: matched per request (they are few). */
+  const headByHandler = new Map<Handler, Handler>()
   let general: Handler | undefined
   return (handler: Handler, request: Request): Handler => {
+    if (request.method === 'HEAD') {
+      let head = headByHandler.get(handler)
+      if (!head) headByHandler.set(handler, (head = observe(handler, undefined)))
+      return head
+    }
     const observed = byHandler.get(handler)
     if (observed) return observed
     // Bun's router gives the requests of its routes `params`; Elysia's router (no route matched,

@@ -38,8 +38,19 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
     (await fetch(`${server.url}/healthz`)).status,
     (await fetch(`${server.url}/readyz`)).status,
     (await fetch(`${server.url}/no/such/route?q=query-value-secret`)).status,
+    // Bun's router answers a HEAD with the GET route's handler: the HEAD is counted as a HEAD of that
+    // route, and the GETs after it stay GETs of it.
+    (await fetch(`${server.url}/healthz`, { method: 'HEAD' })).status,
+    (await fetch(`${server.url}/healthz`)).status,
+    (await fetch(`${server.url}/api/organizations/${vendorId}`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } })).status,
+    (await fetch(`${server.url}/api/organizations/${vendorId}`, { headers: { authorization: `Bearer ${token}` } })).status,
   ]
-  expect(statuses).toEqual([200, 401, 200, 200, 404])
+  expect(statuses).toEqual([200, 401, 200, 200, 404, 200, 200, 200, 200])
+  const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } }).then((res) => res.text())
+  expect(metrics).toContain('keyward_http_requests_total{route="/healthz",method="GET",status="200"} 2')
+  expect(metrics).toContain('keyward_http_requests_total{route="/healthz",method="HEAD",status="200"} 1')
+  expect(metrics).toContain('keyward_http_requests_total{route="/api/organizations/:organization_id",method="GET",status="200"} 2')
+  expect(metrics).not.toContain('route="unmatched",method="HEAD"')
   expect(await stopServer(server, 'SIGTERM')).toBe(0)
 
   const log = entries(server.stderr.text)
@@ -57,6 +68,11 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
     ['GET', '/healthz', 200],
     ['GET', '/readyz', 200],
     ['GET', 'unmatched', 404],
+    ['HEAD', '/healthz', 200],
+    ['GET', '/healthz', 200],
+    ['HEAD', '/api/organizations/:organization_id', 200],
+    ['GET', '/api/organizations/:organization_id', 200],
+    ['GET', '/metrics', 200],
   ])
   for (const entry of requests) {
     expect(entry.duration_ms).toBeGreaterThanOrEqual(0)
