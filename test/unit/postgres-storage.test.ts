@@ -660,6 +660,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await storage.findCredential(issued.token_id)).toBe(remembered!)
     })
 
+    test('a database that refuses connections, or was dropped: reads and transactions are DatabaseUnavailableError', async () => {
+      const other = await createTestDatabase()
+      const name = new URL(other.url).pathname.slice(1)
+      const instance = PostgresStorage.connect(other.url)
+      const unavailable = async () => {
+        expect(await Promise.resolve(instance.find('consumers', crypto.randomUUID())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await instance.transaction((tx) => tx.insert('consumers', consumer())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+      }
+      try {
+        await instance.underMigrationLock(async () => {})
+        await admin.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
+        await unavailable() // 55000: not accepting connections
+        await admin.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+        expect(await instance.find('consumers', crypto.randomUUID())).toBeUndefined() // back by itself
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
+        await admin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`)
+        await unavailable() // 3D000: no such database
+      } finally {
+        await instance.close()
+        await other.drop()
+      }
+    })
+
     test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
       const url = new URL(db.url)
       url.port = '1' // nothing listens there

@@ -64,13 +64,18 @@ export function isClosedConnection(error: unknown): boolean {
 }
 
 /**
- * The connection was refused or lost: SQLSTATE class 08 (connection exception), 57P01-57P03 (the
- * server shutting down or starting), 53300 (too many connections), or the client's own codes.
+ * SQLSTATEs of a database that cannot serve keyward now, whatever the statement: it is shutting
+ * down or starting (57P01-57P03), dropped or missing (57P04, 3D000), not accepting connections
+ * (55000: `ALLOW_CONNECTIONS false`), refusing this login (28000, 28P01), a standby after a failover
+ * (25006: read-only), or out of resources (class 53: connections, disk, memory).
  */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '57P04', '3D000', '55000', '28000', '28P01', '25006'])
+
+/** The connection was refused or lost, or the database cannot serve now: class 08 (connection exception), the states above, or the client's own codes. */
 export function isConnectionLost(error: unknown): boolean {
   if (error instanceof DatabaseUnavailableError) return true
   const state = sqlState(error)
-  if (state) return state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300'
+  if (state) return state.startsWith('08') || state.startsWith('53') || UNAVAILABLE_STATES.has(state)
   const code = (error as ClientError | null)?.code
   return typeof code === 'string' && LOST_CONNECTION_CODES.has(code)
 }
