@@ -22,7 +22,9 @@ export function checkPublicUrl(text: string): void {
   try {
     url = new URL(text)
   } catch {}
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+  // The URL parser also takes `http:host` and `https:/host`, and trims blanks; the text itself is
+  // what every application's host_url gets, so it must be written out in full.
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || !/^https?:\/\/[^\s/?#]+\S*$/i.test(text)) {
     throw new UsageError(`invalid --public-url '${text}': give an absolute http or https URL, like https://keyward.example.com`)
   }
 }

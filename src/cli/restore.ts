@@ -10,11 +10,12 @@
  * its files and labelled at the first start). A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
-import { chmod, lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises'
+import { open, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
 import { FORMAT_FILE, parseDataFormat } from '../store/format'
-import { fsyncDir, isErrnoCode } from '../store/fs-util'
+import { DataDirError, inspectDataDir, prepareDataDir } from '../store/data-dir'
+import { fsyncDir } from '../store/fs-util'
 import { SECRET_FILE } from '../store/paths'
 import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
 import { UsageError } from './usage'
@@ -30,7 +31,8 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   if (!options.from) throw new UsageError('--from is required')
   if (!options.data) throw new UsageError('--data is required')
   const { from, data } = options
-  await requireEmptyOrMissing(data)
+  // The checks of every data dir (CONTRACT section 12: a real directory, owned by this user), and empty.
+  if ((await inspectDataDir(data)) === 'keyward') throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
 
   const members = await checkArchive(from, [...BACKUP_FILES, SECRET_FILE])
   const member = (name: string) => {
@@ -41,22 +43,11 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   const formatMember = member(FORMAT_FILE)
   parseDataFormat((await readMember(from, formatMember, 64)).toString('utf8'), `${from}: ${FORMAT_FILE}`, `backup ${from}`)
 
-  await mkdir(data, { recursive: true, mode: 0o700 })
-  await chmod(data, 0o700)
+  await prepareDataDir(data)
   for (const name of BACKUP_FILES) await restoreFile(from, member(name), join(data, name))
   await fsyncDir(data)
   process.stdout.write(`keyward: restored ${from} into data dir ${data}\n`)
   return 0
-}
-
-/** Refuses anything but a missing dir or an empty one (dotfiles aside); never a symbolic link. */
-async function requireEmptyOrMissing(dir: string): Promise<void> {
-  const info = await lstat(dir).catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
-  if (!info) return
-  if (info.isSymbolicLink()) throw new Error(`${dir} is a symbolic link: restore into the directory itself`)
-  if (!info.isDirectory()) throw new Error(`${dir} is not a directory`)
-  const files = (await readdir(dir)).filter((name) => !name.startsWith('.'))
-  if (files.length > 0) throw new Error(`${dir} is not empty (${files.slice(0, 3).join(', ')}${files.length > 3 ? ', ...' : ''}): restore only into an empty or new dir`)
 }
 
 async function restoreFile(archive: string, member: ArchiveMember, path: string): Promise<void> {

@@ -8,10 +8,9 @@
  * With `--database-url`: the database's schema version is checked (CONTRACT section 11; its data is
  * the database's to check).
  */
-import { stat } from 'node:fs/promises'
 import { TABLE_NAMES, type Tables } from '../store/database'
 import { DATA_FORMAT } from '../store/format'
-import { isErrnoCode } from '../store/fs-util'
+import { requireKeywardDataDir } from '../store/data-dir'
 import { readDataDir, type DataDirContents } from '../store/read-only'
 import { isDamageError } from '../store/recovery'
 import { SCHEMA_VERSION, SchemaTooNewError } from '../storage/postgres/schema'
@@ -19,8 +18,7 @@ import { describeDatabase, withDatabase } from './database'
 
 /** Every file of an initialised data dir read and checked; throws naming the first damage. */
 export async function checkDataDir(dir: string): Promise<DataDirContents> {
-  const info = await stat(dir).catch((error) => (isErrnoCode(error, 'ENOENT') ? null : Promise.reject(error)))
-  if (!info?.isDirectory()) throw new Error(`data dir ${dir} does not exist`)
+  await requireKeywardDataDir(dir)
   try {
     const contents = await readDataDir(dir)
     if (contents.tables.organizations.size === 0) throw new Error(`data dir ${dir} holds no keyward data: it is not initialised`)

@@ -21,13 +21,15 @@ export class DataDirError extends Error {
 /** `missing`: nothing there yet; `unused`: empty or only dotfiles; `keyward`: a data dir of keyward's. */
 export type DataDirContents = 'missing' | 'unused' | 'keyward'
 
+/** Files of keyward's data (a `secret` from a version with signed tokens too): one of them makes a dir keyward's. */
+const isKeywardData = (name: string) => name === SECRET_FILE || name === SNAPSHOT_FILE || /^wal-.*\.log$/.test(name)
+
 /**
- * Files only keyward writes; one of them makes a dir keyward's. The lock counts too: it is the first
- * file a start creates, so a first start that died right after it must not leave a dir that is refused.
- * `format` is written by the data format versions.
+ * Files a start writes before any data: the lock (the first), then `format`. A first start that died
+ * right after them must not leave a dir that is refused; but beside other files they prove nothing
+ * (anyone can name a file `format`), and such a dir is not adopted.
  */
-const isKeywardFile = (name: string) =>
-  name === SECRET_FILE || name === SNAPSHOT_FILE || name === 'format' || name === LOCK_FILE || /^wal-.*\.log$/.test(name)
+const isKeywardFile = (name: string) => isKeywardData(name) || name === 'format' || name === LOCK_FILE
 
 /** Looks without changing anything; throws DataDirError for a dir keyward must not use. */
 export async function inspectDataDir(dir: string): Promise<DataDirContents> {
@@ -46,13 +48,20 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
     throw new DataDirError(`data dir ${dir} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: run keyward as its owner, or chown it to uid ${uid}`)
   }
   const names = await readdir(dir)
-  if (names.some(isKeywardFile)) return 'keyward'
-  const others = names.filter((name) => !name.startsWith('.'))
+  if (names.some(isKeywardData)) return 'keyward'
+  const others = names.filter((name) => !name.startsWith('.') && !isKeywardFile(name))
   if (others.length > 0) {
     const shown = others.slice(0, 3).join(', ') + (others.length > 3 ? ', ...' : '')
     throw new DataDirError(`data dir ${dir} is not keyward's: it holds other files (${shown}); give keyward an empty directory, or one that holds only dotfiles`)
   }
-  return 'unused'
+  return names.some(isKeywardFile) ? 'keyward' : 'unused'
+}
+
+/** A data dir to read (verify, backup): keyward's, checked as every command checks it (CONTRACT section 12). */
+export async function requireKeywardDataDir(dir: string): Promise<void> {
+  const contents = await inspectDataDir(dir)
+  if (contents === 'missing') throw new DataDirError(`data dir ${dir} does not exist`)
+  if (contents === 'unused') throw new DataDirError(`data dir ${dir} holds no keyward data: it is not initialised`)
 }
 
 /** Refuses a dir keyward must not use; creates a missing one, and makes the data dir private (0700). */

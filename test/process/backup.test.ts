@@ -194,8 +194,12 @@ describe('restore refuses, and writes nothing', () => {
     writeFileSync(join(target, 'notes.txt'), 'mine')
     const result = await keyward(['restore', '--from', await good(), '--data', target])
     expect(result.code).toBe(1)
-    expect(result.stderr).toContain('is not empty')
+    expect(result.stderr).toContain(`data dir ${target} is not keyward's: it holds other files (notes.txt)`)
     expect(readdirSync(target)).toEqual(['notes.txt'])
+    const restored = newPath('restored')
+    expect((await keyward(['restore', '--from', await good(), '--data', restored])).code).toBe(0)
+    const again = await keyward(['restore', '--from', await good(), '--data', restored])
+    expect([again.code, again.stderr]).toEqual([1, expect.stringContaining(`${restored} holds a keyward data dir already: restore only into an empty or new dir`)])
 
     const dotted = newPath('dotted')
     mkdirSync(dotted, { mode: 0o755 })

@@ -1,6 +1,7 @@
 /**
  * Which data dirs keyward accepts (the contract, section 12; README "The data dir"), and that a start
- * that fails leaves nothing behind (section 11): the real CLI, `serve` and `init`, on dirs that are
+ * that fails leaves nothing behind (section 11): the real CLI (`serve`, `init`, the token commands,
+ * `restore`, `verify`, `backup`) on dirs that are
  * symbolic links, owned by another user or not keyward's; a `secret` left by a version with signed
  * tokens is ignored, whatever it is. A refused dir is left exactly as it was: no file added, its
  * mode unchanged.
@@ -84,25 +85,59 @@ describe('the data dir', () => {
     const before = [snapshotOf(empty), snapshotOf(initialisedDir)]
     const message = (data: string) =>
       `data dir ${data} is owned by uid ${OTHER_UID}, not by uid ${UID} that runs keyward: run keyward as its owner, or chown it to uid ${UID}`
-    const [serveEmpty, initEmpty, serveInitialised] = await Promise.all([serve(empty), keyward(['init', '--data', empty]), serve(initialisedDir)])
+    const archive = join(newParent(), 'backup.tar')
+    expect((await keyward(['backup', '--data', await initialised(), '--out', archive])).code).toBe(0)
+    const [serveEmpty, initEmpty, serveInitialised, restoreEmpty, verifyInitialised] = await Promise.all([
+      serve(empty),
+      keyward(['init', '--data', empty]),
+      serve(initialisedDir),
+      keyward(['restore', '--from', archive, '--data', empty]),
+      keyward(['verify', '--data', initialisedDir]),
+    ])
     expectRefused(serveEmpty, message(empty))
     expectRefused(initEmpty, message(empty))
     expectRefused(serveInitialised, message(initialisedDir))
+    expect([restoreEmpty.code, restoreEmpty.stderr]).toEqual([1, expect.stringContaining(message(empty))])
+    expectRefused(verifyInitialised, message(initialisedDir))
     expect([snapshotOf(empty), snapshotOf(initialisedDir)]).toEqual(before)
   })
 
-  test('a dir holding files that are not keyward\'s is not adopted, by serve or init, and left as it was', async () => {
-    const data = join(newParent(), 'data')
-    mkdirSync(data, { mode: 0o755 })
-    chmodSync(data, 0o755)
-    writeFileSync(join(data, '.gitignore'), '*\n')
-    writeFileSync(join(data, 'notes.txt'), 'mine\n')
-    const before = snapshotOf(data)
-    const message = `data dir ${data} is not keyward's: it holds other files (notes.txt); give keyward an empty directory, or one that holds only dotfiles`
-    const [served, init] = await Promise.all([serve(data), keyward(['init', '--data', data])])
-    expectRefused(served, message)
-    expectRefused(init, message)
-    expect(snapshotOf(data)).toEqual(before)
+  test('a dir holding files that are not keyward\'s is not adopted, by serve or init, and left as it was, even beside a `format` or a lock file', async () => {
+    // `format` and `serve.lock` are the files a first start writes before any data: they prove nothing.
+    for (const startFiles of [[], ['format'], ['serve.lock'], ['format', 'serve.lock']]) {
+      const data = join(newParent(), 'data')
+      mkdirSync(data, { mode: 0o755 })
+      chmodSync(data, 0o755)
+      writeFileSync(join(data, '.gitignore'), '*\n')
+      writeFileSync(join(data, 'notes.txt'), 'mine\n')
+      for (const name of startFiles) writeFileSync(join(data, name), '')
+      const before = snapshotOf(data)
+      const message = `data dir ${data} is not keyward's: it holds other files (notes.txt); give keyward an empty directory, or one that holds only dotfiles`
+      const [served, init] = await Promise.all([serve(data), keyward(['init', '--data', data])])
+      expectRefused(served, message)
+      expectRefused(init, message)
+      expect(snapshotOf(data)).toEqual(before)
+    }
+  })
+
+  test('verify and backup check the dir as every command does: a symbolic link, or a dir that is not keyward\'s, is exit 1 and left as it was', async () => {
+    const data = await initialised()
+    const link = join(data, '..', 'link')
+    symlinkSync(data, link)
+    const foreign = join(newParent(), 'foreign')
+    mkdirSync(foreign)
+    writeFileSync(join(foreign, 'notes.txt'), 'mine\n')
+    const out = join(newParent(), 'backup.tar')
+    const [verifyLink, backupLink, verifyForeign] = await Promise.all([
+      keyward(['verify', '--data', link]),
+      keyward(['backup', '--data', link, '--out', out]),
+      keyward(['verify', '--data', foreign]),
+    ])
+    expectRefused(verifyLink, `data dir ${link} is a symbolic link`)
+    expectRefused(backupLink, `data dir ${link} is a symbolic link`)
+    expectRefused(verifyForeign, `data dir ${foreign} is not keyward's`)
+    expect(existsSync(out)).toBe(false)
+    expect(readdirSync(foreign)).toEqual(['notes.txt'])
   })
 
   test('a dir holding only dotfiles is initialised and made 0700; its dotfiles stay', async () => {

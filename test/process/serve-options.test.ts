@@ -54,7 +54,7 @@ test('the environment variables KEYWARD_PUBLIC_URL and KEYWARD_AUTO_VERIFY_INSTA
 })
 
 test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https URL: usage, exit 2, nothing created', async () => {
-  const refused = ['not a url', '/relative/path', 'keyward.example.com', 'ftp://keyward.example.com', 'https://', '']
+  const refused = ['not a url', '/relative/path', 'keyward.example.com', 'ftp://keyward.example.com', 'https://', '', 'http:keyward.example', 'https:/keyward.example', ' https://keyward.example']
   const parent = tempDir('keyward-serve-options-')
   await Promise.all(
     refused.flatMap((url, i) => {
