@@ -484,7 +484,16 @@ describe('the query', () => {
     const shifted = `${third.slice(0, 10)}T${String((hour + 1) % 24).padStart(2, '0')}${third.slice(13, 26)}+01:00`
     if (hour < 23) expect(await q(`since=${encodeURIComponent(shifted)}`)).toBe(6)
     expect(await q(`since=${third.replace(' +', '+')}`)).toBe(6)
+    expect(await q(`since=${rfc.replace('T', 't').replace('Z', 'z')}`)).toBe(6)
     expect(await q('since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00.5+00:00')).toBe(0)
+    // Any number of fraction digits; a bound finer than a microsecond is rounded toward the inside
+    // of its range, so it never takes in an event from outside it.
+    expect(await q(`since=${rfc.replace('Z', '0000Z')}&until=${rfc.replace('Z', '9999Z')}`)).toBe(1)
+    expect(await q(`since=${rfc.replace('Z', '0001Z')}`)).toBe(5)
+    expect(await q(`until=${rfc.replace('Z', '0001Z')}`)).toBe(3)
+    // A leap second is the next minute's first instant.
+    expect(await q('since=2016-12-31T23:59:60Z&until=2016-12-31T23:59:60.5Z')).toBe(0)
+    expect(await q(`until=${encodeURIComponent('2016-12-31 23:59:60.000000 +00:00')}`)).toBe(0)
   })
 
   test('a time range is found by binary search, not by reading the events before it', async () => {
@@ -511,6 +520,11 @@ describe('the query', () => {
       'since=2026-02-30T00:00:00Z',
       'until=2026-01-01 24:00:00.000000 +00:00',
       'since=2026-01-01T00:00:00',
+      'since=2026-01-01T00:00:00 Z',
+      'since=2026-01-01 00:00:00 +00:00',
+      'since=2026-01-01 00:00:00.00000 +00:00',
+      'since=2026-01-01T00:00:00.Z',
+      'since=2026-01-01T23:59:61Z',
       'page=0',
       'page_size=1001',
       'order=up',

@@ -7,30 +7,40 @@ import { AnsweredUuid, Timestamp, UuidList, pagedListFields, pagingQuery } from 
 
 /**
  * A time in the API's own format (`2026-05-01 12:00:00.000000 +00:00`) or RFC 3339
- * (`2026-05-01T12:00:00Z`, any fraction, any offset), to microseconds. A `+` left unescaped in a
- * query string arrives as a blank, so a blank before the offset's hours is read as `+`.
+ * (`2026-05-01T12:00:00Z`: any number of fraction digits or none, any offset, a leap second's `60`),
+ * to microseconds. A `+` left unescaped in a query string arrives as a blank, so a blank where the
+ * offset's sign goes is read as `+`. Anything else is refused.
  */
-const TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))? ?(?:([Zz])|([+ -])(\d{2}):(\d{2}))$/
+const API_TIME = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6}) ()([+ ])(00):(00)$/
+// The same groups in both: date, time, fraction, Z, offset sign, hours, minutes.
+const RFC_3339_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+ -])(\d{2}):(\d{2}))$/
 
-export function parseTime(text: string): number | null {
-  const m = TIME.exec(text)
+/**
+ * Microseconds, or null. A bound finer than a microsecond is rounded toward the inside of the range
+ * it bounds: `since` up, `until` down (events are stamped in whole microseconds).
+ */
+export function parseTime(text: string, round: 'up' | 'down'): number | null {
+  const m = API_TIME.exec(text) ?? RFC_3339_TIME.exec(text)
   if (!m) return null
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  // Second 60 is a leap second (RFC 3339): the same instant as the next minute's first, as in Unix time.
   const millis = Date.UTC(year, month - 1, day, hour, minute, second)
-  const date = new Date(millis)
+  const date = new Date(Date.UTC(year, month - 1, day))
   // Date.UTC rolls over (February 30th is March 2nd): only a date that reads back the same is real.
-  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) return null
+  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 60) return null
   const offsetMinutes = m[8] ? 0 : (m[9] === '-' ? -1 : 1) * (Number(m[10]) * 60 + Number(m[11]))
   if (!m[8] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return null
-  const micros = Number((m[7] ?? '').padEnd(6, '0').slice(0, 6))
+  const fraction = m[7] ?? ''
+  let micros = Number(fraction.padEnd(6, '0').slice(0, 6))
+  if (round === 'up' && /[1-9]/.test(fraction.slice(6))) micros++
   return (millis - offsetMinutes * 60_000) * 1000 + micros
 }
 
-const Time = (name: string) =>
+const Time = (name: string, round: 'up' | 'down') =>
   v.optional(
     v.pipe(
       v.string(),
-      v.transform((text) => parseTime(text.trim()) ?? -1),
+      v.transform((text) => parseTime(text.trim(), round) ?? -1),
       v.minValue(0, `${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
     ),
   )
@@ -49,8 +59,8 @@ export const AuditEventListQuery = v.object({
   actor_token_ids: UuidList,
   customer_ids: UuidList,
   /** Both ends included. */
-  since: Time('since'),
-  until: Time('until'),
+  since: Time('since', 'up'),
+  until: Time('until', 'down'),
   ...pagingQuery,
 })
 export type AuditEventListInput = v.InferOutput<typeof AuditEventListQuery>
