@@ -81,6 +81,7 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
     ...opened.where,
     records: await storage.recordCounts(),
     rate_limit: settings.rateLimit,
+    audit_retention_seconds: settings.retentionSeconds,
   })
   await stopRequested
   try {

@@ -213,6 +213,7 @@ describe('audit retention', () => {
 
     // Kept a second: they age out while the server runs, and it drops them by itself.
     server = await startServer(data, { env: { KEYWARD_AUDIT_RETENTION: '1s' } })
+    expect(server.stderr.text).toContain('"audit_retention_seconds":1')
     await waitFor('the retention pass', () => /audit retention: dropped \d+ event/.test(server.stderr.text), server.proc)
     // A pass may have caught only some (those a second old then): the next ones take the rest.
     const deadline = Date.now() + 15_000
@@ -220,8 +221,15 @@ describe('audit retention', () => {
     expect(await count()).toBe(0)
     expect(await stopServer(server, 'SIGKILL')).toBe(-9)
     server = await startServer(data) // the default, 400 days: nothing to drop, nothing back
+    expect(server.stderr.text).toContain(`"audit_retention_seconds":${400 * 86400}`)
     expect(await count()).toBe(0)
     expect((await api(server.url, token, 'GET', '/api/organizations')).body.organizations).toHaveLength(6)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+
+  test('--audit-retention takes precedence over KEYWARD_AUDIT_RETENTION', async () => {
+    const server = await startServer(newDataDir(), { env: { KEYWARD_AUDIT_RETENTION: '1d' }, wrap: (command) => [...command, '--audit-retention', '30d'] })
+    expect(server.stderr.text).toContain(`"audit_retention_seconds":${30 * 86400}`)
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
