@@ -359,6 +359,8 @@ describe('one event per action, field by field', () => {
 
     const vendorToken = await ok('POST', '/api/tokens', { organization_id: h.vendorId, role: 'viewer' })
     expect((await eventOf('token.create', vendorToken.body.token.token_id)).customer_id).toBeNull() // the vendor's own
+    await ok('PATCH', `/api/organizations/${h.vendorId}`, { description: 'The vendor, renamed' })
+    expect((await eventOf('organization.update', h.vendorId)).customer_id).toBeNull()
   })
 
   test('every action of the list was recorded above, and no event holds a secret or its hash', async () => {
