@@ -120,6 +120,19 @@ test('--log-format and --rate-limit are checked: anything else is bad usage (exi
   }
 })
 
+test('the rate limit: 100 a second, bursts of 200, by default; KEYWARD_RATE_LIMIT sets it', async () => {
+  // An empty variable is no setting: the default.
+  for (const [variable, perSecond] of [['', 100], ['7', 7]] as const) {
+    const server = await startServer(newDataDir(), { env: { KEYWARD_RATE_LIMIT: variable } })
+    const { token } = initLine(server)
+    const res = await fetch(`${server.url}/api/organizations`, { headers: { authorization: `Bearer ${token}` } })
+    expect(res.headers.get('ratelimit-policy')).toBe(`"default";q=${2 * perSecond};w=1`)
+    expect(res.headers.get('ratelimit')).toBe(`"default";r=${2 * perSecond - 1};t=1`) // a second at most until full again
+    expect(server.stderr.text).toContain(`"rate_limit":${perSecond}`)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  }
+})
+
 test('rate limits over real connections: per token, and per client address without a valid token; 0 is off', async () => {
   const limited = await startServer(newDataDir(), { rateLimit: 2 })
   const { token } = initLine(limited)
