@@ -273,7 +273,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
 })
 
 describe.skipIf(!canRun)('verify --database-url', () => {
-  test("a database of this keyward's schema: exit 0; none, or a newer one: exit 1 naming both versions", async () => {
+  test("a database of this keyward's schema: exit 0; none, or a newer one: exit 1 naming both versions (serve and issue-token refuse it too)", async () => {
     const db = await createTestDatabase()
     try {
       const verify = () => run(keywardCommand(['verify', '--database-url', db.url]))
@@ -287,10 +287,16 @@ describe.skipIf(!canRun)('verify --database-url', () => {
       const sql = new SQL({ url: db.url, max: 1 })
       await sql`INSERT INTO schema_migrations (version, name) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`
       await sql.close()
-      const newer = await verify()
-      expect(newer.code).toBe(1)
-      expect(newer.stderr).toContain(`version ${SCHEMA_VERSION + 1}`)
-      expect(newer.stderr).toContain(`(version ${SCHEMA_VERSION})`)
+      const [newer, served, issued] = await Promise.all([
+        verify(),
+        run(keywardCommand(['serve', '--database-url', db.url, '--port', '0', '--rate-limit', '0'])),
+        run(keywardCommand(['issue-token', '--database-url', db.url, '--org', crypto.randomUUID(), '--role', 'admin'])),
+      ])
+      for (const refused of [newer, served, issued]) {
+        expect([refused.code, refused.stdout]).toEqual([1, ''])
+        expect(refused.stderr).toContain(`version ${SCHEMA_VERSION + 1}`)
+        expect(refused.stderr).toContain(`(version ${SCHEMA_VERSION})`)
+      }
     } finally {
       await db.drop()
     }
