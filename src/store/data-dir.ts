@@ -25,11 +25,13 @@ export type DataDirContents = 'missing' | 'unused' | 'keyward'
 const isKeywardData = (name: string) => name === SECRET_FILE || name === SNAPSHOT_FILE || /^wal-.*\.log$/.test(name)
 
 /**
- * Files a start writes before any data: the lock (the first), then `format`. A first start that died
- * right after them must not leave a dir that is refused; but beside other files they prove nothing
- * (anyone can name a file `format`), and such a dir is not adopted.
+ * Files a start writes before any data: the lock (the first), then `format` and the first log
+ * segment, each through a temporary file. A first start that died among them (a full disk) must not
+ * leave a dir that is refused; but beside other files they prove nothing (anyone can name a file
+ * `format`), and such a dir is not adopted.
  */
-const isKeywardFile = (name: string) => isKeywardData(name) || name === 'format' || name === LOCK_FILE
+const isKeywardFile = (name: string) =>
+  isKeywardData(name) || name === LOCK_FILE || name === 'format' || name === 'format.tmp' || /^wal-.*\.log\.tmp$/.test(name)
 
 /** Looks without changing anything; throws DataDirError for a dir keyward must not use. */
 export async function inspectDataDir(dir: string): Promise<DataDirContents> {

@@ -104,7 +104,7 @@ describe('the data dir', () => {
 
   test('a dir holding files that are not keyward\'s is not adopted, by serve or init, and left as it was, even beside a `format` or a lock file', async () => {
     // `format` and `serve.lock` are the files a first start writes before any data: they prove nothing.
-    for (const startFiles of [[], ['format'], ['serve.lock'], ['format', 'serve.lock']]) {
+    for (const startFiles of [[], ['format'], ['serve.lock'], ['format', 'serve.lock', 'format.tmp', 'wal-00000000000000000001.log.tmp']]) {
       const data = join(newParent(), 'data')
       mkdirSync(data, { mode: 0o755 })
       chmodSync(data, 0o755)
