@@ -123,12 +123,13 @@ type Target = { readonly kind: 'org' | 'parent' | 'owned' | 'named' | 'token'; r
  */
 function reaches(c: Caller, t: Target): boolean {
   if (KIND[c.org] === 'vendor') return true
-  // parent_id is judged as part of the body (CONTRACT section 5: a customer's other parent is 400, known or not).
-  if (t.kind === 'parent') return true
+  // A customer's parent_id is judged as part of the body (CONTRACT section 5: another parent is 400,
+  // known or not); a partner names its parent as it names the owner of a new record.
+  if (t.kind === 'parent' && (KIND[c.org] === 'customer' || t.org === 'omitted')) return true
   const org = t.org as OrgName
   if (t.kind === 'owned') return customerOf(c.org) === org
   const readable = KIND[c.org] === 'customer' ? org === c.org || PARENT[org] === c.org : org === c.org
-  return readable || (t.kind === 'named' && org === customerOf(c.org))
+  return readable || ((t.kind === 'named' || t.kind === 'parent') && org === customerOf(c.org))
 }
 
 function covers(scope: Scope, c: Caller, t: Target): boolean {

@@ -392,9 +392,11 @@ describe('POST /api/organizations', () => {
       'customer admin': [400, 201, 201],
       'customer application_admin': [403, 403, 403],
       'customer viewer': [403, 403, 403],
-      'partner admin': [403, 403, 403],
-      'partner application_admin': [403, 403, 403],
-      'partner viewer': [403, 403, 403],
+      // A partner may name itself and its customer (as the owner of any new record): the vendor,
+      // named as a parent, is out of its scope (404, which outranks 403, CONTRACT sections 3 and 5).
+      'partner admin': [404, 403, 403],
+      'partner application_admin': [404, 403, 403],
+      'partner viewer': [404, 403, 403],
     }
 
     for (const actor of ACTORS) {
@@ -713,5 +715,14 @@ describe('POST /api/organizations: a named parent that does not exist', () => {
       body: { description: 'x', parent_id: h.vendorId },
     })
     expect(res.status).toBe(403)
+  })
+
+  test("is 404 for a partner's admin when the parent is unknown or out of its scope (the vendor, another tenant); itself or its customer: 403", async () => {
+    const customer = await h.createCustomer('Parent test')
+    const partner = await h.createPartner(customer)
+    const other = await h.createCustomer('Other tenant')
+    const create = (parent_id: string) => h.request('POST', '/api/organizations', { token: h.token(partner, 'admin'), body: { description: 'x', parent_id } })
+    for (const parent of [crypto.randomUUID(), h.vendorId, other]) expectProblem(await create(parent), 404, 'not_found')
+    for (const parent of [partner, customer]) expectProblem(await create(parent), 403, 'forbidden')
   })
 })

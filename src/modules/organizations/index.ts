@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findEnvironmentCustomer, findOrganization, isVendor, may, namedRecordFirst, referencedId } from '../../http/access'
+import { authorize, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst, reachesOrganization, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
@@ -42,10 +42,15 @@ export const organizationsController = (deps: AppDeps) => {
         // A record the body names that does not exist is 404, before the role (403) and the body's
         // other faults (400), as for every POST; the service's transaction finds the parent when
         // they pass. A customer's parent_id is its own id or a 400 (CONTRACT section 5), so only
-        // the vendor's is looked up here.
+        // the vendor's and a partner's are looked up here: a partner may name itself and its
+        // customer, as for the owner of any new record; anything else is out of its scope.
         const parentId = referencedId(body, 'parent_id')
         const parentExists = () =>
-          parentId === undefined || !isVendor(principal) ? undefined : then(storage.find('organizations', parentId), (parent) => { if (!parent) throw notFound('Parent organization') })
+          parentId === undefined || isCustomer(principal)
+            ? undefined
+            : then(storage.find('organizations', parentId), (parent) => {
+                if (!parent || !(reachesOrganization(principal, parent) || parent.organization_id === principal.customerId)) throw notFound('Parent organization')
+              })
         const input = await namedRecordFirst(parentExists, () => {
           authorize(may.createOrganization(principal), 'create organizations')
           return parseBody(CreateOrganizationBody, body)
