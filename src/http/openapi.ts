@@ -90,10 +90,13 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
   ],
 }
 
-/** Errors by route kind (the contract, section 3), beyond what a route declares. */
-function errorStatuses(meta: RouteDoc, hasPathIds: boolean): number[] {
+/**
+ * Errors by route kind (the contract, section 3), beyond what a route declares. A GET's body is never
+ * read (Bun's server does not pass it on: docs/api.md, "Errors"), so reads answer no 413 or 415.
+ */
+function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {
   const statuses = new Set<number>([...(meta.errors ?? []), 500])
-  if (!meta.public) for (const status of [401, 413, 415, 429, 503]) statuses.add(status)
+  if (!meta.public) for (const status of method === 'GET' ? [401, 429, 503] : [401, 413, 415, 429, 503]) statuses.add(status)
   if (hasPathIds) statuses.add(400).add(404)
   if (meta.body || meta.query) statuses.add(400)
   return [...statuses].sort((a, b) => a - b)
@@ -129,7 +132,7 @@ export function openApiDocument(
     if (meta.query) parameters.push(...queryParameters(meta.query))
     const responses: Record<string, unknown> = {}
     for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public)
-    for (const status of errorStatuses(meta, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
+    for (const status of errorStatuses(meta, route.method, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}')
     paths[path] ??= {}
     paths[path][route.method.toLowerCase()] = {
