@@ -310,7 +310,7 @@ describe('POST /api/organizations', () => {
       { default: 5, supported: 'DEV' },
       { default: 'DEV', supported: 5 },
     ]
-    for (const supported_environments of [...cases, { default: 'DEV', supported: 'DEV,ß' }, { default: 'SS', supported: 'ß' }, { default: 'DEV', supported: 'DEV,\u00a0PROD' }]) {
+    for (const supported_environments of [...cases, { default: 'DEV', supported: 'DEV,\u00a0PROD' }, { default: 'DEV', supported: `DEV,${'ß'.repeat(17)}` }]) {
       const res = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: h.vendorId, supported_environments } })
       expect({ supported_environments, status: res.status }).toEqual({ supported_environments, status: 400 })
     }
@@ -322,6 +322,12 @@ describe('POST /api/organizations', () => {
     })
     expect(ok.status).toBe(201)
     expect(ok.body.organization.supported_environments).toEqual({ default: max, supported: `${max},B_-9` })
+    // Matched after uppercasing (CONTRACT section 4): `ß` is `SS`, `ſ` is `S`; 17 `ß` make 34 letters (above: 400).
+    const uppercased = await h.request('POST', '/api/organizations', {
+      body: { description: 'x', parent_id: h.vendorId, supported_environments: { default: 'ß', supported: 'teſt,ß' } },
+    })
+    expect(uppercased.status).toBe(201)
+    expect(uppercased.body.organization.supported_environments).toEqual({ default: 'SS', supported: 'SS,TEST' })
   })
 
   describe('parent_id rules (CONTRACT section 5)', () => {

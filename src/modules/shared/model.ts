@@ -38,14 +38,19 @@ export const Description = v.pipe(
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
 
+/**
+ * CONTRACT section 4: a name is matched after uppercasing, so whatever uppercases to a valid name is
+ * one (`ß` is `SS`, `ſ` is `S`). The documented pattern is the plain ASCII form clients send.
+ */
 const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
-// Input is checked before uppercasing: `ß` uppercases to `SS`, which would pass.
-const ENVIRONMENT_NAME_ANY_CASE = /^[A-Za-z0-9_-]{1,32}$/
+const ENVIRONMENT_NAME_MESSAGE = 'Environment names are 1 to 32 letters, digits, "_" or "-" (after uppercasing)'
+const isEnvironmentName = (name: string) => ENVIRONMENT_NAME.test(name.toUpperCase())
 
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
-  v.regex(ENVIRONMENT_NAME_ANY_CASE, 'Environment names are 1 to 32 letters, digits, "_" or "-"'),
+  documentedAs({ type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'An environment name, any case (stored uppercase).' }),
+  v.check(isEnvironmentName, ENVIRONMENT_NAME_MESSAGE),
   v.toUpperCase(),
 )
 
@@ -63,7 +68,7 @@ export const EnvironmentList = v.pipe(
     description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
   }),
   v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
-  v.check((names) => names.length > 0 && names.every((n) => ENVIRONMENT_NAME_ANY_CASE.test(n)), 'Environment names are 1 to 32 letters, digits, "_" or "-", separated by commas'),
+  v.check((names) => names.length > 0 && names.every(isEnvironmentName), `${ENVIRONMENT_NAME_MESSAGE}, separated by commas`),
   v.transform((names) => [...new Set(names.map((n) => n.toUpperCase()))].sort()),
 )
 
