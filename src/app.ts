@@ -5,9 +5,9 @@ import { Elysia } from 'elysia'
 import * as v from 'valibot'
 import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
-import { DOCS_SCRIPT_PATH, docsPage, docsScript } from './http/docs-page'
+import { DOCS_SCRIPT_PATH, docsPageResponse, docsScriptResponse } from './http/docs-page'
 import { cors } from './http/cors'
-import { unmatchedApiCharge, type AppDeps, type AppOptions } from './http/context'
+import { documentCharge, unmatchedApiCharge, type AppDeps, type AppOptions } from './http/context'
 import { operationsRoutes } from './http/operations'
 import { requestObserver, type Route } from './http/observe'
 import { createLogger } from './ops/logger'
@@ -49,6 +49,7 @@ function routes(deps: AppDeps) {
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
   const tokens = new TokenService(deps.storage)
+  const chargeDocument = documentCharge(deps)
   // The app's routes, for the request log's route templates: read on the first request.
   let routeList: () => readonly Route[] = () => []
   const app = new Elysia()
@@ -61,21 +62,23 @@ function routes(deps: AppDeps) {
       detail: doc({ operationId: 'getHealth', summary: 'Liveness', tag: 'service', public: true, responses: { 200: HealthAnswer } }),
     })
     .use(operationsRoutes(deps))
-    .get('/docs', ({ set }) => (withTraceId(set), new Response(docsPage, { headers: { 'content-type': 'text/html; charset=utf-8' } })), {
+    .get('/docs', ({ request, set }) => (withTraceId(set), chargeDocument(request, set), docsPageResponse()), {
       detail: doc({
         operationId: 'getDocsPage',
         summary: 'This document as a page',
         tag: 'service',
         public: true,
+        limited: true,
         responses: { 200: { description: 'An HTML page rendering /openapi.json (served from the binary, works offline)', contentType: 'text/html' } },
       }),
     })
-    .get(DOCS_SCRIPT_PATH, ({ set }) => (withTraceId(set), new Response(docsScript(), { headers: { 'content-type': 'text/javascript; charset=utf-8' } })), {
+    .get(DOCS_SCRIPT_PATH, ({ request, set }) => (withTraceId(set), chargeDocument(request, set), docsScriptResponse()), {
       detail: doc({
         operationId: 'getDocsScript',
         summary: "The docs page's renderer",
         tag: 'service',
         public: true,
+        limited: true,
         responses: { 200: { description: "Scalar's API reference, embedded in the binary", contentType: 'text/javascript' } },
       }),
     })
@@ -88,10 +91,14 @@ function routes(deps: AppDeps) {
     .use(tokensController(deps, tokens))
     .use(auditController(deps))
   routeList = () => app.routes
-  let document: unknown
-  // Built on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.
-  return app.get('/openapi.json', ({ set }) => (withTraceId(set), (document ??= openApiDocument(app.routes, VERSION, deps.config.publicUrl))), {
-    detail: doc({ operationId: 'getOpenApiDocument', summary: 'This document', tag: 'service', public: true, responses: { 200: OpenApiDocumentAnswer } }),
+  let document: string | undefined
+  // Built and serialised on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.
+  const documentResponse = () => {
+    document ??= JSON.stringify(openApiDocument(app.routes, VERSION, deps.config.publicUrl))
+    return new Response(document, { headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(document)) } })
+  }
+  return app.get('/openapi.json', ({ request, set }) => (withTraceId(set), chargeDocument(request, set), documentResponse()), {
+    detail: doc({ operationId: 'getOpenApiDocument', summary: 'This document', tag: 'service', public: true, limited: true, responses: { 200: OpenApiDocumentAnswer } }),
   })
 }
 

@@ -98,6 +98,17 @@ export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { he
 }
 
 /**
+ * Charges a request for one of the documents (`/docs`, its script, `/openapi.json`: public, and
+ * costlier than a probe) to its client's address, like a request without a valid token. The probes
+ * (`/healthz`, `/readyz`) are not limited: a load balancer must always get its answer.
+ */
+export function documentCharge(deps: AppDeps): (request: Request, set: { headers: Record<string, unknown> }) => void {
+  if (!deps.rateLimiter) return () => {}
+  const charge = rateLimits(deps.rateLimiter)
+  return (request, set) => charge(`address ${deps.clientAddress(request)}`, set)
+}
+
+/**
  * Elysia decides from a hook's source text whether to await it. The embedded storage answers
  * synchronously, and an awaited hook would make every request async: so it gets a hook written
  * without a call in its return (docs/storage.md, "What each implementation promises").

@@ -38,5 +38,11 @@ export const docsPage = `<!doctype html>
 </html>
 `
 
-/** The renderer, from the binary (or node_modules when run from a checkout). */
-export const docsScript = () => Bun.file(scalarBundle)
+/** The page as an answer, with its length (the request log reads it: src/http/observe.ts). */
+export const docsPageResponse = () => new Response(docsPage, { headers: { 'content-type': 'text/html; charset=utf-8', 'content-length': String(Buffer.byteLength(docsPage)) } })
+
+/** The renderer, from the binary (or node_modules when run from a checkout), with its length. */
+export function docsScriptResponse(): Response {
+  const file = Bun.file(scalarBundle)
+  return new Response(file, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'content-length': String(file.size) } })
+}

@@ -70,18 +70,15 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     })
   }
 
-  /** Records `response` once its size is known: at once for JSON answers (they carry Content-Length). */
+  /**
+   * Records `response` with its Content-Length, which every answer keyward builds carries (JSON
+   * answers, problems, the pages and documents): a body is never read or copied to measure it (a
+   * copy of the 4 MiB docs script per request, unread by a slow client, held gigabytes). A HEAD
+   * sends no body.
+   */
   const answered = (request: Request, response: Response, route: string, series: RouteSeries, started: number) => {
-    const length = response.headers.get('content-length')
-    if (length !== null || response.body === null) return record(request, response, route, series, started, Number(length))
-    // Pages and documents built as a Response (not on the hot path): counted off a copy.
-    response
-      .clone()
-      .arrayBuffer()
-      .then(
-        (body) => record(request, response, route, series, started, body.byteLength),
-        () => record(request, response, route, series, started, 0),
-      )
+    const length = request.method === 'HEAD' ? 0 : Number(response.headers.get('content-length') ?? 0)
+    record(request, response, route, series, started, length)
   }
 
   const observe = (handler: Handler, known: { route: string; series: RouteSeries } | undefined): Handler => {

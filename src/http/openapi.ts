@@ -34,6 +34,8 @@ interface RouteDoc {
   readonly errors?: readonly DeclaredError[]
   /** Routes outside /api need no token. */
   readonly public?: boolean
+  /** A public route charged to the client's address (the documents): RateLimit headers, and 429. */
+  readonly limited?: boolean
 }
 
 const DOC = 'x-keyward'
@@ -97,6 +99,7 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
 function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {
   const statuses = new Set<number>([...(meta.errors ?? []), 500])
   if (!meta.public) for (const status of method === 'GET' ? [401, 429, 503] : [401, 413, 415, 429, 503]) statuses.add(status)
+  if (meta.limited) statuses.add(429)
   if (hasPathIds) statuses.add(400).add(404)
   if (meta.body || meta.query) statuses.add(400)
   return [...statuses].sort((a, b) => a - b)
@@ -131,7 +134,7 @@ export function openApiDocument(
     }))
     if (meta.query) parameters.push(...queryParameters(meta.query))
     const responses: Record<string, unknown> = {}
-    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public)
+    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public || meta.limited === true)
     for (const status of errorStatuses(meta, route.method, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}')
     paths[path] ??= {}

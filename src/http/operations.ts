@@ -47,7 +47,10 @@ export const operationsRoutes = (deps: AppDeps) =>
         '/metrics',
         ({ principal }) => {
           if (principal.customerId !== null) throw new ApiError(404, 'not_found', 'There is no such route.')
-          return then(deps.storage.recordCounts(), (records) => new Response(deps.metrics.render(records, VERSION), { headers: METRICS_HEADERS }))
+          return then(deps.storage.recordCounts(), (records) => {
+            const text = deps.metrics.render(records, VERSION)
+            return new Response(text, { headers: { ...METRICS_HEADERS, 'content-length': String(Buffer.byteLength(text)) } })
+          })
         },
         {
           detail: doc({

@@ -56,17 +56,21 @@ describe('the document', () => {
     expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
   })
 
-  test('the rate-limit headers: on every answer of an /api operation, Retry-After on 429; none on the public routes', () => {
+  test('the rate-limit headers: on every answer of an /api operation and of the documents, Retry-After on 429; none on the probes', () => {
     for (const { path, operation } of operations()) {
       for (const [status, response] of Object.entries<any>(operation.responses)) {
         const headers = response.$ref ? document.components.responses[response.$ref.split('/').pop()].headers : response.headers
         if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit')
         if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit-policy')
         if (!operation.security && Number(status) < 400) expect(Object.keys(headers)).toContain('ratelimit')
-        if (operation.security?.length === 0 && Number(status) < 400) expect(Object.keys(headers)).not.toContain('ratelimit')
+        // A public route has them when it is limited (the documents, charged to the address): it lists 429 then.
+        const limited = '429' in operation.responses
+        if (operation.security?.length === 0 && Number(status) < 400) expect({ path, ratelimit: Object.keys(headers).includes('ratelimit') }).toEqual({ path, ratelimit: limited })
       }
     }
     expect(document.components.responses.TooManyRequests.headers['retry-after']).toEqual({ $ref: '#/components/headers/RetryAfter' })
+    const limitedPublic = operations().filter((o) => o.operation.security?.length === 0 && '429' in o.operation.responses).map((o) => o.path)
+    expect(limitedPublic.sort()).toEqual(['/docs', '/docs/scalar.js', '/openapi.json'])
   })
 
   test('idempotent creates answer 201 or 200, the other creates 201 only', () => {

@@ -44,8 +44,10 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
     (await fetch(`${server.url}/healthz`)).status,
     (await fetch(`${server.url}/api/organizations/${vendorId}`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } })).status,
     (await fetch(`${server.url}/api/organizations/${vendorId}`, { headers: { authorization: `Bearer ${token}` } })).status,
+    // The documents carry their length, which the log takes without reading them.
+    (await fetch(`${server.url}/docs/scalar.js`, { method: 'HEAD' })).status,
   ]
-  expect(statuses).toEqual([200, 401, 200, 200, 404, 200, 200, 200, 200])
+  expect(statuses).toEqual([200, 401, 200, 200, 404, 200, 200, 200, 200, 200])
   const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } }).then((res) => res.text())
   expect(metrics).toContain('keyward_http_requests_total{route="/healthz",method="GET",status="200"} 2')
   expect(metrics).toContain('keyward_http_requests_total{route="/healthz",method="HEAD",status="200"} 1')
@@ -72,12 +74,15 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
     ['GET', '/healthz', 200],
     ['HEAD', '/api/organizations/:organization_id', 200],
     ['GET', '/api/organizations/:organization_id', 200],
+    ['HEAD', '/docs/scalar.js', 200],
     ['GET', '/metrics', 200],
   ])
   for (const entry of requests) {
     expect(entry.duration_ms).toBeGreaterThanOrEqual(0)
     expect(entry.trace_id).toMatch(/^[0-9a-f-]{36}$/)
-    expect(entry.bytes_out).toBeGreaterThan(0)
+    // A HEAD sends no body.
+    if (entry.method === 'HEAD') expect(entry.bytes_out).toBe(0)
+    else expect(entry.bytes_out).toBeGreaterThan(0)
   }
   expect(requests[2]).toMatchObject({ organization_id: vendorId, token_id: expect.stringMatching(/^[0-9a-f-]{36}$/) })
   expect(requests[3]!.token_id).toBeUndefined()
@@ -146,6 +151,12 @@ test('rate limits over real connections: per token, and per client address witho
   const anonymous = await Promise.all(Array.from({ length: 8 }, () => get()))
   expect(anonymous.map((res) => res.status).filter((status) => status === 429).length).toBeGreaterThan(0)
   expect(anonymous.every((res) => res.status === 401 || res.status === 429)).toBe(true)
+  // The documents are charged to the address too; the probes never are.
+  const documents = await Promise.all(['/openapi.json', '/docs', '/docs/scalar.js'].flatMap((path) => Array.from({ length: 4 }, () => fetch(`${limited.url}${path}`, { method: 'HEAD' }))))
+  expect(documents.filter((res) => res.status === 429).length).toBeGreaterThan(documents.length / 2) // the burst is 4 (a request may refill a fraction)
+  expect(documents.every((res) => res.status === 200 || res.status === 429)).toBe(true)
+  const probes = await Promise.all(Array.from({ length: 20 }, (_, i) => fetch(`${limited.url}${i % 2 ? '/healthz' : '/readyz'}`)))
+  expect(probes.map((res) => res.status)).toEqual(Array(20).fill(200))
   expect(await stopServer(limited, 'SIGTERM')).toBe(0)
 
   const unlimited = await startServer(newDataDir(), { rateLimit: 0 })
