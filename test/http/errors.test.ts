@@ -343,7 +343,8 @@ describe('request bodies', () => {
       ['POST', '/api/enrollments', (description) => ({ ...newEnrollment(), installation_description: description })],
     ]
     // NUL, zero-width space, a control, bidi isolates, soft hyphen, BOM, Hangul fillers, a lone surrogate, Unicode spaces.
-    const invisible = ['\u0000', '\u200b', '\u0007\u001f', '\u2066\u2069', '\u00ad', '\ufeff', '\u115f\u3164', '\ud800', '\u00a0\u2003\u3000', ' \u200b\t']
+    // And text neither store can keep as it is (U+0000, a lone surrogate) among visible characters.
+    const invisible = ['\u0000', '\u200b', '\u0007\u001f', '\u2066\u2069', '\u00ad', '\ufeff', '\u115f\u3164', '\ud800', '\u00a0\u2003\u3000', ' \u200b\t', 'Pixel\u0000', 'Pixel \udc00']
     for (const [method, path, body] of routes) {
       for (const description of invisible) {
         const res = await h.request(method, path, { body: body(description) })
@@ -352,6 +353,14 @@ describe('request bodies', () => {
       }
       // The control: one visible character among them is enough.
       expect({ method, path, status: (await h.request(method, path, { body: body('\u200bx\u200b') })).status }).toEqual({ method, path, status: method === 'POST' ? 201 : 200 })
+    }
+  })
+
+  test('a description search for text that could never be stored (U+0000, a lone surrogate) is 400', async () => {
+    for (const text of ['%00', 'Pixel%00', '%ED%A0%80x']) {
+      const res = await h.request('GET', `/api/installations?page=1&installation_description=${text}`)
+      if (text === '%ED%A0%80x') expect(res.status).toBe(200) // not UTF-8: decoded as U+FFFD, which is text
+      else expectProblem(res, 400, 'validation_failed')
     }
   })
 

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Installation } from '../../storage/records'
-import { AnsweredUuid, Description, TraceId, Uuid, UuidList, pageFields, pagingQuery, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, Description, SearchText, TraceId, Uuid, UuidList, pageFields, pagingQuery, timestampFields, timestamps } from '../shared/model'
 import { OwningCustomer } from '../consumers/model'
 
 export const CreateInstallationBody = v.object({
@@ -15,7 +15,7 @@ export const InstallationListQuery = v.object({
   organization_ids: UuidList,
   consumer_ids: UuidList,
   installation_ids: UuidList,
-  installation_description: v.optional(v.string()),
+  installation_description: v.optional(SearchText),
   installation_desc_search_mode: v.optional(
     v.picklist(['exact', 'contains', 'startswith'], 'installation_desc_search_mode must be exact, contains or startswith'),
     'exact',

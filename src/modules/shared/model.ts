@@ -28,6 +28,16 @@ export const MAX_DESCRIPTION = 1024
  */
 const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\p{Cs}]*$/u
 
+/**
+ * Text both stores keep exactly: no U+0000 (PostgreSQL's text cannot hold it) and no lone surrogate
+ * (not Unicode: it has no UTF-8, and JSON tools refuse it). docs/api.md, "Conventions".
+ */
+const isStorableText = (s: string) => s.isWellFormed() && !s.includes('\u0000')
+const STORABLE_TEXT_MESSAGE = 'Must not hold U+0000 or a lone surrogate'
+
+/** Text searched for in stored text (a description): what could never be stored matches nothing, so it is refused. */
+export const SearchText = v.pipe(v.string(), v.check(isStorableText, STORABLE_TEXT_MESSAGE))
+
 /** Not empty (nor only invisible characters), at most 1024 characters (code points). */
 export const Description = v.pipe(
   v.string(),
@@ -35,6 +45,7 @@ export const Description = v.pipe(
   // approximation of "not only invisible characters" that JSON Schema can express.
   v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION, pattern: '\\S' }),
   v.check((s) => !INVISIBLE.test(s), 'Must not be empty or only invisible characters'),
+  v.check(isStorableText, STORABLE_TEXT_MESSAGE),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
 )
 
