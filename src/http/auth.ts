@@ -6,7 +6,7 @@
  */
 import type { Organization } from '../storage/records'
 import { then, type Maybe, type Reader } from '../storage/storage'
-import { TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
+import { hashToken, TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
 export interface Principal {
@@ -31,7 +31,12 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
   const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()
   return then(reader.findCredential(tokenId), (credential) => {
-    if (!credential || !verifier.verify(token, credential.token)) throw invalid()
+    if (!credential) {
+      // An unknown token id costs the hash a known one does: the time of a 401 does not tell whether a token id exists.
+      hashToken(token)
+      throw invalid()
+    }
+    if (!verifier.verify(token, credential.token)) throw invalid()
     const { token: record, organization, parent } = credential
     if (record.state !== 'active' || record.expires <= Date.now() * 1000) throw invalid()
     const role = record.role

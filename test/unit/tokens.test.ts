@@ -132,6 +132,23 @@ describe('a token accepts exactly one spelling', () => {
     expect(hash.mock.calls.length).toBeGreaterThan(0)
   })
 
+  test('a well-formed token of an unknown id costs one hash, as one of a known id with a wrong secret does (a 401 does not time which ids exist)', () => {
+    const { token, record } = issue()
+    const reader = readerOf([record])
+    const wrongSecret = `${token.slice(0, 37)}${crypto.randomBytes(32).toString('base64url')}`
+    const unknownId = newToken().token
+    const hashesFor = (presented: string) => {
+      hash = spyOn(crypto, 'createHash')
+      expect(accepted(reader, new TokenVerifier(), presented)).toBe(false)
+      const calls = hash.mock.calls.length
+      hash.mockRestore()
+      hash = undefined
+      return calls
+    }
+    expect(hashesFor(unknownId)).toBe(hashesFor(wrongSecret))
+    expect(hashesFor(wrongSecret)).toBeGreaterThan(0)
+  })
+
   test('an over-long Authorization header is 401 before the verifier sees it', () => {
     class CountingVerifier extends TokenVerifier {
       calls = 0
