@@ -10,20 +10,18 @@ export class AuditService {
 
   /**
    * The vendor's callers read every event; a customer's, those whose customer_id is itself. The
-   * target and customer filters are reduced to that scope first (shared/scope.ts). Actor tokens
-   * are not: any token (the vendor's, say) may act on a customer's data, and the customer sees
-   * those events; a customer's filter on them, or on actions, is answered from its own events
-   * only (the embedded store's (customer_id, actor_token_id) list, or its customer list walked;
-   * PostgreSQL's (customer_id, actor_token_id) and (customer_id, action) indexes: docs/storage.md).
+   * customer filter is reduced to that scope first (shared/scope.ts). Targets and actor tokens are
+   * not: a customer's filter on them, or on actions, is answered from its own events alone (its
+   * (customer_id, target_id) and (customer_id, actor_token_id) lists, or its customer list walked,
+   * in the embedded store; the matching (customer_id, ...) indexes in PostgreSQL: docs/storage.md),
+   * so another tenant's record of the same id costs nothing, tells nothing and hides nothing.
    */
   list(p: Principal, q: AuditEventListInput): Maybe<Page<AuditEvent>> {
-    const filters = scopedConditions<'audit_events'>(this.storage, p, [
-      { on: { field: 'customer_id' }, names: 'customers', ids: q.customer_ids },
-      { on: { field: 'target_id' }, names: 'event_targets', ids: q.target_ids },
-    ])
+    const filters = scopedConditions<'audit_events'>(this.storage, p, [{ on: { field: 'customer_id' }, names: 'customers', ids: q.customer_ids }])
     return then(filters, (where) => {
       const conditions: Condition<'audit_events'>[] = [...where]
       if (p.customerId !== null && !q.customer_ids?.length) conditions.push({ field: 'customer_id', in: [p.customerId] })
+      if (q.target_ids?.length) conditions.push({ field: 'target_id', in: q.target_ids })
       if (q.actor_token_ids?.length) conditions.push({ field: 'actor_token_id', in: q.actor_token_ids })
       if (q.actions?.length) conditions.push({ field: 'action', in: q.actions })
       if (q.since !== undefined || q.until !== undefined) {

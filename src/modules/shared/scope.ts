@@ -13,10 +13,9 @@ export interface IdFilter<N extends TableName> {
   readonly on: { readonly field: keyof RecordOf<N> & string } | { readonly enrolled: EnrollmentLink }
   /**
    * What the identifiers name: records of a customer-owned table; `customers` (only customers own
-   * records); `organizations`, those the caller reads (tokens belong to any); `event_targets`, the
-   * records audit events are about.
+   * records); `organizations`, those the caller reads (tokens belong to any).
    */
-  readonly names: OwnedTable | 'customers' | 'organizations' | 'event_targets'
+  readonly names: OwnedTable | 'customers' | 'organizations'
   /** The request's values; absent or empty: no filter. */
   readonly ids: readonly string[] | undefined
 }
@@ -35,19 +34,7 @@ function ownIds(reader: Reader, p: Principal, names: IdFilter<TableName>['names'
   if (customerId === null) return ids
   if (names === 'customers') return ids.filter((id) => id === customerId)
   if (names === 'organizations') return then(reader.findMany('organizations', ids), (orgs) => ids.filter((_, i) => orgs[i] !== undefined && reachesOrganization(p, orgs[i]!)))
-  if (names === 'event_targets') return then(all(ids.map((id) => targetOf(reader, customerId, id))), (kept) => kept.filter((id) => id !== null))
   return then(reader.findMany(names, ids), (records) => ids.filter((_, i) => records[i]?.organization_id === customerId))
-}
-
-/**
- * `id` when the customer's events are about it, else null. Every event about one record carries
- * the same customer, so its first event tells, in one step whatever the record's history: the cost
- * never depends on another tenant's events. (An id that two tenants' records share, which a tenant
- * can only bring about on purpose, counts as the first one's.)
- */
-function targetOf(reader: Reader, customerId: string, id: string): Maybe<string | null> {
-  const first = reader.list({ table: 'audit_events', where: [{ field: 'target_id', in: [id] }], page: { number: 1, size: 1 }, order: 'asc' })
-  return then(first, (page) => (page.items[0]?.customer_id === customerId ? id : null))
 }
 
 /** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
