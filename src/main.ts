@@ -117,12 +117,19 @@ async function main(argv: string[]): Promise<number> {
   const command = commands[name]
   let values: Record<string, unknown>
   let positionals: string[]
+  let given: Set<string>
   try {
-    ;({ values, positionals } = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: 'positionals' in command }))
+    const parsed = parseArgs({ args: rest, options: command.options, strict: true, allowPositionals: 'positionals' in command, tokens: true })
+    ;({ values, positionals } = parsed)
+    given = new Set(parsed.tokens.flatMap((token) => (token.kind === 'option' ? [token.name] : [])))
   } catch (error) {
     return usageError((error as Error).message, USAGE[name])
   }
   if (values.help) return print(USAGE[name])
+  // One store: a data dir named on the command line wins over KEYWARD_DATABASE_URL (as every flag
+  // wins over its variable), and naming both on the command line is a mistake, not a choice.
+  if (given.has('data') && given.has('database-url')) return usageError('give --data or --database-url, not both', USAGE[name])
+  if (given.has('data')) delete values['database-url']
   try {
     return await command.run(values, positionals)
   } catch (error) {

@@ -10,6 +10,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
+import { existsSync, rmSync } from 'node:fs'
+import { tempDir } from '../support/harness'
 import { createTestDatabase, databaseTestsCanRun, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
@@ -32,6 +34,22 @@ describe('--database-url', () => {
       expect(result.stderr).toContain('--database-url must be a postgres:// or postgresql:// URL')
       expect(result.stdout).toBe('')
     }
+  })
+
+  test('one store: --data named on the command line wins over KEYWARD_DATABASE_URL; --data with --database-url is bad usage (exit 2)', async () => {
+    const parent = tempDir('keyward-one-store-')
+    const nowhere = 'postgres://postgres@127.0.0.1:1/nowhere' // would fail at once if it were used
+    const init = await run(keywardCommand(['init', '--data', `${parent}/data`]), { KEYWARD_DATABASE_URL: nowhere })
+    expect(init.code).toBe(0)
+    const verify = await run(keywardCommand(['verify', '--data', `${parent}/data`]), { KEYWARD_DATABASE_URL: nowhere })
+    expect([verify.code, verify.stdout]).toEqual([0, expect.stringContaining(`data dir ${parent}/data is intact`)])
+    for (const command of ['serve', 'init', 'verify', 'tokens', 'issue-token']) {
+      const both = await run(keywardCommand([command, '--data', `${parent}/other`, '--database-url', nowhere]))
+      expect({ command, code: both.code }).toEqual({ command, code: 2 })
+      expect(both.stderr).toContain('give --data or --database-url, not both')
+    }
+    expect(existsSync(`${parent}/other`)).toBe(false)
+    rmSync(parent, { recursive: true, force: true })
   })
 
   test('a database that cannot be reached at start: exit 1 with a message, nothing printed on stdout', async () => {
