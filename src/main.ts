@@ -17,6 +17,14 @@ import { SCHEMA_VERSION } from './storage/postgres/schema'
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
 const HELP = { type: 'boolean', default: false } as const
+/** A yes/no environment variable: unset or empty is no; a value that is neither is bad usage, not silently no. */
+function switchedOn(name: string): boolean {
+  const value = (env[name] ?? '').trim().toLowerCase()
+  if (['1', 'true', 'yes', 'on'].includes(value)) return true
+  if (['', '0', 'false', 'no', 'off'].includes(value)) return false
+  throw new UsageError(`invalid ${name} '${env[name]}': use 1 or 0 (or true, yes, on; false, no, off)`)
+}
+
 /** A string option whose default is the environment variable `name` when that is set. */
 const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const
 
@@ -30,7 +38,7 @@ const commands = {
       'public-url': fromEnv('KEYWARD_PUBLIC_URL'),
       'tls-cert': fromEnv('KEYWARD_TLS_CERT'),
       'tls-key': fromEnv('KEYWARD_TLS_KEY'),
-      'auto-verify-installations': { type: 'boolean', default: env.KEYWARD_AUTO_VERIFY_INSTALLATIONS === '1' },
+      'auto-verify-installations': { type: 'boolean', default: false },
       'cors-origin': { type: 'string', multiple: true, default: (env.KEYWARD_CORS_ORIGIN ?? '').split(',').filter((o) => o.trim()) },
       'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
       'rate-limit': { type: 'string', default: env.KEYWARD_RATE_LIMIT || '100' },
@@ -46,7 +54,7 @@ const commands = {
         ...(v['public-url'] !== undefined ? { publicUrl: v['public-url'] as string } : {}),
         ...(v['tls-cert'] !== undefined ? { tlsCert: v['tls-cert'] as string } : {}),
         ...(v['tls-key'] !== undefined ? { tlsKey: v['tls-key'] as string } : {}),
-        autoVerifyInstallations: v['auto-verify-installations'] as boolean,
+        autoVerifyInstallations: (v['auto-verify-installations'] as boolean) || switchedOn('KEYWARD_AUTO_VERIFY_INSTALLATIONS'),
         corsOrigins: v['cors-origin'] as string[],
         auditRetention: v['audit-retention'] as string,
         rateLimit: v['rate-limit'] as string,

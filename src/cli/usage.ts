@@ -7,7 +7,8 @@ export const USAGE = {
 Usage:
   keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
-                [--audit-retention DURATION] [--rate-limit N] [--log-format json|text]
+                [--cors-origin ORIGIN]... [--audit-retention DURATION] [--rate-limit N]
+                [--log-format json|text]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
                       [--data DIR | --database-url URL]
@@ -42,7 +43,7 @@ Options:
                                  (env KEYWARD_TLS_CERT); needs --tls-key
   --tls-key FILE                 the certificate's PEM private key (env KEYWARD_TLS_KEY)
   --auto-verify-installations    new installations start verified
-                                 (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1)
+                                 (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1 or true)
   --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
                                  API from a browser; repeatable (env KEYWARD_CORS_ORIGIN,
                                  comma-separated; default: none)

@@ -53,6 +53,16 @@ test('the environment variables KEYWARD_PUBLIC_URL and KEYWARD_AUTO_VERIFY_INSTA
   expect(result.installationState).toBe('verified')
 })
 
+test('KEYWARD_AUTO_VERIFY_INSTALLATIONS takes true and false too; anything else is bad usage (exit 2), not silently off', async () => {
+  expect((await firstApplicationAndInstallation({ env: { KEYWARD_AUTO_VERIFY_INSTALLATIONS: 'True' } })).installationState).toBe('verified')
+  expect((await firstApplicationAndInstallation({ env: { KEYWARD_AUTO_VERIFY_INSTALLATIONS: 'false' } })).installationState).toBe('unregistered')
+  const data = `${tempDir('keyward-serve-options-')}/data`
+  const result = await run(keywardCommand(['serve', '--data', data, '--port', '0']), { KEYWARD_AUTO_VERIFY_INSTALLATIONS: 'ture' })
+  expect([result.code, result.stdout]).toEqual([2, ''])
+  expect(result.stderr).toContain("invalid KEYWARD_AUTO_VERIFY_INSTALLATIONS 'ture'")
+  expect(existsSync(data)).toBe(false)
+})
+
 test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https URL: usage, exit 2, nothing created', async () => {
   const refused = ['not a url', '/relative/path', 'keyward.example.com', 'ftp://keyward.example.com', 'https://', '', 'http:keyward.example', 'https:/keyward.example', ' https://keyward.example']
   const parent = tempDir('keyward-serve-options-')
