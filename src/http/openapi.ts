@@ -75,7 +75,7 @@ const COMPONENT_SCHEMAS: Record<string, GenericSchema> = {
   Problem: ProblemBody,
 }
 
-/** Every error, by status: its component name and when it is answered (docs/api.md, "Errors"). */
+/** Every error, by status: its component name and when it is answered (docs/api.md, "Status codes and errors"). */
 const ERRORS: Record<number, readonly [name: string, description: string]> = {
   400: ['BadRequest', 'Malformed: body not JSON, a missing or mistyped field, a non-UUID identifier, a bad query value (`errors` lists the fields); or a rule of this request was broken.'],
   401: ['Unauthorized', 'No valid bearer token, or its organization (or its customer) is suspended; also a request naming a suspended application\'s enrollment.'],
@@ -94,7 +94,7 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
 
 /**
  * Errors by route kind (the contract, section 3), beyond what a route declares. A GET's body is never
- * read (Bun's server does not pass it on: docs/api.md, "Errors"), so reads answer no 413 or 415.
+ * read (Bun's server does not pass it on: docs/api.md, "Status codes and errors"), so reads answer no 413 or 415.
  */
 function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {
   const statuses = new Set<number>([...(meta.errors ?? []), 500])

@@ -151,7 +151,7 @@ export const pagingQuery = {
 // Answers. Every view is typed by its response schema, so the document cannot promise a shape the
 // view does not build; the HTTP tests check every answer against the document besides.
 
-/** Identifiers are answered lowercase (docs/api.md, "Formats"). */
+/** Identifiers are answered lowercase (docs/api.md, "Conventions"). */
 export const AnsweredUuid = v.pipe(v.string(), v.regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/))
 export const TraceId = v.pipe(AnsweredUuid, v.description('Equal to the x-trace-id header of the response.'))
 export const Timestamp = v.pipe(
