@@ -138,6 +138,22 @@ export class AuditCodec {
     return this.stringIndex.get(text) ?? -1
   }
 
+  /**
+   * A header field's value as this codec's events hold it (a key to look up: a copy): an interned
+   * field's string by its dictionary index when it has one, never adding it; anything else as
+   * `encodeKey` does. A string is interned the first time an interned field holds it, if ever.
+   */
+  encodeHeaderValue(value: string | null, interned: boolean): Uint8Array {
+    this.at = 0
+    const index = value !== null && interned ? this.indexOf(value) : -1
+    if (index !== -1) {
+      this.byte(T_DICT)
+      this.varint(index)
+    } else if (value === null) this.byte(T_NULL)
+    else this.value(value, false, false)
+    return this.buffer.slice(0, this.at)
+  }
+
   /** The string of dictionary index `index`. */
   stringAt(index: number): string {
     return this.strings[index >>> STRING_PIECE_BITS]![index & (STRING_PIECE - 1)]!

@@ -39,9 +39,6 @@ export const AUDIT_LIST_INDEXES = {
   customer: ['customer_id'],
   actorToken: ['actor_token_id'],
   customerActorToken: ['customer_id', 'actor_token_id'],
-  // A customer's filter on targets, from its own events alone (another tenant's record with the
-  // same id, or its events, cost nothing and hide nothing: docs/security.md).
-  customerTarget: ['customer_id', 'target_id'],
 } as const satisfies Record<string, readonly string[]>
 export type AuditListIndex = keyof typeof AUDIT_LIST_INDEXES
 
@@ -86,14 +83,25 @@ export class AuditEventTable {
   private chunks: Uint8Array[] = []
   private chunkFloor = 0
   private used = CHUNK_BYTES
-  /** Per sequence number from `floor`: the event's position, and the previous event of its target (-1: none). */
+  /**
+   * Per sequence number from `floor`: the event's position, the previous event of its target, and
+   * the previous event of its target and customer (-1: none).
+   */
   private positions = new Float64Array(1024)
   private previousOfTarget = new Int32Array(1024)
+  private previousOfCustomerTarget = new Int32Array(1024)
   private floor = 0
   private base = 0
   private end = 0
   private byId!: HashIndex
   private byTarget!: HashIndex
+  /**
+   * By customer and target: a customer's filter on targets reads its own events alone, so another
+   * tenant's record with the same id, and its events, cost nothing and hide nothing (docs/security.md).
+   */
+  private byCustomerTarget!: HashIndex
+  /** A key span to drop an event's keys with (unindex). */
+  private readonly dropSpan = newSpan()
   /** Per list index, per key: the one event under it, or its list (a key with one event costs no array). */
   private lists!: Map<AuditListIndex, GenerationalMap<number | SequenceList>>
   private readonly header = newHeader()
@@ -290,24 +298,27 @@ export class AuditEventTable {
 
   /** The sequence number of the event with this id, or -1. */
   seqOf(id: string): number {
-    return this.byId.find(encodeKey(id))
+    return this.byId.find(spanOf(encodeKey(id)))
   }
 
   /** The events about `target`, oldest first. */
   targetSequences(target: string): number[] {
-    const key = encodeKey(target)
-    let seq = this.byTarget.find(key)
-    const seqs: number[] = []
-    while (seq >= this.base) {
-      seqs.push(seq)
-      seq = this.previousOfTarget[seq - this.floor]!
-    }
-    return seqs.reverse()
+    return this.chain(this.byTarget.find(spanOf(encodeKey(target))), this.previousOfTarget)
   }
 
   /** How many events are about `target` (without walking them). */
   targetCount(target: string): number {
-    return this.byTarget.countOf(encodeKey(target))
+    return this.byTarget.countOf(spanOf(encodeKey(target)))
+  }
+
+  /** The events about `target` whose customer is `customer`, oldest first. */
+  customerTargetSequences(customer: string, target: string): number[] {
+    return this.chain(this.byCustomerTarget.find(this.customerTargetKey(customer, target)), this.previousOfCustomerTarget)
+  }
+
+  /** How many events about `target` are `customer`'s (without walking them). */
+  customerTargetCount(customer: string, target: string): number {
+    return this.byCustomerTarget.countOf(this.customerTargetKey(customer, target))
   }
 
   list(index: AuditListIndex, key: string): SequenceList | undefined {
@@ -338,7 +349,8 @@ export class AuditEventTable {
 
   /** Bytes held by the encoded events and the indexes (not the dictionary): for tests that bound memory. */
   get bytesHeld(): number {
-    let bytes = this.positions.byteLength + this.previousOfTarget.byteLength + this.byId.bytes + this.byTarget.bytes
+    let bytes = this.positions.byteLength + this.previousOfTarget.byteLength + this.previousOfCustomerTarget.byteLength
+    bytes += this.byId.bytes + this.byTarget.bytes + this.byCustomerTarget.bytes
     for (const chunk of this.chunks) bytes += chunk.byteLength
     for (const lists of this.lists.values()) for (const list of lists.values()) if (typeof list !== 'number') bytes += list.items.byteLength
     return bytes
@@ -369,6 +381,7 @@ export class AuditEventTable {
     if (!this.byId.insertIfAbsent(seq)) return false
     this.end++
     this.previousOfTarget[seq - this.floor] = this.byTarget.addNewest(seq)
+    this.previousOfCustomerTarget[seq - this.floor] = this.byCustomerTarget.addNewest(seq)
     for (const [index, keys] of this.lists) {
       const key = listKey(field, index)
       if (key === null) continue
@@ -387,10 +400,9 @@ export class AuditEventTable {
   /** Takes `seq` (the oldest or the newest live event) out of every index. */
   private unindex(seq: number, record: AuditEvent, which: 'oldest' | 'newest'): void {
     this.byId.remove(seq)
-    const { chunk, offset } = this.locate(seq)
-    const targetStart = skipValue(chunk, offset)
-    const targetEnd = skipValue(chunk, targetStart)
-    this.byTarget.drop(chunk, targetStart, targetEnd, which === 'newest' ? this.previousOfTarget[seq - this.floor]! : -1)
+    const newest = which === 'newest'
+    this.byTarget.drop(this.keySpanOf(seq, 'target', this.dropSpan), newest ? this.previousOfTarget[seq - this.floor]! : -1)
+    this.byCustomerTarget.drop(this.keySpanOf(seq, 'customerTarget', this.dropSpan), newest ? this.previousOfCustomerTarget[seq - this.floor]! : -1)
     for (const [index, keys] of this.lists) {
       const key = listKey((field) => record[field as keyof AuditEvent], index)
       if (key === null) continue
@@ -403,12 +415,6 @@ export class AuditEventTable {
       if (which === 'oldest') list.start++
       if (list.length === 0) keys.delete(key)
     }
-  }
-
-  private locate(seq: number): { chunk: Uint8Array; offset: number } {
-    const position = this.positions[seq - this.floor]!
-    const chunk = Math.floor(position / CHUNK_SPAN)
-    return { chunk: this.chunks[chunk - this.chunkFloor]!, offset: position - chunk * CHUNK_SPAN }
   }
 
   /** Copies the encoded event into the current buffer (a new one when it is full); returns its position. */
@@ -435,6 +441,7 @@ export class AuditEventTable {
     if (dead > 1024 && dead > this.positions.length / 2) {
       this.positions.copyWithin(0, dead, this.end - this.floor)
       this.previousOfTarget.copyWithin(0, dead, this.end - this.floor)
+      this.previousOfCustomerTarget.copyWithin(0, dead, this.end - this.floor)
       this.floor = this.base
     }
   }
@@ -445,16 +452,66 @@ export class AuditEventTable {
     const capacity = dead > this.positions.length / 4 ? this.positions.length : this.positions.length * 2
     const positions = new Float64Array(capacity)
     positions.set(this.positions.subarray(dead, dead + live))
-    const previous = new Int32Array(capacity)
-    previous.set(this.previousOfTarget.subarray(dead, dead + live))
+    const grown = (previous: Int32Array) => {
+      const copy = new Int32Array(capacity)
+      copy.set(previous.subarray(dead, dead + live))
+      return copy
+    }
     this.positions = positions
-    this.previousOfTarget = previous
+    this.previousOfTarget = grown(this.previousOfTarget)
+    this.previousOfCustomerTarget = grown(this.previousOfCustomerTarget)
     this.floor = this.base
   }
 
   /** Every live event decoded, oldest first (the slow paths only). */
   private liveRecords(): AuditEvent[] {
     return [...this.values()]
+  }
+
+  /** Where `seq`'s key for an index lies in its buffer, into `span` (filled in place: no allocation per probe). */
+  private keySpanOf(seq: number, which: 'id' | 'target' | 'customerTarget', span: KeySpan): KeySpan {
+    const position = this.positions[seq - this.floor]!
+    const chunk = Math.floor(position / CHUNK_SPAN)
+    const bytes = this.chunks[chunk - this.chunkFloor]!
+    const offset = position - chunk * CHUNK_SPAN
+    span.bytes = bytes
+    span.start2 = span.end2 = 0
+    // A UUID (nearly every id) is 17 bytes: no need to read the value to know where it ends.
+    const idEnd = bytes[offset] === T_UUID ? offset + 17 : skipValue(bytes, offset)
+    if (which === 'id') {
+      span.start = offset
+      span.end = idEnd
+      return span
+    }
+    span.start = idEnd
+    span.end = bytes[idEnd] === T_UUID ? idEnd + 17 : skipValue(bytes, idEnd)
+    if (which === 'customerTarget') {
+      let at = span.end
+      for (let i = 0; i < VALUES_FROM_TARGET_TO_CUSTOMER; i++) at = skipValue(bytes, at)
+      span.start2 = at
+      span.end2 = skipValue(bytes, at)
+    }
+    return span
+  }
+
+  /** A customer's and a target's key as the events hold them: the target's bytes, then the customer's. */
+  private customerTargetKey(customer: string, target: string): KeySpan {
+    const targetBytes = encodeKey(target)
+    const customerBytes = this.codec.encodeHeaderValue(customer, true)
+    const bytes = new Uint8Array(targetBytes.length + customerBytes.length)
+    bytes.set(targetBytes)
+    bytes.set(customerBytes, targetBytes.length)
+    return { bytes, start: 0, end: targetBytes.length, start2: targetBytes.length, end2: bytes.length }
+  }
+
+  /** The live events of a chain from its newest, `seq`, oldest first. */
+  private chain(seq: number, previous: Int32Array): number[] {
+    const seqs: number[] = []
+    while (seq >= this.base) {
+      seqs.push(seq)
+      seq = previous[seq - this.floor]!
+    }
+    return seqs.reverse()
   }
 
   /** Starts over with these events, numbered from 0. */
@@ -470,29 +527,11 @@ export class AuditEventTable {
     this.used = CHUNK_BYTES
     this.positions = new Float64Array(1024)
     this.previousOfTarget = new Int32Array(1024)
+    this.previousOfCustomerTarget = new Int32Array(1024)
     this.floor = this.base = this.end = 0
-    // One span object per index, filled in place: no allocation per probe.
-    const keyAt = (seq: number, which: 'id' | 'target', span: KeySpan): KeySpan => {
-      const position = this.positions[seq - this.floor]!
-      const chunk = Math.floor(position / CHUNK_SPAN)
-      const bytes = this.chunks[chunk - this.chunkFloor]!
-      const offset = position - chunk * CHUNK_SPAN
-      span.bytes = bytes
-      // A UUID (nearly every id) is 17 bytes: no need to read the value to know where it ends.
-      const idEnd = bytes[offset] === T_UUID ? offset + 17 : skipValue(bytes, offset)
-      if (which === 'id') {
-        span.start = offset
-        span.end = idEnd
-      } else {
-        span.start = idEnd
-        span.end = bytes[idEnd] === T_UUID ? idEnd + 17 : skipValue(bytes, idEnd)
-      }
-      return span
-    }
-    const idSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
-    const targetSpan: KeySpan = { bytes: new Uint8Array(0), start: 0, end: 0 }
-    this.byId = new HashIndex((seq) => keyAt(seq, 'id', idSpan), false)
-    this.byTarget = new HashIndex((seq) => keyAt(seq, 'target', targetSpan), true)
+    this.byId = new HashIndex((seq, span) => this.keySpanOf(seq, 'id', span), false)
+    this.byTarget = new HashIndex((seq, span) => this.keySpanOf(seq, 'target', span), true)
+    this.byCustomerTarget = new HashIndex((seq, span) => this.keySpanOf(seq, 'customerTarget', span), true)
     this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new GenerationalMap()]))
   }
 }
@@ -600,16 +639,28 @@ function listKey(field: (name: string) => unknown, index: AuditListIndex): strin
   return key
 }
 
+/** A key's bytes in a buffer: one range, and for a composite key a second one of the same buffer. */
 interface KeySpan {
   bytes: Uint8Array
   start: number
   end: number
+  /** Empty (`start2 === end2`) for a key of one value. */
+  start2: number
+  end2: number
 }
 
-/** FNV-1a, then a final mix: FNV's low bits (the ones a table's mask keeps) barely depend on the high bits of each byte. */
-function hashBytes(bytes: Uint8Array, start: number, end: number): number {
+const newSpan = (): KeySpan => ({ bytes: new Uint8Array(0), start: 0, end: 0, start2: 0, end2: 0 })
+const spanOf = (bytes: Uint8Array): KeySpan => ({ bytes, start: 0, end: bytes.length, start2: 0, end2: 0 })
+
+/** The header values between an event's target and its customer: action, target type, the actor's four. */
+const VALUES_FROM_TARGET_TO_CUSTOMER = HEADER_INDEX.customer_id! - HEADER_INDEX.target_id! - 1
+
+/** FNV-1a over both ranges, then a final mix: FNV's low bits (the ones a table's mask keeps) barely depend on the high bits of each byte. */
+function hashKey(key: KeySpan): number {
+  const bytes = key.bytes
   let hash = 0x811c9dc5
-  for (let i = start; i < end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
+  for (let i = key.start; i < key.end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
+  for (let i = key.start2; i < key.end2; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193)
   hash ^= hash >>> 16
   hash = Math.imul(hash, 0x85ebca6b)
   hash ^= hash >>> 13
@@ -622,6 +673,10 @@ function sameBytes(a: Uint8Array, aStart: number, aEnd: number, b: Uint8Array, b
   if (aEnd - aStart !== bEnd - bStart) return false
   for (let i = 0; i < aEnd - aStart; i++) if (a[aStart + i] !== b[bStart + i]) return false
   return true
+}
+
+function sameKey(a: KeySpan, b: KeySpan): boolean {
+  return sameBytes(a.bytes, a.start, a.end, b.bytes, b.start, b.end) && sameBytes(a.bytes, a.start2, a.end2, b.bytes, b.start2, b.end2)
 }
 
 /**
@@ -637,9 +692,12 @@ class HashIndex {
   private hashes = new Int32Array(1024)
   private counts: Int32Array | null
   private entries = 0
+  /** Spans filled in place (no allocation per probe): the key being placed or removed, and an entry's, to compare. */
+  private readonly mine = newSpan()
+  private readonly other = newSpan()
 
   constructor(
-    private readonly keyAt: (seq: number) => KeySpan,
+    private readonly keyAt: (seq: number, into: KeySpan) => KeySpan,
     counted: boolean,
   ) {
     this.counts = counted ? new Int32Array(1024) : null
@@ -649,14 +707,14 @@ class HashIndex {
     return this.slots.byteLength + this.hashes.byteLength + (this.counts?.byteLength ?? 0)
   }
 
-  /** The seq under the key (a whole encoded key, or a span of one), or -1. */
-  find(bytes: Uint8Array, start = 0, end = bytes.length): number {
-    const at = this.slotOf(bytes, start, end)
+  /** The seq under the key, or -1. */
+  find(key: KeySpan): number {
+    const at = this.slotOf(key)
     return at === -1 ? -1 : this.slots[at]! - 1
   }
 
-  countOf(key: Uint8Array): number {
-    const at = this.slotOf(key, 0, key.length)
+  countOf(key: KeySpan): number {
+    const at = this.slotOf(key)
     return at === -1 ? 0 : this.counts![at]!
   }
 
@@ -678,12 +736,8 @@ class HashIndex {
   /** One probe: the slot of an entry with `seq`'s key, or -1 after putting `seq` in the empty slot that ended the probe. */
   private probeOrInsert(seq: number): number {
     this.growIfFull()
-    const key = this.keyAt(seq)
-    // The span object is shared: keep this key's before reading others'.
-    const bytes = key.bytes
-    const start = key.start
-    const end = key.end
-    const hash = hashBytes(bytes, start, end) | 0
+    const key = this.keyAt(seq, this.mine)
+    const hash = hashKey(key) | 0
     const mask = this.slots.length - 1
     let at = hash & mask
     for (;;) {
@@ -695,18 +749,14 @@ class HashIndex {
         this.entries++
         return -1
       }
-      if (this.hashes[at] === hash) {
-        const other = this.keyAt(entry - 1)
-        if (sameBytes(other.bytes, other.start, other.end, bytes, start, end)) return at
-      }
+      if (this.hashes[at] === hash && sameKey(this.keyAt(entry - 1, this.other), key)) return at
       at = (at + 1) & mask
     }
   }
 
   /** Removes the entry holding `seq` (uncounted: its key is `seq`'s own). */
   remove(seq: number): void {
-    const key = this.keyAt(seq)
-    const at = this.slotOf(key.bytes, key.start, key.end)
+    const at = this.slotOf(this.keyAt(seq, this.mine))
     if (at !== -1) this.clear(at)
   }
 
@@ -714,24 +764,21 @@ class HashIndex {
    * Counted: one event under the key is gone. `previous`: the key's newest becomes this one (the
    * newest was removed); -1: the oldest was removed, and the newest stays.
    */
-  drop(bytes: Uint8Array, start: number, end: number, previous: number): void {
-    const at = this.slotOf(bytes, start, end)
+  drop(key: KeySpan, previous: number): void {
+    const at = this.slotOf(key)
     if (at === -1) return
     if (--this.counts![at]! === 0) this.clear(at)
     else if (previous !== -1) this.slots[at] = previous + 1
   }
 
-  private slotOf(bytes: Uint8Array, start: number, end: number): number {
-    const hash = hashBytes(bytes, start, end) | 0
+  private slotOf(key: KeySpan): number {
+    const hash = hashKey(key) | 0
     const mask = this.slots.length - 1
     let at = hash & mask
     for (;;) {
       const entry = this.slots[at]!
       if (entry === 0) return -1
-      if (this.hashes[at] === hash) {
-        const key = this.keyAt(entry - 1)
-        if (sameBytes(key.bytes, key.start, key.end, bytes, start, end)) return at
-      }
+      if (this.hashes[at] === hash && sameKey(this.keyAt(entry - 1, this.other), key)) return at
       at = (at + 1) & mask
     }
   }

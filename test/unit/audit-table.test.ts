@@ -240,6 +240,9 @@ describe('queries answer what a plain filter answers', () => {
     ['two customers', [{ field: 'customer_id', in: [customers[1]!, customers[2]!] }]],
     ['an actor token', [{ field: 'actor_token_id', in: [tokens[0]!] }]],
     ['a customer and an actor token (the composite index)', [{ field: 'customer_id', in: [customers[2]!] }, { field: 'actor_token_id', in: [tokens[1]!] }]],
+    // Targets' events are spread over the customers at random: each target has several customers' events.
+    ['a customer and targets (the composite hash index)', [{ field: 'customer_id', in: [customers[1]!] }, { field: 'target_id', in: [targets[0]!, targets[3]!, targets[5]!, crypto.randomUUID()] }]],
+    ['customers and a target', [{ field: 'customer_id', in: [customers[2]!, customers[3]!] }, { field: 'target_id', in: [targets[2]!] }]],
     ['actions', [{ field: 'action', in: ['consumer.suspend', 'enrollment.create'] }]],
     ['an action nobody took', [{ field: 'action', in: ['vendor.init'] }]],
     ['since', [{ field: 'created', from: mid }]],
@@ -350,6 +353,21 @@ describe('cost, counted', () => {
     const large = await read(50_000)
     expect(small.read).toBe(small.total)
     expect(large.read).toBe(large.total)
+  })
+
+  test("a customer's target query reads the page of its own events about it, none of another customer's", async () => {
+    const { events, customers } = sampleEvents(2_000, 13)
+    const target = crypto.randomUUID()
+    const about = (customer: string | null, n: number) => ({ ...events[n]!, event_id: Bun.randomUUIDv7(), target_id: target, customer_id: customer, created: T0 + 100_000 + n, modified: T0 + 100_000 + n })
+    // 500 events of one customer about the target, 3 of another's (a record with the same id).
+    const table = tableOf([...events, ...Array.from({ length: 500 }, (_, n) => about(customers[1]!, n)), ...[0, 1, 2].map((n) => about(customers[2]!, 600 + n))])
+    const query = (customer: string) => ({ table: 'audit_events' as const, where: [{ field: 'customer_id' as const, in: [customer] }, { field: 'target_id' as const, in: [target] }], page: { number: 1, size: 20 }, order: 'asc' as const })
+    for (const [customer, total] of [[customers[2]!, 3], [customers[1]!, 500], [customers[3]!, 0]] as const) {
+      const before = plannerWork.recordsRead
+      const page = (await listAuditEvents(table, query(customer))) as Page<AuditEvent>
+      expect({ customer, total: page.total, read: plannerWork.recordsRead - before }).toEqual({ customer, total, read: Math.min(total, 20) })
+      expect(page.items.every((event) => event.customer_id === customer && event.target_id === target)).toBe(true)
+    }
   })
 
   test('a customer\'s page within a range reads the page and two binary searches, not the customer\'s events', async () => {

@@ -1,8 +1,8 @@
 /**
  * List queries on audit events (docs/storage.md "Audit events in memory"), the planner's rules on
  * the events' own table (src/store/audit-table.ts): the most selective index condition drives
- * (event ids, targets, or a list index: customer, actor token, both), the others test candidates on
- * the event's header read in place, and only the page is decoded. A page of one index list, with or
+ * (event ids, targets, a customer's targets, or a list index: customer, actor token, both), the
+ * others test candidates on the event's header read in place, and only the page is decoded. A page of one index list, with or
  * without a range of `created` (two binary searches), is a slice. A walk over more than WALK_CHUNK
  * candidates yields between chunks, and starts again if the table was renumbered meanwhile.
  */
@@ -160,6 +160,17 @@ function driversOf(table: AuditEventTable, where: readonly Condition<'audit_even
       },
     })
     for (const field of fields) listed.add(field)
+  }
+  // A customer's events about targets: from its own events alone, whoever else has a record of that id.
+  const customers = valuesOf.get('customer_id')
+  const targets = valuesOf.get('target_id')
+  if (customers && targets) {
+    const pairs = [...new Set(customers.in)].flatMap((customer) => [...new Set(targets.in)].map((target) => [customer, target] as const))
+    drivers.push({
+      estimate: pairs.reduce((sum, [customer, target]) => sum + table.customerTargetCount(customer, target), 0),
+      answers: [customers, targets],
+      candidates: () => ({ seqs: new SeqArray(Int32Array.from(pairs.flatMap(([customer, target]) => table.customerTargetSequences(customer, target))).sort()), ordered: true }),
+    })
   }
   for (const condition of where) {
     if (!('field' in condition) || !('in' in condition)) continue
