@@ -3,6 +3,7 @@
  * section 2's table, scope, customers not enabled, partners, and the 400/404/409 rules of section 5.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { MAX_ENVIRONMENTS } from '../../src/modules/shared/model'
 import { createHarness, type Harness } from '../support/harness'
 import { tenants } from '../support/fixtures'
 import { ACTORS, expectProblem, type Actor } from '../support/actors'
@@ -113,6 +114,18 @@ describe('add', () => {
     const before = await snapshot(A)
     for (const environment of ['DEV', 'dev', 'Prod']) expectProblem(await h.request('PATCH', path(A), { body: { environment } }), 409)
     expect(await snapshot(A)).toEqual(before)
+  })
+
+  test(`at most ${MAX_ENVIRONMENTS} environments: one more is 409 and changes nothing; a create with more is 400`, async () => {
+    const names = Array.from({ length: MAX_ENVIRONMENTS }, (_, i) => `E${i}`)
+    const full = await enabledCustomer(names.join(','), 'E0')
+    const before = await snapshot(full)
+    expectProblem(await h.request('PATCH', path(full), { body: { environment: 'ONE_MORE' } }), 409, 'too_many_environments')
+    expect(await snapshot(full)).toEqual(before)
+    expect((await h.request('DELETE', path(full), { body: { environment: 'E99' } })).status).toBe(200)
+    expect((await h.request('PATCH', path(full), { body: { environment: 'ONE_MORE' } })).status).toBe(200)
+    const tooMany = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: h.vendorId, supported_environments: { default: 'E0', supported: [...names, 'E100'].join(',') } } })
+    expectProblem(tooMany, 400, 'validation_failed')
   })
 })
 

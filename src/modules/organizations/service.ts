@@ -9,6 +9,7 @@ import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
 import { transition } from '../shared/state'
 import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
+import { MAX_ENVIRONMENTS } from '../shared/model'
 
 export class OrganizationService {
   constructor(private readonly storage: Storage) {}
@@ -100,6 +101,7 @@ export class OrganizationService {
   addEnvironment(org: Organization, name: string, actor: Actor): Promise<Organization> {
     return this.changeEnvironments(org, actor, 'organization_environments.add', async (envs) => {
       if (envs.supported.includes(name)) throw conflict('environment_exists', `${name} is already a supported environment.`)
+      if (envs.supported.length >= MAX_ENVIRONMENTS) throw conflict('too_many_environments', `A customer has at most ${MAX_ENVIRONMENTS} environments; remove one first.`)
       return { default: envs.default, supported: [...envs.supported, name].sort() }
     })
   }

@@ -57,6 +57,12 @@ const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
 const ENVIRONMENT_NAME_MESSAGE = 'Environment names are 1 to 32 letters, digits, "_" or "-" (after uppercasing)'
 const isEnvironmentName = (name: string) => ENVIRONMENT_NAME.test(name.toUpperCase())
 
+/**
+ * A customer's environments at most (docs/security.md): each change of the list records it whole,
+ * before and after, in its audit event, so an unbounded list made every change costlier than the last.
+ */
+export const MAX_ENVIRONMENTS = 100
+
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
@@ -81,6 +87,7 @@ export const EnvironmentList = v.pipe(
   v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
   v.check((names) => names.length > 0 && names.every(isEnvironmentName), `${ENVIRONMENT_NAME_MESSAGE}, separated by commas`),
   v.transform((names) => [...new Set(names.map((n) => n.toUpperCase()))].sort()),
+  v.check((names) => names.length <= MAX_ENVIRONMENTS, `At most ${MAX_ENVIRONMENTS} environments`),
 )
 
 export const formatEnvironments = (names: readonly string[]) => names.join(',')
