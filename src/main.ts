@@ -135,9 +135,11 @@ async function main(argv: string[]): Promise<number> {
   }
   if (values.help) return print(USAGE[name])
   // One store: a data dir named on the command line wins over KEYWARD_DATABASE_URL (as every flag
-  // wins over its variable), and naming both on the command line is a mistake, not a choice.
-  if (given.has('data') && given.has('database-url')) return usageError('give --data or --database-url, not both', USAGE[name])
-  if (given.has('data')) delete values['database-url']
+  // wins over its variable), and naming both on the command line is a mistake, not a choice (backup
+  // and restore, which work on data dirs only, say so themselves).
+  if (given.has('data') && given.has('database-url')) {
+    if (name !== 'backup' && name !== 'restore') return usageError('give --data or --database-url, not both', USAGE[name])
+  } else if (given.has('data')) delete values['database-url']
   try {
     return await command.run(values, positionals)
   } catch (error) {
