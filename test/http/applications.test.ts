@@ -4,6 +4,7 @@
  * application_id, allowed_environments (section 5), and the 401 of a suspended customer's tokens.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { MAX_APPLICATIONS_PER_CUSTOMER } from '../../src/modules/shared/limits'
 import { createHarness, type Harness } from '../support/harness'
 import { ACTORS, expectProblem } from '../support/actors'
 import { createApplication, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, type Tenants } from '../support/fixtures'
@@ -404,5 +405,22 @@ describe('tokens of a suspended customer, or of a partner of one', () => {
     expect((await h.request('PATCH', `/api/organizations/${CP}/suspend`)).status).toBe(200)
     expectProblem(await h.request('GET', `/api/applications/${app.application_id}`, { token: h.token(CP) }), 401)
     expect((await h.request('GET', `/api/applications/${app.application_id}`, { token: h.token(C) })).status).toBe(200)
+  })
+})
+
+describe('applications per customer (docs/security.md)', () => {
+  test(`at most ${MAX_APPLICATIONS_PER_CUSTOMER}: one more is 409 too_many_applications and creates nothing`, async () => {
+    const customer = await h.createCustomer('Many applications')
+    // All but one made directly, as the service makes them (a thousand requests would only be slower).
+    await h.storage.transaction(async (tx) => {
+      for (let i = 1; i < MAX_APPLICATIONS_PER_CUSTOMER; i++) {
+        await tx.insert('applications', { application_id: crypto.randomUUID(), organization_id: customer, description: `A${i}`, environments: ['PRODUCTION'], state: 'active', api_key_hash: '00'.repeat(32) })
+      }
+    })
+    const create = () => h.request('POST', '/api/applications', { body: { organization_id: customer, description: 'One more' } })
+    expect((await create()).status).toBe(201)
+    expectProblem(await create(), 409, 'too_many_applications')
+    const listed = await h.request('GET', '/api/applications', { token: h.token(customer, 'viewer') })
+    expect(listed.body.applications).toHaveLength(MAX_APPLICATIONS_PER_CUSTOMER)
   })
 })

@@ -3,6 +3,7 @@
  * section 2's table, scope (404 exactly like a missing id), field sets, formats, section 5 rules.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { MAX_PARTNERS_PER_CUSTOMER } from '../../src/modules/shared/limits'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 import { tenants, TIMESTAMP, tokenOf, UUID_LOWER } from '../support/fixtures'
@@ -730,5 +731,24 @@ describe('POST /api/organizations: a named parent that does not exist', () => {
     const create = (parent_id: string) => h.request('POST', '/api/organizations', { token: h.token(partner, 'admin'), body: { description: 'x', parent_id } })
     for (const parent of [crypto.randomUUID(), h.vendorId, other]) expectProblem(await create(parent), 404, 'not_found')
     for (const parent of [partner, customer]) expectProblem(await create(parent), 403, 'forbidden')
+  })
+})
+
+describe('partners per customer (docs/security.md)', () => {
+  test(`at most ${MAX_PARTNERS_PER_CUSTOMER}: one more is 409 too_many_partners and creates nothing; the vendor's customers are not bounded`, async () => {
+    const customer = await h.createCustomer('Many partners')
+    // All but one made directly, as the service makes them (a thousand requests would only be slower).
+    await h.storage.transaction(async (tx) => {
+      for (let i = 1; i < MAX_PARTNERS_PER_CUSTOMER; i++) {
+        await tx.insert('organizations', { organization_id: crypto.randomUUID(), parent_id: customer, organization_type: 'partner', description: `P${i}`, state: 'active', environments: null })
+      }
+    })
+    const create = () => h.request('POST', '/api/organizations', { token: h.token(customer, 'admin'), body: { description: 'One more' } })
+    expect((await create()).status).toBe(201)
+    const before = (await h.request('GET', '/api/organizations', { token: h.token(customer, 'viewer') })).body.organizations.length
+    expectProblem(await create(), 409, 'too_many_partners')
+    expectProblem(await h.request('POST', '/api/organizations', { body: { description: 'By the vendor', parent_id: customer } }), 409, 'too_many_partners')
+    expect((await h.request('GET', '/api/organizations', { token: h.token(customer, 'viewer') })).body.organizations.length).toBe(before)
+    expect((await h.request('POST', '/api/organizations', { body: { description: 'Another customer', parent_id: h.vendorId } })).status).toBe(201)
   })
 })

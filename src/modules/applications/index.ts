@@ -61,7 +61,7 @@ export const applicationsController = (deps: AppDeps) => {
           tag: 'applications',
           body: CreateApplicationBody,
           responses: { 201: CreatedApplicationAnswer },
-          errors: [403, 404],
+          errors: [403, 404, 409],
         }) },
     )
     .patch(

@@ -7,6 +7,7 @@ import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
 import { transition } from '../shared/state'
 import { recordEvent, type Actor } from '../shared/audit'
+import { refuseBeyondLimit } from '../shared/limits'
 import type { CreateApplicationInput } from './model'
 
 export class ApplicationService {
@@ -27,6 +28,7 @@ export class ApplicationService {
       const supported = supportedEnvironments(current)
       const unknown = environments.filter((name) => !supported.includes(name))
       if (unknown.length > 0) throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`)
+      await refuseBeyondLimit(this.storage, customer.organization_id, 'applications')
       const fields = {
         organization_id: customer.organization_id,
         description: input.description,

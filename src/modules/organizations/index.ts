@@ -65,7 +65,7 @@ export const organizationsController = (deps: AppDeps) => {
           tag: 'organizations',
           body: CreateOrganizationBody,
           responses: { 201: OrganizationAnswer },
-          errors: [403, 404],
+          errors: [403, 404, 409],
         }) },
     )
     .patch(

@@ -10,6 +10,7 @@ import type { CreateOrganizationInput } from './model'
 import { transition } from '../shared/state'
 import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
 import { MAX_ENVIRONMENTS } from '../shared/model'
+import { refuseBeyondLimit } from '../shared/limits'
 
 export class OrganizationService {
   constructor(private readonly storage: Storage) {}
@@ -34,6 +35,7 @@ export class OrganizationService {
           { path: 'body.supported_environments', message: 'Only a customer can be enabled for virtual environments' },
         ])
       }
+      if (type === 'partner') await refuseBeyondLimit(this.storage, parent.organization_id, 'partners')
       const envs = input.supported_environments
       const org = await tx.insert('organizations', {
         organization_id: crypto.randomUUID(),
