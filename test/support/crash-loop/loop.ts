@@ -250,10 +250,11 @@ export class CrashLoop {
     })
     const activeApps = new Set(applications.filter((a) => a.state === 'active').map((a) => a.application_id))
     const readable = enrollments.filter((e) => activeApps.has(e.application_id))
-    const keysetLists = await mapLimited(readable, 16, (e) => this.fetch(`/api/enrollments/${e.enrollment_id}/keysets`))
+    // Paged like every list (an enrollment rotated past a page has keysets on the next).
+    const keysetLists = await mapLimited(readable, 16, (e) => this.fetchPaged(`/api/enrollments/${e.enrollment_id}/keysets`, 'keysets'))
     const readableIds = new Set(readable.map((e) => e.enrollment_id as string))
     readable.forEach((enrollment, i) => {
-      const keysets = keysetLists[i]!.keysets as Fields[]
+      const keysets = keysetLists[i]!
       for (const keyset of keysets) {
         const id = keyset.keyset_id as string
         put('keyset', id, keyset)
@@ -264,7 +265,7 @@ export class CrashLoop {
       }
     })
 
-    this.checkAuditTrail(events, { organizations, applications, consumers, installations, enrollments, tokens }, keysetLists.flatMap((list) => list.keysets as Fields[]), readableIds)
+    this.checkAuditTrail(events, { organizations, applications, consumers, installations, enrollments, tokens }, keysetLists.flat(), readableIds)
 
     for (const record of [...this.records.values()]) {
       const enrollmentId = (record.acked ?? record.pending)?.enrollment_id as string

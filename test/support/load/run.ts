@@ -409,7 +409,8 @@ export class LoadRun {
       }
     }
     // Keysets of every enrollment that has some (readable while its application is active).
-    const lists = await mapLimited(keysetChecks, 16, ([m]) => this.must(vendor, 'GET', `/api/enrollments/${m.id}/keysets`, undefined, 200))
+    // One page of the most a page holds: the keyset budget keeps an enrollment's far below it.
+    const lists = await mapLimited(keysetChecks, 16, ([m]) => this.must(vendor, 'GET', `/api/enrollments/${m.id}/keysets?page_size=1000`, undefined, 200))
     keysetChecks.forEach(([m], i) => {
       checks++
       const ids = (lists[i]!.keysets as Body[]).map((k) => k.keyset_id as string)
