@@ -125,6 +125,8 @@ export interface Tx {
   find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update'): Maybe<RecordOf<N> | undefined>
   /** Committed records only: a rule never asks about what its own transaction wrote. */
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
+  /** How many committed records match, counted no further than `atMost` (a bound's check costs at most that). */
+  count<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Maybe<number>
   /** Throws `UniqueViolation` if the primary key or another unique rule is taken. */
   insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>>
   /**

@@ -28,7 +28,7 @@ export class ApplicationService {
       const supported = supportedEnvironments(current)
       const unknown = environments.filter((name) => !supported.includes(name))
       if (unknown.length > 0) throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`)
-      await refuseBeyondLimit(this.storage, customer.organization_id, 'applications')
+      await refuseBeyondLimit(tx, customer.organization_id, 'applications')
       const fields = {
         organization_id: customer.organization_id,
         description: input.description,

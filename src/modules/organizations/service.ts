@@ -35,7 +35,7 @@ export class OrganizationService {
           { path: 'body.supported_environments', message: 'Only a customer can be enabled for virtual environments' },
         ])
       }
-      if (type === 'partner') await refuseBeyondLimit(this.storage, parent.organization_id, 'partners')
+      if (type === 'partner') await refuseBeyondLimit(tx, parent.organization_id, 'partners')
       const envs = input.supported_environments
       const org = await tx.insert('organizations', {
         organization_id: crypto.randomUUID(),

@@ -10,7 +10,7 @@
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
+import { then, UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -112,6 +112,10 @@ class EmbeddedTx implements Tx {
 
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): boolean {
     return this.storage.exists(table, where)
+  }
+
+  count<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Maybe<number> {
+    return then(this.storage.list({ table, where, page: { number: 1, size: 1 }, order: 'asc' }), (page) => Math.min(page.total, atMost))
   }
 
   async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {

@@ -16,7 +16,7 @@ import { UniqueViolation, type Changes, type Credential, type Condition, type Fr
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { CREDENTIAL, CREDENTIAL_GENERATION, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, CREDENTIAL_GENERATION, countStatement, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -332,6 +332,11 @@ class PostgresTx implements Tx {
   async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
     const { text, params } = existsStatement(table, where)
     return (await this.run(text, params))[0].found as boolean
+  }
+
+  async count<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Promise<number> {
+    const { text, params } = countStatement(table, where, atMost)
+    return (await this.run(text, params))[0].n as number
   }
 
   async insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>> {

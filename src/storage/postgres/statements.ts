@@ -252,6 +252,13 @@ export function listStatement<N extends TableName>(query: ListQuery<N>): Stateme
   }
 }
 
+/** How many match, counted no further than `atMost` (the last parameter). */
+export function countStatement<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Statement {
+  const params: unknown[] = []
+  const condition = whereClause(table, null, where, params)
+  return { text: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${table} t WHERE ${condition} LIMIT $${params.push(atMost)}::bigint) s`, params }
+}
+
 export function existsStatement<N extends TableName>(table: N, where: readonly Condition<N>[]): Statement {
   const params: unknown[] = []
   return { text: `SELECT EXISTS (SELECT 1 FROM ${table} t WHERE ${whereClause(table, null, where, params)}) AS found`, params }
