@@ -4,7 +4,7 @@
  * token string shown once and nowhere else. Roles and scope: the authorization matrix and the
  * isolation tests.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
@@ -120,6 +120,28 @@ describe('GET /api/tokens/{token_id}', () => {
     expect(res.body).toEqual({ token, trace_id: res.headers.get('x-trace-id') })
     expectProblem(await h.request('GET', '/api/tokens/not-a-uuid'), 400, 'invalid_identifier')
     expectProblem(await h.request('GET', `/api/tokens/${crypto.randomUUID()}`), 404, 'not_found')
+  })
+
+  test("one storage read whether the token is the caller's, another tenant's or none (in database mode a read is a round trip: its number would time which ids exist)", async () => {
+    const own = (await issue({ organization_id: A, role: 'viewer' })).body.token.token_id
+    const foreign = (await issue({ organization_id: B, role: 'viewer' })).body.token.token_id
+    const adminA = h.token(A, 'admin')
+    await h.tokensRecorded()
+    const { storage } = h
+    const [find, findWithParent] = [storage.find.bind(storage), storage.findWithParent.bind(storage)]
+    let reads = 0
+    const spies = [
+      spyOn(storage, 'find').mockImplementation(((table: string, id: string) => (reads++, find(table as never, id))) as never),
+      spyOn(storage, 'findWithParent').mockImplementation(((table: string, id: string, link: never) => (reads++, findWithParent(table as never, id, link))) as never),
+    ]
+    try {
+      for (const [id, status] of [[own, 200], [foreign, 404], [crypto.randomUUID(), 404]] as const) {
+        reads = 0
+        expect({ id, status: (await h.request('GET', `/api/tokens/${id}`, { token: adminA })).status, reads }).toEqual({ id, status, reads: 1 })
+      }
+    } finally {
+      for (const spy of spies) spy.mockRestore()
+    }
   })
 
   test('an expired token is answered `expired` (derived), and is 401', async () => {
