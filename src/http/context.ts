@@ -70,7 +70,7 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
   if (!charge) return then(authenticate(deps.storage, deps.verifier, authorization), accepted)
   // Without a valid token, the client's address pays: a 401 while it has requests left, then 429.
   const refused = (error: unknown): never => {
-    if (error instanceof ApiError && error.status === 401) charge(`address ${deps.clientAddress(request)}`, set)
+    if (error instanceof ApiError && error.status === 401) charge(addressKey(deps, request), set)
     throw error
   }
   let principal: Maybe<Principal>
@@ -93,7 +93,7 @@ export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { he
   return (request, set) => {
     const url = request.url
     const path = url.indexOf('/api/', url.indexOf('//') + 2)
-    if (path !== -1 && path === url.indexOf('/', url.indexOf('//') + 2)) charge(`address ${deps.clientAddress(request)}`, set)
+    if (path !== -1 && path === url.indexOf('/', url.indexOf('//') + 2)) charge(addressKey(deps, request), set)
   }
 }
 
@@ -105,8 +105,11 @@ export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { he
 export function documentCharge(deps: AppDeps): (request: Request, set: { headers: Record<string, unknown> }) => void {
   if (!deps.rateLimiter) return () => {}
   const charge = rateLimits(deps.rateLimiter)
-  return (request, set) => charge(`address ${deps.clientAddress(request)}`, set)
+  return (request, set) => charge(addressKey(deps, request), set)
 }
+
+/** The rate-limit bucket of a request that no valid token pays for: its client's address. */
+const addressKey = (deps: AppDeps, request: Request) => `address ${deps.clientAddress(request)}`
 
 /**
  * Elysia decides from a hook's source text whether to await it. The embedded storage answers
