@@ -4,7 +4,7 @@
  * missing one (404), and scope is checked before role (403).
  */
 import type { Organization, RecordOf, TableName, Token } from '../storage/records'
-import { then, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
+import { then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
 import type { Principal } from './auth'
 import type { RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
@@ -44,8 +44,36 @@ export function reachesCustomer(p: Principal, customerId: string): boolean {
   return p.customerId === null || p.customerId === customerId
 }
 
+/**
+ * The same rules as conditions for the storage (`Reader.find`'s `within`), which drops a record out
+ * of scope from the same work as a missing one: the checks above then only confirm it. A record
+ * read by id goes through one of these, so that no timing tells another tenant's ids from unknown
+ * ones (docs/security.md).
+ */
+const ownedBy = <N extends OwnedTable>(p: Principal): readonly FieldIn<N>[] | undefined =>
+  p.customerId === null ? undefined : [{ field: 'organization_id', in: [p.customerId] } as FieldIn<N>]
+
+/** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
+export function readableOrganizations(reader: Reader, p: Principal): Maybe<string[] | null> {
+  if (p.customerId === null) return null
+  if (p.organization.organization_type === 'partner') return [p.organization.organization_id]
+  const customerId = p.customerId
+  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc' }), (partners) => [
+    customerId,
+    ...partners.items.map((partner) => partner.organization_id),
+  ])
+}
+
+/** Organization `id`, as `reachesOrganization` decides from the id alone or with its `parent_id`. */
+function readableOrganization(p: Principal, id: string): readonly FieldIn<'organizations'>[] | undefined {
+  if (isVendor(p) || id === p.customerId || id === p.organization.organization_id) return undefined
+  // A customer reads its partners; a partner no other organization.
+  return [{ field: 'parent_id', in: isCustomer(p) ? [p.customerId!] : [] }]
+}
+
 export function findOrganization(reader: Reader, p: Principal, rawId: string): Maybe<Organization> {
-  return then(reader.find('organizations', pathId(rawId, 'organization_id')), (org) => {
+  const id = pathId(rawId, 'organization_id')
+  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
     if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
     return org
   })
@@ -92,7 +120,7 @@ export function findOwned<N extends OwnedTable>(reader: Reader, table: N, p: Pri
 
 /** The same, for an id already known to be a well-formed lowercase UUID (from a body). */
 export function findOwnedById<N extends OwnedTable>(reader: Reader, table: N, p: Principal, id: string, what: string): Maybe<RecordOf<N>> {
-  return then(reader.find(table, id), (record) => owned(record, p, what))
+  return then(reader.find(table, id, ownedBy<N>(p)), (record) => owned(record, p, what))
 }
 
 /**
@@ -120,7 +148,7 @@ export function findOwnedWithParentById<N extends OwnedTable, P extends TableNam
   what: string,
   parent: ParentLink<N, P>,
 ): Maybe<WithParent<N, P>> {
-  return then(reader.findWithParent(table, id, parent), (found) => (owned(found?.record, p, what), found!))
+  return then(reader.findWithParent(table, id, parent, ownedBy<N>(p)), (found) => (owned(found?.record, p, what), found!))
 }
 
 /** The record if the caller reaches it, else 404: a record out of scope is answered as a missing one. */
@@ -139,7 +167,7 @@ function namesOrganization(p: Principal, org: Organization): boolean {
  * 404 if unknown or out of the caller's scope, 400 if it is in scope but not a customer.
  */
 export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<Organization> {
-  return then(reader.find('organizations', id), (org) => {
+  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
     if (!org || !namesOrganization(p, org)) throw notFound('Organization')
     if (org.organization_type !== 'customer') throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
     return org
@@ -147,15 +175,16 @@ export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<O
 }
 
 /**
- * The `organization_id` a POST body names, checked before the role and the rest of the body:
- * an unknown or out-of-scope record is 404 whatever the role (CONTRACT sections 2 and 3: 404
- * outranks 403 and a bad body). Whether it is a customer is a body question, answered later.
+ * The organization a POST body names under `field` (`organization_id`, or a new organization's
+ * `parent_id`), checked before the role and the rest of the body: an unknown or out-of-scope
+ * record is 404 whatever the role (CONTRACT sections 2 and 3: 404 outranks 403 and a bad body).
+ * Whether it is a customer is a body question, answered later.
  */
-export function checkNamedOrganization(reader: Reader, p: Principal, body: RequestBody | undefined): Maybe<void> {
-  const id = referencedId(body, 'organization_id')
+export function checkNamedOrganization(reader: Reader, p: Principal, body: RequestBody | undefined, field = 'organization_id', what = 'Organization'): Maybe<void> {
+  const id = referencedId(body, field)
   if (id === undefined) return
-  return then(reader.find('organizations', id), (org) => {
-    if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
+    if (!org || !namesOrganization(p, org)) throw notFound(what)
   })
 }
 
@@ -185,12 +214,15 @@ export function owningCustomer(reader: Reader, p: Principal, id: string | undefi
 
 /** A token by path id, in scope when its organization is one the caller reads: 400 malformed, 404 otherwise. */
 export function findToken(reader: Reader, p: Principal, rawId: string): Maybe<Token> {
-  // The token with its organization in one read, whether it exists or not: in database mode two
-  // reads for a token of another tenant, one for none, told which ids exist by the time taken.
-  return then(reader.findWithParent('tokens', pathId(rawId, 'token_id'), { field: 'organization_id', table: 'organizations' }), (found) => {
-    if (!found || !found.parent || !reachesOrganization(p, found.parent)) throw notFound('Token')
-    return found.record
-  })
+  const id = pathId(rawId, 'token_id')
+  // The token with its organization in one read, and only if that organization is one the caller
+  // reads (`within`, like every read by id): another tenant's token costs what an unknown one does.
+  return then(readableOrganizations(reader, p), (readable) =>
+    then(reader.findWithParent('tokens', id, { field: 'organization_id', table: 'organizations' }, readable === null ? undefined : [{ field: 'organization_id', in: readable }]), (found) => {
+      if (!found || !found.parent || !reachesOrganization(p, found.parent)) throw notFound('Token')
+      return found.record
+    }),
+  )
 }
 
 /**
@@ -201,7 +233,7 @@ export function findToken(reader: Reader, p: Principal, rawId: string): Maybe<To
 export function tokenOrganization(reader: Reader, p: Principal, body: RequestBody | undefined): Maybe<Organization | undefined> {
   const id = referencedId(body, 'organization_id')
   if (id === undefined) return undefined
-  return then(reader.find('organizations', id), (org) => {
+  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
     if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
     return org
   })

@@ -32,10 +32,15 @@ export interface ParentLink<N extends TableName, P extends TableName> {
 /** Which enrollments a consumer or installation must have (one at least) to match. */
 export type EnrollmentLink = 'consumer_id' | 'installation_id' | 'application_id' | 'enrollment_id'
 
+/** The field's value is one of `in` (an empty list matches nothing). */
+export interface FieldIn<N extends TableName> {
+  readonly field: Field<N>
+  readonly in: readonly string[]
+}
+
 /** One condition of a query; a query's conditions must all hold. */
 export type Condition<N extends TableName> =
-  /** The field's value is one of `in` (an empty list matches nothing). */
-  | { readonly field: Field<N>; readonly in: readonly string[] }
+  | FieldIn<N>
   /** A text field compared with `text`, case-sensitively. */
   | { readonly field: Field<N>; readonly match: 'exact' | 'contains' | 'startswith'; readonly text: string }
   /** An array field holds `has`. */
@@ -86,7 +91,13 @@ export interface Credential {
 }
 
 export interface Reader {
-  find<N extends TableName>(table: N, id: string): Maybe<RecordOf<N> | undefined>
+  /**
+   * The record `id` of `table`; undefined when there is none, or when it does not meet `within`.
+   * `within` is the caller's scope (src/http/access.ts): a record outside it is dropped inside the
+   * storage, from the same work as a missing one (in database mode, by the statement: its row never
+   * leaves the database), so that no answer and no timing tells another tenant's ids from unknown ones.
+   */
+  find<N extends TableName>(table: N, id: string, within?: readonly FieldIn<N>[]): Maybe<RecordOf<N> | undefined>
   /**
    * The token `tokenId` with its organization and that organization's parent; undefined when there
    * is no such token. One read because every request makes it: in database mode one round trip
@@ -97,9 +108,9 @@ export interface Reader {
    * The record `id` of `table` with the record of `parent.table` that its field `parent.field`
    * names; undefined when there is no record `id`. One read where a handler needs both (an
    * enrollment and its application): in database mode one joined statement instead of two
-   * (docs/storage.md). What they must satisfy stays with the caller.
+   * (docs/storage.md). What they must satisfy stays with the caller; `within` as for `find`.
    */
-  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Maybe<WithParent<N, P> | undefined>
+  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Maybe<WithParent<N, P> | undefined>
   /** `ids` in order, undefined where there is none. */
   findMany<N extends TableName>(table: N, ids: readonly string[]): Maybe<(RecordOf<N> | undefined)[]>
   list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>>

@@ -122,23 +122,27 @@ describe('GET /api/tokens/{token_id}', () => {
     expectProblem(await h.request('GET', `/api/tokens/${crypto.randomUUID()}`), 404, 'not_found')
   })
 
-  test("one storage read whether the token is the caller's, another tenant's or none (in database mode a read is a round trip: its number would time which ids exist)", async () => {
+  test("the same storage reads whether the token is the caller's, another tenant's or none (in database mode a read is a round trip: their number would time which ids exist)", async () => {
     const own = (await issue({ organization_id: A, role: 'viewer' })).body.token.token_id
     const foreign = (await issue({ organization_id: B, role: 'viewer' })).body.token.token_id
     const adminA = h.token(A, 'admin')
     await h.tokensRecorded()
     const { storage } = h
-    const [find, findWithParent] = [storage.find.bind(storage), storage.findWithParent.bind(storage)]
-    let reads = 0
-    const spies = [
-      spyOn(storage, 'find').mockImplementation(((table: string, id: string) => (reads++, find(table as never, id))) as never),
-      spyOn(storage, 'findWithParent').mockImplementation(((table: string, id: string, link: never) => (reads++, findWithParent(table as never, id, link))) as never),
-    ]
+    const reads: string[] = []
+    const spies = (['find', 'findWithParent', 'findMany', 'list'] as const).map((method) => {
+      const original = (storage[method] as (...args: unknown[]) => unknown).bind(storage)
+      return spyOn(storage, method).mockImplementation(((...args: unknown[]) => (reads.push(`${method} ${args[0] as string}`), original(...args))) as never)
+    })
     try {
-      for (const [id, status] of [[own, 200], [foreign, 404], [crypto.randomUUID(), 404]] as const) {
-        reads = 0
-        expect({ id, status: (await h.request('GET', `/api/tokens/${id}`, { token: adminA })).status, reads }).toEqual({ id, status, reads: 1 })
+      const readsOf = async (id: string, status: number) => {
+        reads.length = 0
+        expect({ id, status: (await h.request('GET', `/api/tokens/${id}`, { token: adminA })).status }).toEqual({ id, status })
+        return [...reads]
       }
+      const ownReads = await readsOf(own, 200)
+      expect(ownReads).toContain('findWithParent tokens')
+      expect(await readsOf(foreign, 404)).toEqual(ownReads)
+      expect(await readsOf(crypto.randomUUID(), 404)).toEqual(ownReads)
     } finally {
       for (const spy of spies) spy.mockRestore()
     }

@@ -152,6 +152,19 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await storage.findWithParent('enrollments', enrolled.enrollment_id.toUpperCase(), link)).toBeUndefined()
     })
 
+    test('`within`: a record that does not meet it is answered like a missing one, by the statement itself', async () => {
+      const owner = crypto.randomUUID()
+      const record = await storage.transaction((tx) => tx.insert('consumers', { ...consumer(), organization_id: owner }))
+      const own = [{ field: 'organization_id', in: [owner] }] as const
+      const other = [{ field: 'organization_id', in: [crypto.randomUUID()] }] as const
+      expect(await storage.find('consumers', record.consumer_id, own)).toEqual(record)
+      expect(await storage.find('consumers', record.consumer_id, other)).toBeUndefined()
+      expect(await storage.find('consumers', record.consumer_id, [{ field: 'organization_id', in: [] }])).toBeUndefined()
+      const link = { field: 'organization_id', table: 'organizations' } as const
+      expect((await storage.findWithParent('consumers', record.consumer_id, link, own))?.record).toEqual(record)
+      expect(await storage.findWithParent('consumers', record.consumer_id, link, other)).toBeUndefined()
+    })
+
     test('text that is not a lowercase UUID names nothing (as in the embedded store), never an error', async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
       for (const id of ['constructor', '', record.consumer_id.toUpperCase()]) {

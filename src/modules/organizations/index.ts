@@ -1,9 +1,8 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst, reachesOrganization, referencedId } from '../../http/access'
+import { authorize, checkNamedOrganization, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import type { Organization } from '../../storage/records'
@@ -44,13 +43,7 @@ export const organizationsController = (deps: AppDeps) => {
         // they pass. A customer's parent_id is its own id or a 400 (CONTRACT section 5), so only
         // the vendor's and a partner's are looked up here: a partner may name itself and its
         // customer, as for the owner of any new record; anything else is out of its scope.
-        const parentId = referencedId(body, 'parent_id')
-        const parentExists = () =>
-          parentId === undefined || isCustomer(principal)
-            ? undefined
-            : then(storage.find('organizations', parentId), (parent) => {
-                if (!parent || !(reachesOrganization(principal, parent) || parent.organization_id === principal.customerId)) throw notFound('Parent organization')
-              })
+        const parentExists = () => (isCustomer(principal) ? undefined : checkNamedOrganization(storage, principal, body, 'parent_id', 'Parent organization'))
         const input = await namedRecordFirst(parentExists, () => {
           authorize(may.createOrganization(principal), 'create organizations')
           return parseBody(CreateOrganizationBody, body)

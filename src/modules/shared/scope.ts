@@ -37,16 +37,5 @@ function ownIds(reader: Reader, p: Principal, names: IdFilter<TableName>['names'
   return then(reader.findMany(names, ids), (records) => ids.filter((_, i) => records[i]?.organization_id === customerId))
 }
 
-/** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
-export function readableOrganizations(reader: Reader, p: Principal): Maybe<string[] | null> {
-  if (p.customerId === null) return null
-  if (p.organization.organization_type === 'partner') return [p.organization.organization_id]
-  const customerId = p.customerId
-  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc' }), (partners) => [
-    customerId,
-    ...partners.items.map((partner) => partner.organization_id),
-  ])
-}
-
 /** A list request's paging as a query's. */
 export const pageOf = (q: { readonly page?: number; readonly page_size: number }) => ({ number: q.page ?? 1, size: q.page_size })

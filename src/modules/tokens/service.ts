@@ -8,7 +8,8 @@ import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'
 import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
-import { pageOf, readableOrganizations, scopedConditions } from '../shared/scope'
+import { pageOf, scopedConditions } from '../shared/scope'
+import { readableOrganizations } from '../../http/access'
 import type { TokenListInput } from './model'
 
 export interface TokenGrant {

@@ -10,7 +10,7 @@
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
-import { then, UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
+import { then, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -20,8 +20,9 @@ export class EmbeddedStorage implements Storage {
 
   constructor(readonly store: Store) {}
 
-  find<N extends TableName>(table: N, id: string): RecordOf<N> | undefined {
-    return this.store.tables[table].get(id) as RecordOf<N> | undefined
+  find<N extends TableName>(table: N, id: string, within?: readonly FieldIn<N>[]): RecordOf<N> | undefined {
+    const record = this.store.tables[table].get(id) as RecordOf<N> | undefined
+    return within === undefined || (record !== undefined && meets(record, within)) ? record : undefined
   }
 
   findCredential(tokenId: string): Credential | undefined {
@@ -33,8 +34,8 @@ export class EmbeddedStorage implements Storage {
     return { token, organization, parent }
   }
 
-  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): WithParent<N, P> | undefined {
-    const record = this.store.tables[table].get(id) as RecordOf<N> | undefined
+  findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): WithParent<N, P> | undefined {
+    const record = this.find(table, id, within)
     if (record === undefined) return undefined
     const parentId = record[parent.field] as string | null
     return { record, parent: parentId ? (this.store.tables[parent.table].get(parentId) as RecordOf<P> | undefined) : undefined }
@@ -97,6 +98,10 @@ export class EmbeddedStorage implements Storage {
     return this.store.close()
   }
 }
+
+/** Whether `record` meets every condition of `within` (`Reader.find`). */
+const meets = <N extends TableName>(record: RecordOf<N>, within: readonly FieldIn<N>[]) =>
+  within.every((condition) => condition.in.includes(record[condition.field] as string))
 
 class EmbeddedTx implements Tx {
   /** `table` → id → the record as this transaction leaves it, in write order. */

@@ -12,11 +12,11 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { CREDENTIAL, CREDENTIAL_GENERATION, countStatement, existsStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
+import { CREDENTIAL, CREDENTIAL_GENERATION, countStatement, existsStatement, findWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -101,9 +101,9 @@ export class PostgresStorage implements Storage {
     return this.read(() => schemaVersion(this.sql))
   }
 
-  async find<N extends TableName>(table: N, id: string): Promise<RecordOf<N> | undefined> {
+  async find<N extends TableName>(table: N, id: string, within?: readonly FieldIn<N>[]): Promise<RecordOf<N> | undefined> {
     if (!isKey(id)) return undefined
-    const rows = await this.run({ text: STATEMENTS[table].find, params: [id] })
+    const rows = await this.run(within === undefined ? { text: STATEMENTS[table].find, params: [id] } : findWithinStatement(table, id, within))
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
 
@@ -134,9 +134,9 @@ export class PostgresStorage implements Storage {
     return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2).then((rows) => generationOf(rows[0]))
   }
 
-  async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>): Promise<WithParent<N, P> | undefined> {
+  async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
     if (!isKey(id)) return undefined
-    const [row] = await this.run({ text: findWithParentStatement(table, parent.field, parent.table), params: [id] })
+    const [row] = await this.run(findWithParentStatement(table, id, parent.field, parent.table, within))
     if (!row) return undefined
     const { [PARENT_COLUMN]: parentRow, ...record } = row
     return { record: toRecord(table, record), parent: parentRow ? toRecord(parent.table, parentRow) : undefined }

@@ -6,7 +6,7 @@
  * connection.
  */
 import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
-import type { Condition, ListQuery } from '../storage'
+import type { Condition, FieldIn, ListQuery } from '../storage'
 
 type ColumnType = 'uuid' | 'text' | 'text[]' | 'json' | 'jsonb' | 'bigint'
 
@@ -139,23 +139,30 @@ export const CREDENTIAL =
 /** The column of `findWithParent`'s answer that holds the parent row (no table has a column so named). */
 export const PARENT_COLUMN = 'parent_row'
 
-const withParents = new Map<string, string>()
+/**
+ * `Reader.find` with `within`: the record by key ($1) if it meets the conditions, which are part
+ * of the statement, so that a record outside them is dropped by the database like a missing one.
+ */
+export function findWithinStatement<N extends TableName>(table: N, id: string, within: readonly FieldIn<N>[]): Statement {
+  const params: unknown[] = [id]
+  return { text: `SELECT t.* FROM ${table} t WHERE t.${PRIMARY_KEY[table]} = $1::uuid AND ${whereClause(table, null, within, params)}`, params }
+}
 
 /**
- * `Reader.findWithParent`: the record by key ($1), as `find` answers it, and in `PARENT_COLUMN`
- * the row its `field` names in `parentTable` as JSON (null when none), in one statement.
+ * `Reader.findWithParent`: the record by key ($1), as `find` answers it (with `within` as there),
+ * and in `PARENT_COLUMN` the row its `field` names in `parentTable` as JSON (null when none), in
+ * one statement.
  */
-export function findWithParentStatement(table: TableName, field: string, parentTable: TableName): string {
-  const cacheKey = `${table}:${field}:${parentTable}`
-  let text = withParents.get(cacheKey)
-  if (!text) {
-    if (COLUMNS[table][field] !== 'uuid') throw new Error(`${table}.${field} names no record`)
-    text =
-      `SELECT c.*, to_jsonb(p) AS ${PARENT_COLUMN} FROM ${table} c ` +
-      `LEFT JOIN ${parentTable} p ON p.${PRIMARY_KEY[parentTable]} = c.${field} WHERE c.${PRIMARY_KEY[table]} = $1::uuid`
-    withParents.set(cacheKey, text)
+export function findWithParentStatement<N extends TableName>(table: N, id: string, field: string, parentTable: TableName, within: readonly FieldIn<N>[] = []): Statement {
+  if (COLUMNS[table][field] !== 'uuid') throw new Error(`${table}.${field} names no record`)
+  const params: unknown[] = [id]
+  const conditions = within.length === 0 ? '' : ` AND ${whereClause(table, null, within, params)}`
+  return {
+    text:
+      `SELECT t.*, to_jsonb(p) AS ${PARENT_COLUMN} FROM ${table} t ` +
+      `LEFT JOIN ${parentTable} p ON p.${PRIMARY_KEY[parentTable]} = t.${field} WHERE t.${PRIMARY_KEY[table]} = $1::uuid${conditions}`,
+    params,
   }
-  return text
 }
 
 export const STATEMENTS = Object.fromEntries(Object.keys(COLUMNS).map((table) => [table, tableStatements(table as TableName)])) as {
