@@ -191,6 +191,46 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       CREATE INDEX audit_events_customer_target ON audit_events (customer_id, target_id, created, event_id);
     `,
   },
+  {
+    name: 'enrollment counters: the total of a page of an application\'s enrollments without counting them',
+    sql: `
+      -- A list's total counts every match: 100,000 enrollments of one application took 9 ms of
+      -- the database's time per page, however small the page. Filtered by application alone (the
+      -- page an application's owner reads), the total is the sum of these counters instead,
+      -- kept in the same transaction as the enrollments (docs/storage.md, "Lists"). Each
+      -- application's count is spread over 16 rows, one per connection (its backend's pid modulo
+      -- 16), so that concurrent enrollments in one application do not queue for one row's lock
+      -- until each other's commit.
+      CREATE TABLE enrollment_counts (
+        application_id uuid NOT NULL,
+        slot smallint NOT NULL,
+        enrollments bigint NOT NULL,
+        PRIMARY KEY (application_id, slot)
+      );
+      CREATE FUNCTION count_enrollment(application uuid, delta bigint) RETURNS void LANGUAGE sql AS $$
+        INSERT INTO enrollment_counts VALUES (application, pg_backend_pid() % 16, delta)
+        ON CONFLICT (application_id, slot) DO UPDATE SET enrollments = enrollment_counts.enrollments + delta
+      $$;
+      CREATE FUNCTION count_enrollments() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN PERFORM count_enrollment(OLD.application_id, -1); END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN PERFORM count_enrollment(NEW.application_id, 1); END IF;
+        RETURN NULL;
+      END
+      $$;
+      CREATE TRIGGER enrollments_counted AFTER INSERT OR DELETE OR UPDATE OF application_id ON enrollments
+        FOR EACH ROW EXECUTE FUNCTION count_enrollments();
+      CREATE FUNCTION clear_enrollment_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        TRUNCATE enrollment_counts;
+        RETURN NULL;
+      END
+      $$;
+      CREATE TRIGGER enrollments_truncated AFTER TRUNCATE ON enrollments
+        FOR EACH STATEMENT EXECUTE FUNCTION clear_enrollment_counts();
+      INSERT INTO enrollment_counts SELECT application_id, 0, count(*) FROM enrollments GROUP BY application_id;
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */

@@ -251,12 +251,26 @@ export function listStatement<N extends TableName>(query: ListQuery<N>): Stateme
   if (!query.page) return { text: `SELECT t.* FROM ${query.table} t WHERE ${condition} ${order}`, params }
   const limit = `$${params.push(query.page.size)}::bigint`
   const offset = `$${params.push((query.page.number - 1) * query.page.size)}::bigint`
+  const total = countedTotal(query, params) ?? `SELECT count(*) AS total FROM ${query.table} t WHERE ${condition}`
   return {
     text:
-      `SELECT c.total, p.* FROM (SELECT count(*) AS total FROM ${query.table} t WHERE ${condition}) c ` +
+      `SELECT c.total, p.* FROM (${total}) c ` +
       `LEFT JOIN LATERAL (SELECT t.* FROM ${query.table} t WHERE ${condition} ${order} LIMIT ${limit} OFFSET ${offset}) p ON true`,
     params,
   }
+}
+
+/**
+ * The total of a page of enrollments filtered by application alone, from the enrollment counters
+ * (migration 5) instead of a count of the rows. Every enrollment of those applications matches:
+ * they are the caller's own (the promise of `ListQuery.scope`), and an enrollment belongs to its
+ * application's customer.
+ */
+function countedTotal<N extends TableName>(query: ListQuery<N>, params: unknown[]): string | undefined {
+  const [only, ...others] = query.where
+  if (query.table !== 'enrollments' || others.length > 0 || !only || !('in' in only) || 'enrolled' in only || only.field !== 'application_id') return undefined
+  const ids = `$${params.push(only.in.filter(isKey))}::uuid[]`
+  return `SELECT coalesce(sum(enrollments), 0)::bigint AS total FROM enrollment_counts WHERE application_id = ANY(${ids})`
 }
 
 /** How many match, counted no further than `atMost` (the last parameter). */
