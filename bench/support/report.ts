@@ -206,7 +206,7 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
       'page',
       ['keyward'],
       `\`GET /api/enrollments?application_ids=X&page=1&page_size=${PAGE_SIZE}\`; X is the first of the ${APPLICATIONS} applications ` +
-        `(a tenth of the enrollments, so its \`total\` counts a tenth of the table), so the page is always full. ${PAGE_CLIENTS} connections; ` +
+        `(a tenth of the enrollments: its \`total\` is that many, the sum of the application's enrollment counters, docs/storage.md "Lists"), so the page is always full. ${PAGE_CLIENTS} connections; ` +
         `the best run is the one with the lowest mean latency.`,
     )
     for (const measure of ['create1', 'create64'] as Measure[]) {
