@@ -722,12 +722,12 @@ const PGBENCH = {
 
 const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>> = {
   async read(b) {
-    // keyward's read also reads the enrollment's application (bench/pgbench/read-as-keyward.sql).
-    const applicationOf = new Map<number, string>()
+    // keyward's read also reads the enrollment's application, within the caller's scope (bench/pgbench/read-as-keyward.sql).
+    const enrollmentOf = new Map<number, { app: string; owner: string }>()
     if (settings.store === 'postgres') {
       for (const set of b.sets) {
-        const rows = await onDatabase((set.working as { url: string }).url, (sql) => sql`SELECT application_id FROM enrollments WHERE enrollment_id = ${set.readId}`)
-        applicationOf.set(set.size, rows[0].application_id as string)
+        const rows = await onDatabase((set.working as { url: string }).url, (sql) => sql`SELECT application_id, organization_id FROM enrollments WHERE enrollment_id = ${set.readId}`)
+        enrollmentOf.set(set.size, { app: rows[0].application_id as string, owner: rows[0].organization_id as string })
       }
     }
     for (let round = 1; round <= settings.rounds; round++) {
@@ -748,7 +748,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
             sides.push(() => measureServer(jsonServer, 'read', round, getLoad(jsonServer, `/enrollments/${set.readId}`, READ_CLIENTS, null), { warmup: warmupFor(jsonServer.checkReadMs) }))
           }
         } else {
-          const define = { id: set.readId, token: tokenIdOf(set.token)!, app: applicationOf.get(size)! }
+          const define = { id: set.readId, token: tokenIdOf(set.token)!, ...enrollmentOf.get(size)! }
           sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.read, clients: READ_CLIENTS, define }))
           sides.push(() => measurePgbench(set, 'read', round, { script: PGBENCH.readAsKeyward, clients: READ_CLIENTS, define, kind: 'pgbench: keyward' }))
         }
