@@ -24,7 +24,6 @@ import {
   slowRunCapSeconds,
   SNAPSHOT_CLIENTS,
   SNAPSHOT_LEAD_SECONDS,
-  snapshotBaselineSeconds,
   TARGETS,
   WRK_TIMEOUT_SECONDS,
   type DataSet,

@@ -1,6 +1,6 @@
 /** Enrollments and their keysets (SPEC.md Enrollments, CONTRACT section 6). No HTTP here. */
 import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
-import { then, UniqueViolation, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, UniqueViolation, type Maybe, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/state'
