@@ -21,6 +21,7 @@ import type { Storage } from '../../src/storage/storage'
 import { PRIMARY_KEY, type Application, type Consumer, type Enrollment, type Installation, type Organization, type TableName } from '../../src/storage/records'
 import { EmbeddedStorage } from '../../src/storage/embedded'
 import { PostgresStorage } from '../../src/storage/postgres'
+import { MIGRATIONS } from '../../src/storage/postgres/schema'
 import { Store } from '../../src/store/store'
 import { acquireDataDirLock } from '../../src/store/lock'
 import { initStore, keywardCli, ROOT, type Target } from './keyward'
@@ -327,6 +328,8 @@ export async function cachedDataSet(
   const key = JSON.stringify({
     version: DATASET_VERSION,
     keyward: (await keywardCli(['--version'])).trim(),
+    // The database's schema as written, not only its version: a migration not yet released may still change.
+    schema: spec.store === 'postgres' ? createHash('sha256').update(JSON.stringify(MIGRATIONS)).digest('hex') : null,
     server,
     customers: spec.customers,
     emptyCustomers: spec.emptyCustomers ?? 0,

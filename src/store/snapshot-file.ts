@@ -341,35 +341,36 @@ async function serialize(handle: FileHandle, data: SnapshotData): Promise<void> 
   if (!Number.isSafeInteger(data.lsn) || data.lsn < 0) throw new RangeError(`invalid lsn ${data.lsn}`)
   const out = new BlockWriter(handle)
   out.add(`{"format":1,"lsn":${data.lsn},"meta":${stringify(data.meta)},"tables":{`)
-  await out.endLine()
+  // `endLine` says when a block is due: awaited then, not once a line (a million records, a million awaits).
+  if (out.endLine()) await out.flush()
 
   let recordCount = 0
   let firstTable = true
   for (const [name, records] of Object.entries(data.tables)) {
     if (!firstTable) {
       out.add(',')
-      await out.endLine()
+      if (out.endLine()) await out.flush()
     }
     firstTable = false
     out.add(`${JSON.stringify(name)}:[`)
-    await out.endLine()
+    if (out.endLine()) await out.flush()
 
     // The comma goes on the previous line because we cannot know which record is the last.
     let firstRecord = true
     for (const record of records) {
       if (!firstRecord) {
         out.add(',')
-        await out.endLine()
+        if (out.endLine()) await out.flush()
       }
       firstRecord = false
       out.add(stringify(record))
       if (++recordCount % RECORDS_PER_YIELD === 0) await yieldToEventLoop()
     }
-    if (!firstRecord) await out.endLine()
+    if (!firstRecord && out.endLine()) await out.flush()
     out.add(']')
   }
   out.add('},')
-  await out.endLine()
+  if (out.endLine()) await out.flush()
 
   const blocks = await out.finish()
   const trailer = `${TRAILER_PREFIX}"blocks":${JSON.stringify(blocks)}}}\n`
@@ -393,20 +394,24 @@ class BlockWriter {
     this.#chars += text.length
   }
 
-  /** Ends the current line; blocks are only cut here, so they always end at a line end. */
-  async endLine(): Promise<void> {
+  /**
+   * Ends the current line, and says whether a block is due: then `flush` before adding more. Blocks
+   * are only cut at line ends.
+   */
+  endLine(): boolean {
     this.add('\n')
     // UTF-8 never has fewer bytes than UTF-16 code units, so blocks are at least BLOCK_CHARS bytes.
-    if (this.#chars >= BLOCK_CHARS) await this.#flush()
+    return this.#chars >= BLOCK_CHARS
   }
 
   /** Writes whatever is buffered and returns the blocks covering everything written. */
   async finish(): Promise<Block[]> {
-    if (this.#chars > 0) await this.#flush()
+    if (this.#chars > 0) await this.flush()
     return this.#blocks
   }
 
-  async #flush(): Promise<void> {
+  /** Writes what is buffered as one block (call it at a line end). */
+  async flush(): Promise<void> {
     const bytes = Buffer.from(this.#parts.join(''))
     this.#parts = []
     this.#chars = 0
