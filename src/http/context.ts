@@ -8,7 +8,8 @@ import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
-import { problemFor, withTraceId } from './foundation'
+import { problemFor, setJsonHeaders, withTraceId } from './foundation'
+import type { ViewText } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import type { Logger } from '../ops/logger'
 import type { Metrics } from '../ops/metrics'
@@ -144,6 +145,17 @@ export const takesBody = {
 
 /** The trace id `authenticated` put on this response (same value in header and body). */
 export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.headers['x-trace-id'] as string
+
+/**
+ * A read's answer, `{"<name>": <the record's view>, "trace_id": "..."}`, spliced from the view's
+ * remembered text (`rememberedView`, modules/shared/model.ts) and sent as it is; typed as the JSON
+ * it is, for the typed client. Elysia makes the Response of the string, with `set`.
+ */
+export function recordAnswer<K extends string, V>(set: { headers: Record<string, unknown> }, name: K, view: ViewText<V>): { [P in K]: V } & { trace_id: string } {
+  const text = `{"${name}":${view},"trace_id":"${traceIdOf(set)}"}`
+  setJsonHeaders(set, text)
+  return text as unknown as { [P in K]: V } & { trace_id: string }
+}
 
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })

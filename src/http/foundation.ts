@@ -86,8 +86,15 @@ export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, 
       // it and maps it itself; such answers are counted by the log from their body).
       if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response || responseValue instanceof Promise) return
       const text = JSON.stringify(responseValue)
-      set.headers['content-type'] = 'application/json;charset=utf-8'
-      set.headers['content-length'] = String(Buffer.byteLength(text))
+      // Not returned from the call: a hook whose source text returns a call makes Elysia compile
+      // every route to wait on a promise (see `readRoutes` in context.ts).
+      setJsonHeaders(set, text)
       // A string: Elysia makes the Response (with `set`), as it would have from the object.
       return text as unknown as Response
     })
+
+/** The headers of an answer that is `text`, JSON: its type, and its length for the request log's bytes_out. */
+export function setJsonHeaders(set: { headers: Record<string, unknown> }, text: string): void {
+  set.headers['content-type'] = 'application/json;charset=utf-8'
+  set.headers['content-length'] = String(Buffer.byteLength(text))
+}

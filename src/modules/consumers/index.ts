@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -8,7 +8,7 @@ import type { Consumer } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { ConsumerService } from './service'
-import { ConsumerAnswer, ConsumerListAnswer, ConsumerListQuery, CreateConsumerBody, consumerView } from './model'
+import { ConsumerAnswer, ConsumerListAnswer, ConsumerListQuery, CreateConsumerBody, consumerText, consumerView } from './model'
 
 export const consumersController = (deps: AppDeps, service: ConsumerService) => {
   const { storage } = deps
@@ -30,7 +30,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .get(
       '/:consumer_id',
       read(({ principal, params, set }) =>
-        then(find(principal, params.consumer_id!), (consumer) => ({ consumer: consumerView(consumer), trace_id: traceIdOf(set) }))),
+        then(find(principal, params.consumer_id!), (consumer) => recordAnswer(set, 'consumer', consumerText(consumer)))),
       { detail: doc({ operationId: 'getConsumer', summary: 'View a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer } }) },
     )
     .post(

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Consumer } from '../../storage/records'
-import { AnsweredUuid, RecordState, TraceId, Uuid, UuidList, pagedListFields, pagingQuery, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, RecordState, TraceId, Uuid, UuidList, pagedListFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
 
 /** The owning customer; required for vendor tokens, implied by the others. */
 export const OwningCustomer = v.optional(
@@ -33,3 +33,4 @@ export const consumerView = (c: Consumer): v.InferOutput<typeof ConsumerRecord> 
   state: c.state,
   ...timestamps(c),
 })
+export const consumerText = rememberedView(consumerView)

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -10,7 +10,7 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentView, keysetView } from './model'
+import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetView } from './model'
 
 /** An enrollment's application: every request about an enrollment reads both. */
 const APPLICATION = { field: 'application_id', table: 'applications' } as const
@@ -45,7 +45,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .get(
       '/:enrollment_id',
       read(({ principal, params, set }) =>
-        then(find(principal, params.enrollment_id!), (enrollment) => ({ enrollment: enrollmentView(enrollment), trace_id: traceIdOf(set) }))),
+        then(find(principal, params.enrollment_id!), (enrollment) => recordAnswer(set, 'enrollment', enrollmentText(enrollment)))),
       { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(

@@ -14,6 +14,7 @@ import {
   pagingQuery,
   timestampFields,
   timestamps,
+  rememberedView,
 } from '../shared/model'
 import { formatTimestamp } from '../../store/clock'
 
@@ -91,6 +92,8 @@ export const enrollmentView = (e: Enrollment): v.InferOutput<typeof EnrollmentRe
   state: e.state,
   ...timestamps(e),
 })
+
+export const enrollmentText = rememberedView(enrollmentView)
 
 export const keysetView = (k: Keyset): v.InferOutput<typeof KeysetRecord> => ({
   keyset_id: k.keyset_id,

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -8,7 +8,7 @@ import type { Installation } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import type { InstallationService } from './service'
-import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, InstallationListQuery, UpdateInstallationBody, installationView } from './model'
+import { CreateInstallationBody, InstallationAnswer, InstallationListAnswer, InstallationListQuery, UpdateInstallationBody, installationText, installationView } from './model'
 
 export const installationsController = (deps: AppDeps, service: InstallationService) => {
   const { storage } = deps
@@ -46,7 +46,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .get(
       '/:installation_id',
       read(({ principal, params, set }) =>
-        then(find(principal, params.installation_id!), (installation) => ({ installation: installationView(installation), trace_id: traceIdOf(set) }))),
+        then(find(principal, params.installation_id!), (installation) => recordAnswer(set, 'installation', installationText(installation)))),
       { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(

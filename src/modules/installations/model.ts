@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Installation } from '../../storage/records'
-import { AnsweredUuid, Description, SearchText, TraceId, Uuid, UuidList, pageFields, pagingQuery, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, Description, SearchText, TraceId, Uuid, UuidList, pageFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
 import { OwningCustomer } from '../consumers/model'
 
 export const CreateInstallationBody = v.object({
@@ -47,3 +47,4 @@ export const installationView = (i: Installation): v.InferOutput<typeof Installa
   state: i.state,
   ...timestamps(i),
 })
+export const installationText = rememberedView(installationView)

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody } from '../../http/body'
@@ -9,7 +9,7 @@ import type { Organization } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
-import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary } from './model'
+import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary, organizationSummaryText } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
   const { storage } = deps
@@ -32,7 +32,7 @@ export const organizationsController = (deps: AppDeps) => {
     .get(
       '/:organization_id',
       read(({ principal, params, set }) =>
-        then(findOrganization(storage, principal, params.organization_id!), (org) => ({ organization: organizationSummary(org), trace_id: traceIdOf(set) }))),
+        then(findOrganization(storage, principal, params.organization_id!), (org) => recordAnswer(set, 'organization', organizationSummaryText(org)))),
       { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(

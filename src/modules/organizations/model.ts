@@ -13,6 +13,7 @@ import {
   formatEnvironments,
   timestampFields,
   timestamps,
+  rememberedView,
 } from '../shared/model'
 
 export const CreateOrganizationBody = v.object({
@@ -92,6 +93,7 @@ export const organizationSummary = (o: Organization): v.InferOutput<typeof Organ
   state: o.state,
   ...timestamps(o),
 })
+export const organizationSummaryText = rememberedView(organizationSummary)
 
 /** Create, update, suspend and activate shape; `supported_environments` only when a create sent it. */
 export const organizationFull = (o: Organization, withEnvironments = false): v.InferOutput<typeof OrganizationRecord> => ({

@@ -92,6 +92,31 @@ export const EnvironmentList = v.pipe(
 
 export const formatEnvironments = (names: readonly string[]) => names.join(',')
 
+declare const viewOf: unique symbol
+/** A record's view as JSON text, typed with the view it holds (for the answer's type). */
+export type ViewText<V> = string & { readonly [viewOf]?: V }
+
+/** Texts remembered per view: the records read most, a few hundred KB at most. */
+const REMEMBERED_VIEWS = 1024
+
+/**
+ * `view` as JSON text, remembered per record object. The embedded store's records are immutable
+ * (a change replaces the object: docs/storage.md), so a record read again is answered with the
+ * same text instead of building and serialising its view again (README, "Performance"); cleared
+ * when full. Database mode reads a new object each time, so its text is made once per read.
+ */
+export function rememberedView<R extends object, V>(view: (record: R) => V): (record: R) => ViewText<V> {
+  const texts = new Map<R, string>()
+  return (record) => {
+    let text = texts.get(record)
+    if (text === undefined) {
+      if (texts.size >= REMEMBERED_VIEWS) texts.clear()
+      texts.set(record, (text = JSON.stringify(view(record))))
+    }
+    return text as ViewText<V>
+  }
+}
+
 export const timestamps = (r: { created: number; modified: number }) => ({
   created: formatTimestamp(r.created),
   modified: formatTimestamp(r.modified),
