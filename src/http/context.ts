@@ -16,7 +16,7 @@ import type { Metrics } from '../ops/metrics'
 import type { RateLimiter } from '../ops/rate-limit'
 import { ApiError } from './errors'
 import { rateLimits, type ChargeRequest } from './rate-limits'
-import { notePrincipal } from './observe'
+import { noteAuthenticated } from './observe'
 
 export interface AppConfig {
   /** host_url handed out with a new application. */
@@ -59,9 +59,9 @@ interface Authenticated {
 }
 
 function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, request: Request, set: { headers: Record<string, unknown> }): Maybe<Authenticated> {
-  withTraceId(set)
+  const traceId = withTraceId(set)
   const accepted = (principal: Principal): Authenticated => {
-    notePrincipal(request, principal)
+    noteAuthenticated(request, principal, traceId)
     if (charge) charge(principal.tokenId, set)
     return { principal, body: undefined }
   }
@@ -151,9 +151,13 @@ export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.head
  * remembered text (`rememberedView`, modules/shared/model.ts) and sent as it is; typed as the JSON
  * it is, for the typed client. Elysia makes the Response of the string, with `set`.
  */
-export function recordAnswer<K extends string, V>(set: { headers: Record<string, unknown> }, name: K, view: ViewText<V>): { [P in K]: V } & { trace_id: string } {
+export function recordAnswer<K extends string, V>(
+  { request, set }: Pick<ReadContext, 'request' | 'set'>,
+  name: K,
+  view: ViewText<V>,
+): { [P in K]: V } & { trace_id: string } {
   const text = `{"${name}":${view},"trace_id":"${traceIdOf(set)}"}`
-  setJsonHeaders(set, text)
+  setJsonHeaders(request, set, text)
   return text as unknown as { [P in K]: V } & { trace_id: string }
 }
 

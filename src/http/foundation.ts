@@ -9,6 +9,7 @@ import { StorageUnavailableError } from '../store/wal'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import type { Logger } from '../ops/logger'
 import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
+import { noteBytesOut } from './observe'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -81,20 +82,22 @@ export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, 
     // JSON answers are serialised here rather than by Elysia, so that their size is known for the
     // request log's bytes_out (src/http/observe.ts): counting a Response's body afterwards costs
     // the read by id more than this (README "Operating keyward").
-    .mapResponse({ as: 'global' }, ({ responseValue, set }) => {
+    .mapResponse({ as: 'global' }, ({ request, responseValue, set }) => {
       // Not a Response, nor a promise (a read that waits for a write's fsync, a long walk: Elysia awaits
       // it and maps it itself; such answers are counted by the log from their body).
       if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response || responseValue instanceof Promise) return
       const text = JSON.stringify(responseValue)
       // Not returned from the call: a hook whose source text returns a call makes Elysia compile
       // every route to wait on a promise (see `readRoutes` in context.ts).
-      setJsonHeaders(set, text)
+      setJsonHeaders(request, set, text)
       // A string: Elysia makes the Response (with `set`), as it would have from the object.
       return text as unknown as Response
     })
 
-/** The headers of an answer that is `text`, JSON: its type, and its length for the request log's bytes_out. */
-export function setJsonHeaders(set: { headers: Record<string, unknown> }, text: string): void {
+/** The headers of an answer that is `text`, JSON: its type and length, the length noted for the request log's bytes_out. */
+export function setJsonHeaders(request: Request, set: { headers: Record<string, unknown> }, text: string): void {
+  const bytes = Buffer.byteLength(text)
   set.headers['content-type'] = 'application/json;charset=utf-8'
-  set.headers['content-length'] = String(Buffer.byteLength(text))
+  set.headers['content-length'] = String(bytes)
+  noteBytesOut(request, bytes)
 }

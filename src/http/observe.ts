@@ -9,17 +9,40 @@
  * route's template is found once per handler; requests that reach Elysia's own router (no route
  * matched, or `app.handle` in tests) are matched here, per request. The cost: docs/operations.md.
  */
-import type { Logger } from '../ops/logger'
+import type { Logger, RequestLineWriter } from '../ops/logger'
 import type { Metrics, RouteSeries } from '../ops/metrics'
 import type { Principal } from './auth'
 
 type Handler = (request: Request) => Response | Promise<Response>
 
-/** The token behind a request, noted by `authenticated` for the request's log line. */
-const principals = new WeakMap<Request, Principal>()
-export const notePrincipal = (request: Request, principal: Principal) => void principals.set(request, principal)
+/**
+ * What is noted of an authenticated request for its log line: its token, its trace id and the
+ * bytes of its JSON answer (-1 until known). Reading them back from the Response's headers cost a
+ * read by id about 6% of its CPU (Bun makes the Headers object on first use); requests with no
+ * note (no valid token) and answers with none (problems, documents) have their headers read.
+ */
+interface RequestNote {
+  readonly principal: Principal
+  readonly traceId: string
+  bytesOut: number
+}
+const notes = new WeakMap<Request, RequestNote>()
+
+/** Noted by `authenticated` (src/http/context.ts). */
+export const noteAuthenticated = (request: Request, principal: Principal, traceId: string) => void notes.set(request, { principal, traceId, bytesOut: -1 })
+
+/** Noted with a JSON answer's headers (`setJsonHeaders`, foundation.ts): the length of the body of a successful answer. */
+export function noteBytesOut(request: Request, bytes: number): void {
+  const note = notes.get(request)
+  if (note !== undefined) note.bytesOut = bytes
+}
 
 export const UNMATCHED_ROUTE = 'unmatched'
+
+interface RouteObserver {
+  readonly series: RouteSeries
+  readonly line: RequestLineWriter
+}
 
 export interface Route {
   readonly method: string
@@ -53,44 +76,35 @@ function pathOf(url: string): string {
 export function requestObserver(routes: () => readonly Route[], logger: Logger, metrics: Metrics) {
   let match: ((method: string, path: string) => string) | undefined
   const templateOf = (request: Request) => (match ??= routeMatcher(routes()))(request.method, pathOf(request.url))
-
-  const record = (request: Request, response: Response, route: string, series: RouteSeries, started: number, bytesOut: number) => {
-    const seconds = (performance.now() - started) / 1000
-    series.observe(response.status, seconds)
-    const principal = principals.get(request)
-    logger.request({
-      method: request.method,
-      route,
-      status: response.status,
-      durationMs: Math.round(seconds * 1e6) / 1000,
-      traceId: response.headers.get('x-trace-id') ?? undefined,
-      organizationId: principal?.organization.organization_id,
-      tokenId: principal?.tokenId,
-      bytesOut,
-    })
-  }
+  /** Where the requests of `method` to `route` are counted and logged. */
+  const routeObserver = (method: string, route: string): RouteObserver => ({ series: metrics.series(route, method), line: logger.requests(method, route) })
 
   /**
-   * Records `response` with its Content-Length, which every answer keyward builds carries (JSON
-   * answers, problems, the pages and documents): a body is never read or copied to measure it (a
-   * copy of the 4 MiB docs script per request, unread by a slow client, held gigabytes). A HEAD
-   * sends no body.
+   * Records `response`. Its length is the one noted, or its Content-Length, which every answer
+   * keyward builds carries (JSON answers, problems, the pages and documents): a body is never read
+   * or copied to measure it (a copy of the 4 MiB docs script per request, unread by a slow client,
+   * held gigabytes). A noted length is only taken for a success: an answer that failed after it was
+   * built (a write it saw could not be made durable) is a problem of its own length. A HEAD sends no body.
    */
-  const answered = (request: Request, response: Response, route: string, series: RouteSeries, started: number) => {
-    const length = request.method === 'HEAD' ? 0 : Number(response.headers.get('content-length') ?? 0)
-    record(request, response, route, series, started, length)
+  const answered = (request: Request, response: Response, observer: RouteObserver, started: number) => {
+    const seconds = (performance.now() - started) / 1000
+    const status = response.status
+    observer.series.observe(status, seconds)
+    const note = notes.get(request)
+    const traceId = note !== undefined ? note.traceId : (response.headers.get('x-trace-id') ?? undefined)
+    const bytesOut =
+      request.method === 'HEAD' ? 0 : note !== undefined && note.bytesOut >= 0 && status < 400 ? note.bytesOut : Number(response.headers.get('content-length') ?? 0)
+    observer.line(status, Math.round(seconds * 1e6) / 1000, traceId, note?.principal.organization.organization_id, note?.principal.tokenId, bytesOut)
   }
 
-  const observe = (handler: Handler, known: { route: string; series: RouteSeries } | undefined): Handler => {
+  /** `known`: the observer of the one route `handler` answers; else the request's route is matched per request. */
+  const observe = (handler: Handler, known: RouteObserver | undefined): Handler => {
     return (request) => {
       const started = performance.now()
-      let route: string
-      let series: RouteSeries
-      if (known) ({ route, series } = known)
-      else series = metrics.series((route = templateOf(request)), request.method)
+      const observer = known ?? routeObserver(request.method, templateOf(request))
       const response = handler(request)
-      if (response instanceof Promise) return response.then((answer) => (answered(request, answer, route, series, started), answer))
-      answered(request, response, route, series, started)
+      if (response instanceof Promise) return response.then((answer) => (answered(request, answer, observer, started), answer))
+      answered(request, response, observer, started)
       return response
     }
   }
@@ -110,8 +124,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     // Bun's router gives the requests of its routes `params`; Elysia's router (no route matched,
     // or `app.handle`) handles every route with one handler: matched per request.
     if ((request as { params?: unknown }).params === undefined) return (general ??= observe(handler, undefined))
-    const route = templateOf(request)
-    const wrapped = observe(handler, { route, series: metrics.series(route, request.method) })
+    const wrapped = observe(handler, routeObserver(request.method, templateOf(request)))
     byHandler.set(handler, wrapped)
     return wrapped
   }

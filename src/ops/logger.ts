@@ -18,26 +18,26 @@ export type LogLevel = 'info' | 'warn' | 'error'
 export type LogValue = string | number | boolean | null | undefined | Readonly<Record<string, number>>
 export type LogFields = Record<string, LogValue>
 
-/** What the line of one request says (CONTRACT section 11). */
-export interface RequestLine {
-  readonly method: string
-  /** The route's template, or `unmatched`. */
-  readonly route: string
-  readonly status: number
-  readonly durationMs: number
-  readonly traceId: string | undefined
-  /** The token's organization and record id, when the request had a valid token. */
-  readonly organizationId: string | undefined
-  readonly tokenId: string | undefined
-  readonly bytesOut: number
-}
+/**
+ * Writes the `request` line of one request to a route (CONTRACT section 11), its method and route
+ * template (or `unmatched`) fixed; `organizationId` and `tokenId` when the request had a valid token.
+ * Positional, with no object per line: it runs on every request.
+ */
+export type RequestLineWriter = (
+  status: number,
+  durationMs: number,
+  traceId: string | undefined,
+  organizationId: string | undefined,
+  tokenId: string | undefined,
+  bytesOut: number,
+) => void
 
 export interface Logger {
   info(msg: string, fields?: LogFields): void
   warn(msg: string, fields?: LogFields): void
   error(msg: string, fields?: LogFields): void
-  /** The `request` line (info): written on every request, so built without an object of fields. */
-  request(line: RequestLine): void
+  /** The writer of the `request` lines (info) of `method` requests to `route`: made once per route, used on every request. */
+  requests(method: string, route: string): RequestLineWriter
   /** Writes what is buffered. */
   flush(): Promise<void>
 }
@@ -213,36 +213,34 @@ export function createLogger(format: LogFormat, sink?: LineSink): Logger {
   const droppedLine = (count: number) => formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
   const out = sink ? { sink, flush: async () => {} } : stderrSink(droppedLine)
   const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
-  const request =
-    format === 'json'
-      ? (r: RequestLine) =>
-          // Every value is one keyward made (an HTTP method, a route template, numbers, UUIDs): only
-          // the route needs JSON's quoting, and JSON.stringify of it is what escapes it.
-          out.sink(
-            `{"time":"${now()}","level":"info","msg":"request","method":"${r.method}","route":${JSON.stringify(r.route)},"status":${r.status},` +
-              `"duration_ms":${r.durationMs}${r.traceId === undefined ? '' : `,"trace_id":"${r.traceId}"`}` +
-              `${r.organizationId === undefined ? '' : `,"organization_id":"${r.organizationId}","token_id":"${r.tokenId}"`},"bytes_out":${r.bytesOut}}\n`,
-          )
-      : (r: RequestLine) => line('info')('request', requestFields(r))
-  return { info: line('info'), warn: line('warn'), error: line('error'), request, flush: out.flush }
+  const requests = (method: string, route: string): RequestLineWriter => {
+    if (format === 'text') return (...values) => line('info')('request', requestFields(method, route, ...values))
+    // What follows the time, made once per route. Every other value is one keyward made (numbers,
+    // UUIDs) and needs no quoting; the method and route go through JSON.stringify, which escapes them.
+    const head = `","level":"info","msg":"request","method":${JSON.stringify(method)},"route":${JSON.stringify(route)},"status":`
+    return (status, durationMs, traceId, organizationId, tokenId, bytesOut) =>
+      out.sink(
+        `{"time":"${now()}${head}${status},"duration_ms":${durationMs}${traceId === undefined ? '' : `,"trace_id":"${traceId}"`}` +
+          `${organizationId === undefined ? '' : `,"organization_id":"${organizationId}","token_id":"${tokenId}"`},"bytes_out":${bytesOut}}\n`,
+      )
+  }
+  return { info: line('info'), warn: line('warn'), error: line('error'), requests, flush: out.flush }
 }
 
-function requestFields(r: RequestLine): LogFields {
-  return {
-    method: r.method,
-    route: r.route,
-    status: r.status,
-    duration_ms: r.durationMs,
-    trace_id: r.traceId,
-    organization_id: r.organizationId,
-    token_id: r.tokenId,
-    bytes_out: r.bytesOut,
-  }
+function requestFields(method: string, route: string, ...[status, durationMs, traceId, organizationId, tokenId, bytesOut]: Parameters<RequestLineWriter>): LogFields {
+  return { method, route, status, duration_ms: durationMs, trace_id: traceId, organization_id: organizationId, token_id: tokenId, bytes_out: bytesOut }
 }
 
 /** A logger that keeps its entries (tests, and commands that need none). */
 export function memoryLogger(): Logger & { readonly entries: { level: LogLevel; msg: string; fields: LogFields }[] } {
   const entries: { level: LogLevel; msg: string; fields: LogFields }[] = []
   const line = (level: LogLevel) => (msg: string, fields: LogFields = {}) => void entries.push({ level, msg, fields })
-  return { entries, info: line('info'), warn: line('warn'), error: line('error'), request: (r) => line('info')('request', requestFields(r)), flush: async () => {} }
+  return {
+    entries,
+    info: line('info'),
+    warn: line('warn'),
+    error: line('error'),
+    requests: (method, route) => (...values) => line('info')('request', requestFields(method, route, ...values)),
+    flush: async () => {},
+  }
 }

@@ -163,6 +163,9 @@ describe('the request log', () => {
         await harness.request('GET', '/healthz', { token: null }),
         await harness.request('GET', `/api/unknown/${consumer}`, { token: null }),
         await harness.request('POST', '/api/consumers', { body: { consumer_id: consumer, organization_id: harness.vendorId, api_key: 'secret-api-key' } }),
+        // With a valid token: a problem (its length is its own, not a noted one) and a list.
+        await harness.request('GET', `/api/consumers/${crypto.randomUUID()}`, { token }),
+        await harness.request('GET', '/api/consumers', { token }),
       ]
       // The harness reads /openapi.json once, to check every answer against it.
       const lines = harness.logged.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request' && entry.route !== '/openapi.json')
@@ -181,6 +184,8 @@ describe('the request log', () => {
         ['GET', '/healthz'],
         ['GET', 'unmatched'],
         ['POST', '/api/consumers'],
+        ['GET', '/api/consumers/:consumer_id'],
+        ['GET', '/api/consumers'],
       ])
       expect(lines[0]).toMatchObject({ organization_id: harness.vendorId, token_id: expect.stringMatching(UUID_LOWER) })
       expect(lines[1].organization_id).toBeUndefined()

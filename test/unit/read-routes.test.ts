@@ -40,9 +40,16 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
     // Until the change is in memory and its log record waits for the fsync.
     while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
     const read = h.request('GET', '/api/consumers', { token })
+    // A read by id builds its answer before it waits: the log still counts the problem's bytes.
+    h.logged.length = 0
+    const readById = h.request('GET', `/api/organizations/${customer}`, { token })
     failSync(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
     expectProblem(await read, 503, 'storage_unavailable')
     expectProblem(await write, 503, 'storage_unavailable')
+    const byId = await readById
+    expectProblem(byId, 503, 'storage_unavailable')
+    const line = h.logged.map((text) => JSON.parse(text)).find((entry) => entry.msg === 'request' && entry.route === '/api/organizations/:organization_id')
+    expect(line).toMatchObject({ status: 503, trace_id: byId.headers.get('x-trace-id'), bytes_out: Buffer.byteLength(JSON.stringify(byId.body)) })
   } finally {
     writer.file = good
   }

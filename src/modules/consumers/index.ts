@@ -29,8 +29,8 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     )
     .get(
       '/:consumer_id',
-      read(({ principal, params, set }) =>
-        then(find(principal, params.consumer_id!), (consumer) => recordAnswer(set, 'consumer', consumerText(consumer)))),
+      read(({ principal, params, request, set }) =>
+        then(find(principal, params.consumer_id!), (consumer) => recordAnswer({ request, set }, 'consumer', consumerText(consumer)))),
       { detail: doc({ operationId: 'getConsumer', summary: 'View a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer } }) },
     )
     .post(

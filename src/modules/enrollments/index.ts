@@ -44,8 +44,8 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     )
     .get(
       '/:enrollment_id',
-      read(({ principal, params, set }) =>
-        then(find(principal, params.enrollment_id!), (enrollment) => recordAnswer(set, 'enrollment', enrollmentText(enrollment)))),
+      read(({ principal, params, request, set }) =>
+        then(find(principal, params.enrollment_id!), (enrollment) => recordAnswer({ request, set }, 'enrollment', enrollmentText(enrollment)))),
       { detail: doc({ operationId: 'getEnrollment', summary: 'View an enrollment', tag: 'enrollments', responses: { 200: EnrollmentAnswer } }) },
     )
     .post(

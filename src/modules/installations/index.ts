@@ -45,8 +45,8 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .get(
       '/:installation_id',
-      read(({ principal, params, set }) =>
-        then(find(principal, params.installation_id!), (installation) => recordAnswer(set, 'installation', installationText(installation)))),
+      read(({ principal, params, request, set }) =>
+        then(find(principal, params.installation_id!), (installation) => recordAnswer({ request, set }, 'installation', installationText(installation)))),
       { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(

@@ -31,8 +31,8 @@ export const organizationsController = (deps: AppDeps) => {
     )
     .get(
       '/:organization_id',
-      read(({ principal, params, set }) =>
-        then(findOrganization(storage, principal, params.organization_id!), (org) => recordAnswer(set, 'organization', organizationSummaryText(org)))),
+      read(({ principal, params, request, set }) =>
+        then(findOrganization(storage, principal, params.organization_id!), (org) => recordAnswer({ request, set }, 'organization', organizationSummaryText(org)))),
       { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
