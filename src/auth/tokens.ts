@@ -89,10 +89,12 @@ export class TokenVerifier {
 
   verify(token: string, record: Token): boolean {
     const cached = this.cache.get(token)
-    if (cached !== undefined) return sameHash(cached.hash, record.token_hash)
+    // The record's own hash string was remembered: the same string again is the same record's (or
+    // an unchanged copy's), answered without comparing its characters.
+    if (cached !== undefined) return cached.hash === record.token_hash || sameHash(cached.hash, record.token_hash)
     const hash = hashToken(token)
     if (!sameHash(hash, record.token_hash)) return false
-    this.remember(token, hash, record.token_id)
+    this.remember(token, record.token_hash, record.token_id)
     return true
   }
 

@@ -25,8 +25,20 @@ const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
 
 const invalid = () => unauthorized('The bearer token is invalid, expired or revoked.')
 
+/** How clients send it: the pattern's one common spelling, taken without running it. */
+const USUAL_SCHEME = 'Bearer '
+
+/** The token of an Authorization header (BEARER's capture). */
+function bearerToken(authorization: string | undefined): string | undefined {
+  if (!authorization || authorization.length > MAX_AUTHORIZATION_LENGTH) return undefined
+  // `Bearer <token>`: the same capture as the pattern's for any string without blanks after the
+  // scheme; one with blanks there is no token of ours either way (TOKEN_SHAPE has none).
+  if (authorization.length === USUAL_SCHEME.length + TOKEN_LENGTH && authorization.startsWith(USUAL_SCHEME)) return authorization.slice(USUAL_SCHEME.length)
+  return BEARER.exec(authorization)?.[1]
+}
+
 export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
-  const token = authorization && authorization.length <= MAX_AUTHORIZATION_LENGTH ? BEARER.exec(authorization)?.[1] : undefined
+  const token = bearerToken(authorization)
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
   const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()

@@ -35,11 +35,18 @@ describe('the Authorization header', () => {
       const res = await withHeader(`${scheme} ${h.vendorToken}`)
       expect({ scheme, status: res.status }).toEqual({ scheme, status: 200 })
     }
+    // Other blanks around the token, as the pattern allows them (src/http/auth.ts takes `Bearer <token>` without it).
+    for (const header of [`Bearer\t${h.vendorToken}`, `Bearer  ${h.vendorToken}`, `Bearer ${h.vendorToken} `, `bearer ${h.vendorToken}\t`]) {
+      expect({ header, status: (await withHeader(header)).status }).toEqual({ header, status: 200 })
+    }
   })
 
   test('malformed headers and wrong schemes: 401', async () => {
     const t = h.vendorToken
-    for (const header of [t, `Basic ${t}`, `Token ${t}`, `Bearer`, `Bearer `, `Bearer ${t} extra`, `Bearer${t}`, `Bearer: ${t}`, `Bearer "${t}"`]) {
+    // The last two are as long as `Bearer <token>`, with a blank inside the token or before the scheme.
+    const blankInside = `Bearer ${t.slice(0, 40)} ${t.slice(41)}`
+    const blankFirst = ` Bearer ${t.slice(0, -1)}`
+    for (const header of [t, `Basic ${t}`, `Token ${t}`, `Bearer`, `Bearer `, `Bearer ${t} extra`, `Bearer${t}`, `Bearer: ${t}`, `Bearer "${t}"`, blankInside, blankFirst]) {
       expect401(await withHeader(header), t)
     }
   })
