@@ -161,6 +161,22 @@ export function recordAnswer<K extends string, V>(
   return text as unknown as { [P in K]: V } & { trace_id: string }
 }
 
+/**
+ * A list's answer, `{"<name>": [<each record's view>], ...rest}` (`rest` in its order: `total`,
+ * `page`, `page_size` or a `trace_id`), spliced from the views' remembered texts like `recordAnswer`.
+ */
+export function listAnswer<K extends string, V, R extends Record<string, unknown>>(
+  { request, set }: Pick<ReadContext, 'request' | 'set'>,
+  name: K,
+  views: readonly ViewText<V>[],
+  rest: R,
+): { [P in K]: V[] } & R {
+  const fields = JSON.stringify(rest)
+  const text = `{"${name}":[${views.join(',')}]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
+  setJsonHeaders(request, set, text)
+  return text as unknown as { [P in K]: V[] } & R
+}
+
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })
 

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -20,10 +20,11 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .use(authenticated(deps))
     .get(
       '',
-      read(({ principal, request }) => {
+      read(({ principal, request, set }) => {
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
-        return then(service.list(principal, q), ({ items, total }) => ({ consumers: items.map(consumerView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        return then(service.list(principal, q), ({ items, total }) =>
+          listAnswer({ request, set }, 'consumers', items.map(consumerText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -35,10 +35,11 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
     .use(authenticated(deps))
     .get(
       '',
-      read(({ principal, request }) => {
+      read(({ principal, request, set }) => {
         const q = parseQuery(EnrollmentListQuery, request)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
-        return then(service.list(principal, q), ({ items, total }) => ({ enrollments: items.map(enrollmentView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        return then(service.list(principal, q), ({ items, total }) =>
+          listAnswer({ request, set }, 'enrollments', items.map(enrollmentText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )

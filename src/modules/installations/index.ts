@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -29,8 +29,10 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const q = parseQuery(InstallationListQuery, request)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
         const answer = then(service.list(principal, q), ({ items, total }) => {
-          const installations = items.map(installationView)
-          return q.page ? { installations, total, page: q.page, page_size: q.page_size } : { installations, trace_id: traceIdOf(set) }
+          const installations = items.map(installationText)
+          return q.page
+            ? listAnswer({ request, set }, 'installations', installations, { total, page: q.page, page_size: q.page_size })
+            : listAnswer({ request, set }, 'installations', installations, { trace_id: traceIdOf(set) })
         })
         return answer
       }),

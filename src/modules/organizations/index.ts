@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { actorOf, authenticated, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody } from '../../http/body'
@@ -9,7 +9,7 @@ import type { Organization } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
 import { OrganizationService } from './service'
-import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummary, organizationSummaryText } from './model'
+import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummaryText } from './model'
 
 export const organizationsController = (deps: AppDeps) => {
   const { storage } = deps
@@ -25,8 +25,8 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      read(({ principal, set }) =>
-        then(service.list(principal), (orgs) => ({ organizations: orgs.map(organizationSummary), trace_id: traceIdOf(set) }))),
+      read(({ principal, request, set }) =>
+        then(service.list(principal), (orgs) => listAnswer({ request, set }, 'organizations', orgs.map(organizationSummaryText), { trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
