@@ -10,7 +10,7 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
-import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetView } from './model'
+import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetText } from './model'
 
 /** An enrollment's application: every request about an enrollment reads both. */
 const APPLICATION = { field: 'application_id', table: 'applications' } as const
@@ -98,13 +98,13 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       read(({ principal, params, request, set }) =>
           then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
-            return then(service.keysets(enrollment, q), ({ items, total }) => ({
-              keysets: items.map(keysetView),
-              total,
-              ...(q.page ? { page: q.page } : {}),
-              page_size: q.page_size,
-              trace_id: traceIdOf(set),
-            }))
+            return then(service.keysets(enrollment, q), ({ items, total }) =>
+              listAnswer({ request, set }, 'keysets', items.map(keysetText), {
+                total,
+                ...(q.page ? { page: q.page } : {}),
+                page_size: q.page_size,
+                trace_id: traceIdOf(set),
+              }))
           })),
       { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )

@@ -102,3 +102,4 @@ export const keysetView = (k: Keyset): v.InferOutput<typeof KeysetRecord> => ({
   state: k.state,
   created: formatTimestamp(k.created),
 })
+export const keysetText = rememberedView(keysetView)
