@@ -3,6 +3,7 @@
  * Hand-run abuse benchmark (issue 9's proof; not a test, not in CI):
  *
  *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000] [--only TEXT[|TEXT...]] [--repeat N]
+ *                                              [--memory-limit MIB]
  *
  * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
  * memory? A real server (`bun run src/main.ts serve`, with rate limits off where it has them, on a
@@ -18,22 +19,25 @@
  * due), first alone, then while each abusive pattern of issue 9 runs in turn on 4 wrk connections
  * with the weakest token that can send it (bench/abuse.lua). For each: the victim's p50, p99 and
  * max, the attacker's answers per second and their statuses, and the server's highest VmRSS.
- * Each row runs on a freshly started server.
+ * Each row runs on a freshly started server, in a memory cgroup limited to --memory-limit MiB (default
+ * 1024: a server in a 1 GiB container, as issue 9 puts it; 0: no limit), since the JavaScript engine
+ * sizes its garbage collector's headroom by the memory it finds (docs/security.md, "Memory under a
+ * flood"). Making the cgroup needs root; without one the run says so and goes on without a limit.
  * Goal (issue 9): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
  *
- * Writes docs/abuse.md and prints it (a partial or repeated run only prints its tables: one per
+ * Writes docs/abuse.md (docs/abuse-no-memory-limit.md with --memory-limit 0) and prints it (a partial or repeated run only prints its tables: one per
  * round, each pattern against the unloaded row of its own round, since the peaks move by some 40 MiB
  * between runs). Needs wrk on the PATH. The server and the temp dir are
  * removed at the end, also on failure or Ctrl-C.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { loadavg, tmpdir } from 'node:os'
+import { loadavg, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { buildInChild, ENVIRONMENT, openStorage, type BuildMeta, type CustomerPlan } from './support/dataset'
 import { benchServeOptions, initStore, issueToken, ROOT, startKeyward, type Target } from './support/keyward'
 import { Children, onInterrupt } from './support/servers'
-import { busyBeforeStart, machineDescription, mib, procStatus, waitQuiet } from './support/system'
+import { busyBeforeStart, machineDescription, memoryCgroup, mib, procStatus, waitQuiet, type MemoryCgroup } from './support/system'
 import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
 
 const { values } = parseArgs({
@@ -46,6 +50,8 @@ const { values } = parseArgs({
     only: { type: 'string' },
     /** Rounds of the unloaded row and the patterns, on one data dir: to tell a fix from the noise. */
     repeat: { type: 'string', default: '1' },
+    /** The server's memory limit in MiB (a cgroup's), or 0 for none. */
+    'memory-limit': { type: 'string', default: '1024' },
   },
   strict: true,
 })
@@ -53,16 +59,24 @@ const MEASURE_SECONDS = Number(values.seconds)
 const VICTIM_RATE = Number(values.rate)
 const KEYSETS = Number(values.keysets)
 const ROUNDS = Number(values.repeat)
-for (const [name, value, max] of [['seconds', MEASURE_SECONDS, 600], ['rate', VICTIM_RATE, 5000], ['keysets', KEYSETS, 1_000_000], ['repeat', ROUNDS, 20]] as const) {
-  if (!Number.isInteger(value) || value < 1 || value > max) throw new Error(`--${name} must be an integer from 1 to ${max}`)
+const MEMORY_LIMIT_MIB = Number(values['memory-limit'])
+for (const [name, value, min, max] of [
+  ['seconds', MEASURE_SECONDS, 1, 600],
+  ['rate', VICTIM_RATE, 1, 5000],
+  ['keysets', KEYSETS, 1, 1_000_000],
+  ['repeat', ROUNDS, 1, 20],
+  ['memory-limit', MEMORY_LIMIT_MIB, 0, 1_048_576],
+] as const) {
+  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`--${name} must be an integer from ${min} to ${max}`)
 }
 /** The attack runs this long before the victim's measurement starts. */
 const WARMUP_SECONDS = 2
 const ATTACK_CONNECTIONS = 4
 const GOAL = { p50Factor: 3, p99Ms: 50, rssMiB: 100 }
-const REPORT = join(ROOT, 'docs', 'abuse.md')
+const REPORT = join(ROOT, 'docs', MEMORY_LIMIT_MIB === 0 ? 'abuse-no-memory-limit.md' : 'abuse.md')
 const children = new Children()
 let workDir: string | undefined
+let cgroup: MemoryCgroup | null = null
 
 // ---------------------------------------------------------------------------------------------
 // The data: built through the store, then partners and keysets added the way the services make them
@@ -295,7 +309,7 @@ async function probe(base: string, pattern: Pattern): Promise<string> {
 // ---------------------------------------------------------------------------------------------
 // The report
 
-function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: Date, busy: string | null, serveNote: string): string {
+function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: Date, busy: string | null, serveNote: string, memoryNote: string): string {
   const unloaded = rows[0]!
   const loadAverage = loadavg()
     .map((x) => x.toFixed(1))
@@ -319,7 +333,7 @@ function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: D
   return `# Abuse benchmark (issue 9)
 
 \`bun run bench/abuse.ts\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
-(\`serve\` with ${serveNote}, started afresh for each row, on a data dir built through the storage interface, ${w.records.toLocaleString('en')} records): a victim customer, an
+(\`serve\` with ${serveNote}, ${memoryNote}, started afresh for each row, on a data dir built through the storage interface, ${w.records.toLocaleString('en')} records): a victim customer, an
 attacker customer (2 applications of 20,000 enrollments each, so 40,000 enrollments, consumers and installations in
 its scope; one enrollment with ${KEYSETS.toLocaleString('en')} keysets; a partner) and a prober customer. The victim reads one enrollment
 by id with a viewer token at ${VICTIM_RATE} requests per second, open loop (latency counted from when each request was due),
@@ -349,6 +363,12 @@ async function main(): Promise<number> {
   const busy = await busyBeforeStart()
   const work = await mkdtemp(join(tmpdir(), 'keyward-abuse-'))
   workDir = work
+  const limited = MEMORY_LIMIT_MIB === 0 ? null : await memoryCgroup(MEMORY_LIMIT_MIB * 2 ** 20)
+  cgroup = limited && 'prefix' in limited ? limited : null
+  const memoryNote = cgroup
+    ? `in a cgroup limited to ${MEMORY_LIMIT_MIB.toLocaleString('en')} MiB of memory (as a container so limited runs it)`
+    : `with no memory limit (${limited && 'unavailable' in limited ? limited.unavailable : 'as asked'}; the engine sees the machine's ${mib(totalmem())} MiB)`
+  if (limited && 'unavailable' in limited) console.error(`no memory limit: ${limited.unavailable}`)
   try {
     console.error('building the data dir through the storage interface...')
     const w = await buildWorld(work)
@@ -362,7 +382,7 @@ async function main(): Promise<number> {
       // earlier one grew (the garbage collector gives memory back to the system slowly, if at all).
       for (const pattern of [null, ...all]) {
         console.error(`measuring${ROUNDS > 1 ? ` (round ${round} of ${ROUNDS})` : ''}: ${pattern ? pattern.name : 'unloaded'}...`)
-        const server = await startKeyward(children, { store: 'embedded', dir: w.dir }, { name: 'keyward' })
+        const server = await startKeyward(children, { store: 'embedded', dir: w.dir }, { name: 'keyward', prefix: cgroup?.prefix })
         const base = `http://127.0.0.1:${server.port}`
         if (pattern) answers.set(pattern, await probe(base, pattern))
         // Warm the victim's path (and the token cache) before measuring.
@@ -375,24 +395,26 @@ async function main(): Promise<number> {
         const rate = last.attack ? `; attack ${Math.round(last.attack.rps).toLocaleString('en')}/s` : ''
         console.error(`  victim p50 ${last.victim.p50.toFixed(2)} ms, p99 ${last.victim.p99.toFixed(2)} ms; RSS ${mib(last.rss)} MiB${growth}${rate}`)
       }
-      reports.push(report(w, rows, answers, started, busy, (await benchServeOptions()).note))
+      reports.push(report(w, rows, answers, started, busy, (await benchServeOptions()).note, memoryNote))
     }
     const text = reports.join('\n')
     console.log(text)
-    // A partial or repeated run is printed, never written over the full report.
-    if (values.only === undefined && ROUNDS === 1) {
+    // A partial or repeated run, or one without the limit asked for, is printed, never written over the full report.
+    if (values.only === undefined && ROUNDS === 1 && (MEMORY_LIMIT_MIB === 0 || cgroup)) {
       await writeFile(REPORT, text)
       console.error(`written to ${REPORT}`)
     }
     return 0
   } finally {
     await children.stopAll({ signal: 'SIGTERM', graceMs: 30_000 })
+    await cgroup?.remove()
     await rm(work, { recursive: true, force: true })
   }
 }
 
 onInterrupt(async () => {
   await children.stopAll({ signal: 'SIGKILL' })
+  await cgroup?.remove()
   if (workDir) await rm(workDir, { recursive: true, force: true })
 })
 

@@ -77,15 +77,18 @@ export interface RunningKeyward {
 export async function startKeyward(
   children: Children,
   target: Target,
-  /** `root`: the checkout whose src/main.ts runs (default this one); `rateLimit`: see benchServeOptions. */
-  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string; rateLimit?: number },
+  /**
+   * `root`: the checkout whose src/main.ts runs (default this one); `rateLimit`: see benchServeOptions;
+   * `prefix`: a command the server runs under (a memory cgroup's, bench/support/system.ts).
+   */
+  options: { name: string; timeoutMs?: number; profileDir?: string; root?: string; rateLimit?: number; prefix?: readonly string[] },
 ): Promise<RunningKeyward> {
   const root = options.root ?? ROOT
   const port = await freePort()
   const profile = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`, `--cpu-prof-name=${options.name.replace(/\W+/g, '-')}-${Date.now()}.cpuprofile`] : []
   const begun = performance.now()
   const proc = children.spawn(
-    [process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root, options.rateLimit)).args],
+    [...(options.prefix ?? []), process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root, options.rateLimit)).args],
     { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
   )
   const log = new ProcessLog(proc.stderr)

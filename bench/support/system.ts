@@ -140,3 +140,44 @@ export function meterCpu(
     },
   }
 }
+
+/** A memory cgroup that spawned processes join before they start (`memoryCgroup`). */
+export interface MemoryCgroup {
+  /** Put before a command: it joins the cgroup, then execs the command (same pid). */
+  readonly prefix: readonly string[]
+  /** Removes the cgroup; every process in it must have exited. */
+  remove(): Promise<void>
+}
+
+/**
+ * A cgroup limited to `bytes` of memory, as a container or a systemd unit's `MemoryMax=` would
+ * run a process; null (with the reason) where none can be made (it needs root, and cgroup v1's
+ * memory hierarchy or a v2 root that delegates memory). The command must join before it starts,
+ * since the JavaScript engine reads the limit once, when it starts (docs/security.md).
+ */
+export async function memoryCgroup(bytes: number): Promise<MemoryCgroup | { readonly unavailable: string }> {
+  const name = `keyward-bench-${process.pid}`
+  const v1 = '/sys/fs/cgroup/memory'
+  const v2 = '/sys/fs/cgroup'
+  const { mkdir, rmdir, writeFile, readFile } = await import('node:fs/promises')
+  let dir: string
+  try {
+    if (await Bun.file(`${v1}/memory.limit_in_bytes`).exists()) {
+      dir = `${v1}/${name}`
+      await mkdir(dir)
+      await writeFile(`${dir}/memory.limit_in_bytes`, String(bytes))
+    } else {
+      if (!(await readFile(`${v2}/cgroup.controllers`, 'utf8')).split(/\s+/).includes('memory')) return { unavailable: 'no memory controller in this cgroup v2 hierarchy' }
+      await writeFile(`${v2}/cgroup.subtree_control`, '+memory')
+      dir = `${v2}/${name}`
+      await mkdir(dir)
+      await writeFile(`${dir}/memory.max`, String(bytes))
+    }
+  } catch (error) {
+    return { unavailable: `a memory cgroup could not be made (${(error as Error).message}); it needs root` }
+  }
+  return {
+    prefix: ['sh', '-c', 'echo $$ > "$0" && exec "$@"', `${dir}/cgroup.procs`],
+    remove: () => rmdir(dir).catch(() => {}),
+  }
+}
