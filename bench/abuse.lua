@@ -5,7 +5,7 @@
 --   ABUSE_JUNK   a number of characters: every request carries its own junk bearer token of that length
 --   ABUSE_BODY   a number of bytes: every request is a POST of that many "[" as application/json
 --
--- Ends with the `wrk-stats:` line of bench/run-get.lua (exact counts, p99.9, max).
+-- Ends with the `wrk-stats:` line of bench/wrk-stats.lua (exact counts, p99.9, max).
 local threads = {}
 
 function setup(thread)
@@ -39,11 +39,5 @@ function request()
   return wrk.format(nil, path)
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "wrk-stats: requests=%d duration_us=%d connect=%d read=%d write=%d status=%d timeout=%d " ..
-    "mean_us=%.1f p50_us=%d p99_us=%d p999_us=%d max_us=%d\n",
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.mean, latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
-end
+-- The `wrk-stats:` summary line (bench/wrk-stats.lua, beside this script).
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") .. "wrk-stats.lua")

@@ -9,11 +9,5 @@ function init(args)
   if token and #token > 0 then wrk.headers["Authorization"] = "Bearer " .. token end
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "wrk-stats: requests=%d duration_us=%d connect=%d read=%d write=%d status=%d timeout=%d " ..
-    "mean_us=%.1f p50_us=%d p99_us=%d p999_us=%d max_us=%d\n",
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.mean, latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max))
-end
+-- The `wrk-stats:` summary line (bench/wrk-stats.lua, beside this script).
+dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") .. "wrk-stats.lua")

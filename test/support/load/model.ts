@@ -48,7 +48,16 @@ export interface EnrollmentModel {
   keysets: string[]
 }
 
+export interface ConsumerModel {
+  state: 'active' | 'suspended'
+}
+
 export type InstallationState = 'unregistered' | 'verified' | 'suspended'
+
+export interface InstallationModel {
+  state: InstallationState
+  description: string
+}
 
 export interface Tenant {
   readonly index: number
