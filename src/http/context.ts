@@ -8,7 +8,7 @@ import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
-import { problemFor, setJsonHeaders, withTraceId } from './foundation'
+import { jsonResponse, problemFor, withTraceId } from './foundation'
 import type { ViewText } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import type { Logger } from '../ops/logger'
@@ -149,15 +149,11 @@ export const traceIdOf = (set: { headers: Record<string, unknown> }) => set.head
 /**
  * A read's answer, `{"<name>": <the record's view>, "trace_id": "..."}`, spliced from the view's
  * remembered text (`rememberedView`, modules/shared/model.ts) and sent as it is; typed as the JSON
- * it is, for the typed client. Elysia makes the Response of the string, with `set`.
+ * it is, for the typed client. A string answer is made into its Response by foundation's
+ * mapResponse hook, or by `readRoutes` once settled.
  */
-export function recordAnswer<K extends string, V>(
-  { request, set }: Pick<ReadContext, 'request' | 'set'>,
-  name: K,
-  view: ViewText<V>,
-): { [P in K]: V } & { trace_id: string } {
+export function recordAnswer<K extends string, V>(set: ReadContext['set'], name: K, view: ViewText<V>): { [P in K]: V } & { trace_id: string } {
   const text = `{"${name}":${view},"trace_id":"${traceIdOf(set)}"}`
-  setJsonHeaders(request, set, text)
   return text as unknown as { [P in K]: V } & { trace_id: string }
 }
 
@@ -165,15 +161,9 @@ export function recordAnswer<K extends string, V>(
  * A list's answer, `{"<name>": [<each record's view>], ...rest}` (`rest` in its order: `total`,
  * `page`, `page_size` or a `trace_id`), spliced from the views' remembered texts like `recordAnswer`.
  */
-export function listAnswer<K extends string, V, R extends Record<string, unknown>>(
-  { request, set }: Pick<ReadContext, 'request' | 'set'>,
-  name: K,
-  views: readonly ViewText<V>[],
-  rest: R,
-): { [P in K]: V[] } & R {
+export function listAnswer<K extends string, V, R extends Record<string, unknown>>(name: K, views: readonly ViewText<V>[], rest: R): { [P in K]: V[] } & R {
   const fields = JSON.stringify(rest)
   const text = `{"${name}":[${views.join(',')}]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
-  setJsonHeaders(request, set, text)
   return text as unknown as { [P in K]: V[] } & R
 }
 
@@ -207,10 +197,13 @@ export function readRoutes(deps: AppDeps) {
     if (!storage.synchronous) {
       return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)
     }
+    // A JSON text (`recordAnswer`, `listAnswer`) that had to wait: made into its Response here, since
+    // Elysia maps a promise's value itself, without foundation's mapResponse hook.
+    const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => (typeof value === 'string' ? jsonResponse(request, set, value) : value)
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
       answer = then(read({ principal, params, request, set }), settle)
-      if (answer instanceof Promise) answer = answer.catch(failed(set)) as Promise<R>
+      if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set)) as Promise<R>
       return answer
     }
   }

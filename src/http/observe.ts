@@ -31,10 +31,15 @@ const notes = new WeakMap<Request, RequestNote>()
 /** Noted by `authenticated` (src/http/context.ts). */
 export const noteAuthenticated = (request: Request, principal: Principal, traceId: string) => void notes.set(request, { principal, traceId, bytesOut: -1 })
 
-/** Noted with a JSON answer's headers (`setJsonHeaders`, foundation.ts): the length of the body of a successful answer. */
-export function noteBytesOut(request: Request, bytes: number): void {
+/**
+ * Noted as a JSON answer's Response is made (`jsonResponse`, foundation.ts): the length of its body,
+ * taken for a successful answer. False when the request has no note (no valid token).
+ */
+export function noteBytesOut(request: Request, text: string): boolean {
   const note = notes.get(request)
-  if (note !== undefined) note.bytesOut = bytes
+  if (note === undefined) return false
+  note.bytesOut = Buffer.byteLength(text)
+  return true
 }
 
 export const UNMATCHED_ROUTE = 'unmatched'

@@ -24,14 +24,14 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
         return then(service.list(principal, q), ({ items, total }) =>
-          listAnswer({ request, set }, 'consumers', items.map(consumerText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+          listAnswer('consumers', items.map(consumerText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )
     .get(
       '/:consumer_id',
-      read(({ principal, params, request, set }) =>
-        then(find(principal, params.consumer_id!), (consumer) => recordAnswer({ request, set }, 'consumer', consumerText(consumer)))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.consumer_id!), (consumer) => recordAnswer(set, 'consumer', consumerText(consumer)))),
       { detail: doc({ operationId: 'getConsumer', summary: 'View a consumer', tag: 'consumers', responses: { 200: ConsumerAnswer } }) },
     )
     .post(

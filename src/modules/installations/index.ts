@@ -31,8 +31,8 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
         const answer = then(service.list(principal, q), ({ items, total }) => {
           const installations = items.map(installationText)
           return q.page
-            ? listAnswer({ request, set }, 'installations', installations, { total, page: q.page, page_size: q.page_size })
-            : listAnswer({ request, set }, 'installations', installations, { trace_id: traceIdOf(set) })
+            ? listAnswer('installations', installations, { total, page: q.page, page_size: q.page_size })
+            : listAnswer('installations', installations, { trace_id: traceIdOf(set) })
         })
         return answer
       }),
@@ -47,8 +47,8 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     )
     .get(
       '/:installation_id',
-      read(({ principal, params, request, set }) =>
-        then(find(principal, params.installation_id!), (installation) => recordAnswer({ request, set }, 'installation', installationText(installation)))),
+      read(({ principal, params, set }) =>
+        then(find(principal, params.installation_id!), (installation) => recordAnswer(set, 'installation', installationText(installation)))),
       { detail: doc({ operationId: 'getInstallation', summary: 'View an installation', tag: 'installations', responses: { 200: InstallationAnswer } }) },
     )
     .post(

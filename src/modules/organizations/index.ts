@@ -25,14 +25,14 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      read(({ principal, request, set }) =>
-        then(service.list(principal), (orgs) => listAnswer({ request, set }, 'organizations', orgs.map(organizationSummaryText), { trace_id: traceIdOf(set) }))),
+      read(({ principal, set }) =>
+        then(service.list(principal), (orgs) => listAnswer('organizations', orgs.map(organizationSummaryText), { trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(
       '/:organization_id',
-      read(({ principal, params, request, set }) =>
-        then(findOrganization(storage, principal, params.organization_id!), (org) => recordAnswer({ request, set }, 'organization', organizationSummaryText(org)))),
+      read(({ principal, params, set }) =>
+        then(findOrganization(storage, principal, params.organization_id!), (org) => recordAnswer(set, 'organization', organizationSummaryText(org)))),
       { detail: doc({ operationId: 'getOrganization', summary: 'View an organization', tag: 'organizations', responses: { 200: OrganizationSummaryAnswer } }) },
     )
     .post(
