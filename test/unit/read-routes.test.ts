@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { FileHandle } from 'node:fs/promises'
 import { createHarness, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
+import { RateLimiter } from '../../src/ops/rate-limit'
 
 let h: Harness
 
@@ -55,4 +56,45 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
   }
   const after = await h.request('GET', '/api/consumers', { token })
   expect(after.body.total).toBe(0)
+})
+
+test("a read that waits for a write's fsync answers once it is durable: JSON, with its trace id and rate-limit headers", async () => {
+  const limited = await createHarness({ rateLimiter: new RateLimiter(1000) })
+  try {
+    const customer = await limited.createCustomer('Waiter')
+    const token = limited.token(customer, 'admin')
+    await limited.tokensRecorded()
+    // The log's next fsync is held until the reads have seen the write, then made.
+    const writer = (limited.store as unknown as { writer: { file: FileHandle } }).writer
+    const good = writer.file
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    let syncs = 0
+    writer.file = new Proxy(good, {
+      get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? held.then(() => target.datasync()) : target.datasync()) : Reflect.get(target, name, target)),
+    })
+    try {
+      const write = limited.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } })
+      while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+      // Answers made from the records' remembered texts (a string), each waiting for the write.
+      const byId = limited.request('GET', `/api/organizations/${customer}`, { token })
+      const list = limited.request('GET', '/api/consumers', { token })
+      release()
+      const [created, organization, consumers] = await Promise.all([write, byId, list])
+      expect(created.status).toBe(201)
+      expect(consumers.body.total).toBe(1)
+      for (const answer of [organization, consumers]) {
+        expect(answer.status).toBe(200)
+        expect(answer.headers.get('content-type')).toBe('application/json;charset=utf-8')
+        expect(answer.headers.get('x-trace-id')).toMatch(/^[0-9a-f-]{36}$/)
+        expect(answer.headers.get('ratelimit-policy')).toBe('"default";q=2000;w=1')
+        expect(answer.headers.get('ratelimit')).toMatch(/^"default";r=\d+;t=\d+$/)
+      }
+      expect(organization.body.trace_id).toBe(organization.headers.get('x-trace-id'))
+    } finally {
+      writer.file = good
+    }
+  } finally {
+    await limited.close()
+  }
 })
