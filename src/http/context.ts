@@ -197,9 +197,13 @@ export function readRoutes(deps: AppDeps) {
     if (!storage.synchronous) {
       return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)
     }
-    // A JSON text (`recordAnswer`, `listAnswer`) that had to wait: made into its Response here, since
-    // Elysia maps a promise's value itself, without foundation's mapResponse hook.
-    const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => (typeof value === 'string' ? jsonResponse(request, set, value) : value)
+    // An answer that had to wait is made into its Response here, as foundation's mapResponse hook
+    // makes the others: Elysia maps a promise's value itself, without the hook.
+    const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => {
+      if (typeof value === 'string') return jsonResponse(request, set, value)
+      if (typeof value !== 'object' || value === null || value instanceof Response) return value
+      return jsonResponse(request, set, JSON.stringify(value))
+    }
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
       answer = then(read({ principal, params, request, set }), settle)

@@ -58,7 +58,7 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
   expect(after.body.total).toBe(0)
 })
 
-test("a read that waits for a write's fsync answers once it is durable: JSON, with its trace id and rate-limit headers", async () => {
+test("a read that waits for a write's fsync answers once it is durable: JSON with its trace id and rate-limit headers, its bytes in the request log", async () => {
   const limited = await createHarness({ rateLimiter: new RateLimiter(1000) })
   try {
     const customer = await limited.createCustomer('Waiter')
@@ -79,11 +79,14 @@ test("a read that waits for a write's fsync answers once it is durable: JSON, wi
       // Answers made from the records' remembered texts (a string), each waiting for the write.
       const byId = limited.request('GET', `/api/organizations/${customer}`, { token })
       const list = limited.request('GET', '/api/consumers', { token })
+      // And one answered as an object.
+      const tokens = limited.request('GET', '/api/tokens', { token })
       release()
-      const [created, organization, consumers] = await Promise.all([write, byId, list])
+      const [created, organization, consumers, tokenList] = await Promise.all([write, byId, list, tokens])
       expect(created.status).toBe(201)
       expect(consumers.body.total).toBe(1)
-      for (const answer of [organization, consumers]) {
+      expect(tokenList.body.tokens.length).toBeGreaterThan(0)
+      for (const answer of [organization, consumers, tokenList]) {
         expect(answer.status).toBe(200)
         expect(answer.headers.get('content-type')).toBe('application/json;charset=utf-8')
         expect(answer.headers.get('x-trace-id')).toMatch(/^[0-9a-f-]{36}$/)
@@ -91,6 +94,11 @@ test("a read that waits for a write's fsync answers once it is durable: JSON, wi
         expect(answer.headers.get('ratelimit')).toMatch(/^"default";r=\d+;t=\d+$/)
       }
       expect(organization.body.trace_id).toBe(organization.headers.get('x-trace-id'))
+      // Their request lines count the bytes sent.
+      const lines = limited.logged.map((text) => JSON.parse(text)).filter((entry) => entry.msg === 'request' && entry.method === 'GET')
+      for (const [route, answer] of [['/api/organizations/:organization_id', organization], ['/api/consumers', consumers], ['/api/tokens', tokenList]] as const) {
+        expect(lines.find((entry) => entry.route === route)).toMatchObject({ status: 200, bytes_out: Buffer.byteLength(JSON.stringify(answer.body)) })
+      }
     } finally {
       writer.file = good
     }
