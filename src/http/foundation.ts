@@ -109,8 +109,7 @@ const JSON_HEADERS = new Headers({ 'content-type': 'application/json;charset=utf
  * The Response of the JSON text `text`, with the status and headers in `set` (the trace id, the
  * RateLimit headers, CORS). Bun turns a plain object's headers into a Response's at some 100 ns
  * each, which is what Elysia would do with `set`; starting from a Headers object and setting only
- * the headers that vary costs a read by id 1 to 3% less CPU with the rate limits on
- * (docs/operations.md, "What it costs"). `set` is emptied (no headers, status 200), so that Elysia hands this Response
+ * the headers that vary costs a read by id up to 3% less CPU (docs/operations.md, "What it costs"). `set` is emptied (no headers, status 200), so that Elysia hands this Response
  * on as it is instead of making it again with `set` merged in. The body's length is noted for the
  * request log, or, for a request without a note, sent as Content-Length for it to read (observe.ts).
  */
