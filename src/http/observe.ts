@@ -28,15 +28,29 @@ interface RequestNote {
 }
 const notes = new WeakMap<Request, RequestNote>()
 
+/**
+ * The request whose handler is running now, and its note. A request answered synchronously (a read
+ * on the embedded storage) is noted and answered with no other request in between: its note needs
+ * no WeakMap entry. One answered later has its note moved to the WeakMap when its handler returns.
+ */
+let inHand: Request | undefined
+let inHandNote: RequestNote | undefined
+
+const noteOf = (request: Request): RequestNote | undefined => (request === inHand ? inHandNote : notes.get(request))
+
 /** Noted by `authenticated` (src/http/context.ts). */
-export const noteAuthenticated = (request: Request, principal: Principal, traceId: string) => void notes.set(request, { principal, traceId, bytesOut: -1 })
+export function noteAuthenticated(request: Request, principal: Principal, traceId: string): void {
+  const note = { principal, traceId, bytesOut: -1 }
+  if (request === inHand) inHandNote = note
+  else notes.set(request, note)
+}
 
 /**
  * Noted as a JSON answer's Response is made (`jsonResponse`, foundation.ts): the length of its body,
  * taken for a successful answer. False when the request has no note (no valid token).
  */
 export function noteBytesOut(request: Request, text: string): boolean {
-  const note = notes.get(request)
+  const note = noteOf(request)
   if (note === undefined) return false
   note.bytesOut = Buffer.byteLength(text)
   return true
@@ -91,11 +105,10 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
    * held gigabytes). A noted length is only taken for a success: an answer that failed after it was
    * built (a write it saw could not be made durable) is a problem of its own length. A HEAD sends no body.
    */
-  const answered = (request: Request, response: Response, observer: RouteObserver, started: number) => {
+  const answered = (request: Request, response: Response, observer: RouteObserver, started: number, note: RequestNote | undefined) => {
     const seconds = (performance.now() - started) / 1000
     const status = response.status
     observer.series.observe(status, seconds)
-    const note = notes.get(request)
     const traceId = note !== undefined ? note.traceId : (response.headers.get('x-trace-id') ?? undefined)
     const bytesOut =
       request.method === 'HEAD' ? 0 : note !== undefined && note.bytesOut >= 0 && status < 400 ? note.bytesOut : Number(response.headers.get('content-length') ?? 0)
@@ -107,9 +120,17 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     return (request) => {
       const started = performance.now()
       const observer = known ?? routeObserver(request.method, templateOf(request))
+      inHand = request
+      inHandNote = undefined
       const response = handler(request)
-      if (response instanceof Promise) return response.then((answer) => (answered(request, answer, observer, started), answer))
-      answered(request, response, observer, started)
+      if (response instanceof Promise) {
+        if (inHand === request && inHandNote !== undefined) notes.set(request, inHandNote)
+        inHand = undefined
+        return response.then((answer) => (answered(request, answer, observer, started, notes.get(request)), answer))
+      }
+      const note = noteOf(request)
+      inHand = undefined
+      answered(request, response, observer, started, note)
       return response
     }
   }
