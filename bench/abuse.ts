@@ -25,10 +25,10 @@
  * flood"). Making the cgroup needs root; without one the run says so and goes on without a limit.
  * Goal (issue 9): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
  *
- * Writes docs/abuse.md (docs/abuse-no-memory-limit.md with --memory-limit 0) and prints it (a partial or repeated run only prints its tables: one per
- * round, each pattern against the unloaded row of its own round, since the peaks move by some 40 MiB
- * between runs). Needs wrk on the PATH. The server and the temp dir are
- * removed at the end, also on failure or Ctrl-C.
+ * Writes docs/abuse.md (docs/abuse-no-memory-limit.md with --memory-limit 0) and prints it (a
+ * partial or repeated run only prints its tables: one per round, each pattern against the unloaded
+ * row of its own round, since the peaks move by some 40 MiB between runs). Needs wrk on the PATH.
+ * The server, the cgroup and the temp dir are removed at the end, also on failure or Ctrl-C.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir, totalmem } from 'node:os'

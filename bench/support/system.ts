@@ -1,7 +1,9 @@
 /**
  * What the benchmarks read from the machine (Linux /proc; each reader answers null or NaN
- * elsewhere): a process's CPU time and memory, how busy the machine is, a one-line description.
+ * elsewhere): a process's CPU time and memory, how busy the machine is, a one-line description;
+ * and a memory cgroup for a server to run in (`memoryCgroup`).
  */
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { cpus } from 'node:os'
 
 /** User + system CPU seconds of a process so far (utime + stime from /proc/PID/stat; null if unreadable). */
@@ -159,7 +161,6 @@ export async function memoryCgroup(bytes: number): Promise<MemoryCgroup | { read
   const name = `keyward-bench-${process.pid}`
   const v1 = '/sys/fs/cgroup/memory'
   const v2 = '/sys/fs/cgroup'
-  const { mkdir, rmdir, writeFile, readFile } = await import('node:fs/promises')
   let dir: string
   try {
     if (await Bun.file(`${v1}/memory.limit_in_bytes`).exists()) {
