@@ -28,7 +28,7 @@ import { LoadRun } from './run'
 
 export type { LoadOptions } from './options'
 export type { KindStats, LoadReport } from './report'
-export { analyseMemory, type MemoryAnalysis } from './memory'
+export { analyseMemory, AUDIT_EVENT_BUDGET_BYTES, type MemoryAnalysis, type MemorySample } from './memory'
 export type { MachineSecond } from './machine'
 
 export async function runLoad(options: LoadOptions): Promise<LoadReport> {

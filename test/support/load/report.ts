@@ -1,6 +1,6 @@
 /** What a load run reports. */
 import type { MachineSecond } from './machine'
-import type { MemoryAnalysis } from './memory'
+import type { MemoryAnalysis, MemorySample } from './memory'
 
 export interface KindStats {
   readonly kind: string
@@ -34,7 +34,7 @@ export interface LoadReport {
   /** Answers completed in each second of the run. */
   readonly perSecond: number[]
   /** [seconds since the load started, VmRSS bytes]. */
-  readonly rss: [number, number][]
+  readonly rss: MemorySample[]
   readonly memory: MemoryAnalysis
   /** Log segments seen during the run (each compaction starts one). */
   readonly segmentsSeen: number

@@ -5,7 +5,7 @@ import { Random } from '../random'
 import { api, initLine, keywardCommand, run, startServer, stopServer, type ApiResponse } from '../server-process'
 import { LoadClient } from './client'
 import { cpuCounters, machineSecond, type MachineSecond } from './machine'
-import { analyseMemory, vmRss } from './memory'
+import { analyseMemory, auditEventCount, vmRss, type MemorySample } from './memory'
 import { ORG_ENVIRONMENTS, leak, sortedList, wrong, type Body, type EnrollmentModel, type Problem, type Role, type Step, type Tenant } from './model'
 import type { LoadOptions } from './options'
 import type { LoadReport } from './report'
@@ -61,7 +61,7 @@ export class LoadRun {
       this.log(`set up ${this.tenants.length} tenants, ${tokens} tokens, ${this.options.clients} clients in ${(setupMs / 1000).toFixed(1)} s`)
 
       // The load, with the memory sampler beside it.
-      const rss: [number, number][] = []
+      const rss: MemorySample[] = []
       const segments = new Set<string>()
       const segmentTimes: number[] = []
       const machine: MachineSecond[] = []
@@ -73,7 +73,7 @@ export class LoadRun {
         for (let tick = 0; sampling; tick++) {
           const value = await vmRss(server.proc.pid)
           const t = Math.round((performance.now() - this.loadStartedAt) / 100) / 10
-          if (value !== null) rss.push([t, value])
+          if (value !== null) rss.push([t, value, await auditEventCount(this.url, this.vendorTokens.vendor)])
           const now = await cpuCounters(server.proc.pid)
           if (counters && now && tick > 0) machine.push(machineSecond(counters, now, t))
           counters = now
