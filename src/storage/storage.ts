@@ -131,9 +131,12 @@ export type Changes<N extends TableName> = Partial<Omit<RecordOf<N>, 'created' |
 export interface Tx {
   /**
    * Sees this transaction's own writes. `update` says the transaction will change the record (it
-   * is locked for that at once instead of being upgraded later, which could deadlock).
+   * is locked for that at once instead of being upgraded later, which could deadlock). `none`: read
+   * as committed, without a lock, for a record of which the change relies only on what never
+   * changes (an organization's existence and type); many transactions share-locking one row is
+   * costly in PostgreSQL (docs/storage.md, "Transactions").
    */
-  find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update'): Maybe<RecordOf<N> | undefined>
+  find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update' | 'none'): Maybe<RecordOf<N> | undefined>
   /** Committed records only: a rule never asks about what its own transaction wrote. */
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
   /** How many committed records match, counted no further than `atMost` (a bound's check costs at most that). */

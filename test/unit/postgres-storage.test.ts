@@ -387,6 +387,41 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       await suspending
       expect((await reading)!.state).toBe('suspended')
     })
+
+    test("a find with lock 'none' neither waits for a row another transaction holds nor locks it", async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      let locked!: () => void
+      const isLocked = new Promise<void>((resolve) => (locked = resolve))
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      const suspending = storage.transaction(async (tx) => {
+        await tx.find('consumers', record.consumer_id, 'update')
+        locked()
+        await released
+        return tx.update('consumers', record.consumer_id, { state: 'suspended' })
+      })
+      await isLocked
+      // Answered while the row is held (the committed state), where a locking find would wait.
+      const read = await storage.transaction(async (tx) => tx.find('consumers', record.consumer_id, 'none'))
+      expect(read!.state).toBe('active')
+      release()
+      await suspending
+      // And it took no lock: a transaction reading without one leaves the row free for an update.
+      let reading!: () => void
+      const hasRead = new Promise<void>((resolve) => (reading = resolve))
+      let finish!: () => void
+      const finished = new Promise<void>((resolve) => (finish = resolve))
+      const holder = storage.transaction(async (tx) => {
+        await tx.find('consumers', record.consumer_id, 'none')
+        reading()
+        await finished
+      })
+      await hasRead
+      const [{ locks }] = await admin`SELECT count(*)::int AS locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND c.relname = 'consumers' AND l.mode = 'RowShareLock'`
+      finish()
+      await holder
+      expect(locks).toBe(0)
+    })
   })
 
   describe('lists', () => {

@@ -64,7 +64,10 @@ export class OrganizationService {
         { path: 'body.parent_id', message: 'Required' },
       ])
     }
-    const parent = await tx.find('organizations', parentId)
+    // Not locked: organizations are never deleted, their type never changes, and no rule here reads
+    // more of the parent; a lock would make every customer create share-lock the vendor's one row
+    // (docs/storage.md, "Transactions").
+    const parent = await tx.find('organizations', parentId, 'none')
     if (!parent) throw notFound('Parent organization')
     if (parent.organization_type === 'partner') {
       throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.', [

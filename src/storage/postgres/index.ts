@@ -322,9 +322,10 @@ class PostgresTx implements Tx {
     if (this.firstFailure !== undefined) throw this.firstFailure
   }
 
-  async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' = 'share'): Promise<RecordOf<N> | undefined> {
+  async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' | 'none' = 'share'): Promise<RecordOf<N> | undefined> {
     if (!isKey(id)) return undefined
-    const text = lock === 'update' ? STATEMENTS[table].findForUpdate : STATEMENTS[table].findForShare
+    const statements = STATEMENTS[table]
+    const text = lock === 'update' ? statements.findForUpdate : lock === 'none' ? statements.find : statements.findForShare
     const rows = await this.run(text, [id])
     return rows.length > 0 ? toRecord(table, rows[0]) : undefined
   }
