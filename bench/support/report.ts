@@ -228,8 +228,8 @@ export function report(settings: Settings, input: ReportInput): { markdown: stri
         ? 'in a database of its own on the local PostgreSQL (its schema made by `keyward init --database-url`). Both durable: keyward fsyncs its log, PostgreSQL its WAL, before answering.'
         : `in the same database keyward uses (the ${sizeLabel(largest)} set's). Both committed before they answer. Between them, ` +
           `"pgbench: keyward" runs the statements keyward sends for this create (bench/pgbench/insert-as-keyward.sql: BEGIN with the ` +
-          `parent read, not locked; the insert; its audit event with COMMIT: five statements in three round trips, pipelined as ` +
-          `keyward sends them, every create reading the same parent row; the token's credential is remembered, as for the read).`),
+          `insert, the parent (the vendor itself) not read; its audit event with COMMIT: four statements in two round trips, pipelined as ` +
+          `keyward sends them; the token's credential is remembered, as for the read).`),
     embedded ? [smallest] : [largest],
   )
   if (!embedded) {

@@ -64,9 +64,11 @@ export class OrganizationService {
         { path: 'body.parent_id', message: 'Required' },
       ])
     }
-    // Not locked: organizations are never deleted, their type never changes, and no rule here reads
-    // more of the parent; a lock would make every customer create share-lock the vendor's one row
+    // Organizations are never deleted, their type never changes, and no rule here reads more of the
+    // parent: the vendor naming itself is its own record, read with its token; another parent is
+    // read without a lock, which would make every concurrent create share-lock the one row
     // (docs/storage.md, "Transactions").
+    if (parentId === p.organization.organization_id) return p.organization
     const parent = await tx.find('organizations', parentId, 'none')
     if (!parent) throw notFound('Parent organization')
     if (parent.organization_type === 'partner') {
