@@ -3,12 +3,12 @@
  * timestamps, uniqueness under concurrency, list conditions, paging and order, transaction
  * retries, lost connections; tokens and audit events, and retention's delete. Skipped where no database server answers (README, "Database mode").
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { SQL } from 'bun'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
-import { listStatement } from '../../src/storage/postgres/statements'
+import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
 import type { TableName } from '../../src/storage/records'
 import { UniqueViolation, type Condition, type Fresh, type ListQuery } from '../../src/storage/storage'
 import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
@@ -269,6 +269,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(failed).toBeInstanceOf(Error)
       expect(failed.errno).toBe('23505')
       expect(await storage.find('consumers', id)).toBeUndefined()
+    })
+
+    test('the events of one change go in as few statements as EVENTS_PER_STATEMENT allows, every one of them kept', async () => {
+      const events = Array.from({ length: EVENTS_PER_STATEMENT * 2 + 1 }, () => event())
+      const sent: string[] = []
+      const sql = (storage as unknown as { sql: { reserve(): Promise<{ unsafe(text: string, params?: unknown[]): Promise<unknown> }> } }).sql
+      const reserve = sql.reserve.bind(sql)
+      const spy = spyOn(sql, 'reserve').mockImplementation(async () => {
+        const connection = await reserve()
+        const unsafe = connection.unsafe.bind(connection)
+        connection.unsafe = (text: string, params?: unknown[]) => (sent.push(text), unsafe(text, params))
+        return connection
+      })
+      try {
+        await storage.transaction(async (tx) => {
+          await tx.insert('consumers', consumer())
+          for (const e of events) tx.appendEvent(e)
+        })
+      } finally {
+        spy.mockRestore()
+      }
+      expect(sent.filter((text) => text.startsWith('INSERT INTO audit_events')).length).toBe(3)
+      const [{ n }] = await admin.unsafe('SELECT count(*)::int AS n FROM audit_events WHERE event_id = ANY($1::uuid[])', [events.map((e) => e.event_id)])
+      expect(n).toBe(events.length)
     })
 
     test('a statement that failed, even one whose error the body caught, means the change is refused and nothing committed', async () => {

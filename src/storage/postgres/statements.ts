@@ -99,8 +99,6 @@ export interface TableStatements {
   readonly findForUpdate: string
   readonly findMany: string
   readonly insert: string
-  /** The same insert without `RETURNING` (`Tx.appendEvent`: nothing reads the row back). */
-  readonly append: string
   /** Inserts unless any unique rule is taken (then returns no row). */
   readonly insertIfAbsent: string
 }
@@ -117,11 +115,27 @@ function tableStatements(table: TableName): TableStatements {
     findForUpdate: `${find} FOR UPDATE`,
     findMany: `SELECT * FROM ${table} WHERE ${key} = ANY($1::uuid[])`,
     insert: `${insert} RETURNING *`,
-    append: insert,
     // No conflict target: a taken enrollment tuple is waited for and skipped like a taken key, so
     // the caller can tell the two apart by reading the key (see PostgresTx.insertIfAbsent).
     insertIfAbsent: `${insert} ON CONFLICT DO NOTHING RETURNING *`,
   }
+}
+
+/** Rows of audit events sent in one statement at most (`appendEventsStatement`). */
+export const EVENTS_PER_STATEMENT = 16
+const appendEventsStatements: string[] = []
+
+/**
+ * The insert of `count` audit events in one statement, `count` up to EVENTS_PER_STATEMENT: a
+ * transaction's events go to the database together, with its COMMIT (PostgresTx.appendEvent).
+ */
+export function appendEventsStatement(count: number): string {
+  if (appendEventsStatements[count] === undefined) {
+    const columns = Object.keys(COLUMNS.audit_events)
+    const row = (r: number) => `(${columns.map((column, i) => `$${r * columns.length + i + 1}::${COLUMNS.audit_events[column]}`).join(', ')}, ${NOW}, ${NOW})`
+    appendEventsStatements[count] = `INSERT INTO audit_events (${columns.join(', ')}, created, modified) VALUES ${Array.from({ length: count }, (_, r) => row(r)).join(', ')}`
+  }
+  return appendEventsStatements[count]!
 }
 
 /** The credential generation (src/storage/postgres/credentials.ts). */
