@@ -11,6 +11,12 @@ import { createConsumer } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
 
+/** The value of a settled promise, or its rejection thrown. */
+function settledValue<T>(result: PromiseSettledResult<T>): T {
+  if (result.status === 'rejected') throw result.reason
+  return result.value
+}
+
 /** SPEC.md Errors: requests for an application its customer has deactivated are 401. */
 export function requireActive(app: Application): Application {
   if (app.state !== 'active') throw unauthorized('The application of this enrollment is suspended.')
@@ -28,24 +34,36 @@ export class EnrollmentService {
    * environment; a missing consumer or installation is created in its customer.
    */
   create(application: Application, customer: Organization, input: CreateEnrollmentInput, actor: Actor): Promise<Created<Enrollment>> {
+    const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: application.application_id, environment: input.environment }
     return this.storage.transaction(async (tx) => {
-      const existing = await tx.find('enrollments', input.enrollment_id)
+      // Asked together (in database mode, one round trip: docs/storage.md "Round trips"), judged in
+      // this order: the id, then the application, then the tuple.
+      const [existing, current, tupleTaken] = await Promise.all([
+        tx.find('enrollments', input.enrollment_id),
+        tx.find('applications', application.application_id),
+        tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)]),
+      ])
       if (existing) return sameEnrollment(existing, input)
-      const app = requireActive((await tx.find('applications', application.application_id))!)
+      const app = requireActive(current!)
       if (!app.environments.includes(input.environment)) {
         throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
       }
-      const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: app.application_id, environment: input.environment }
-      if (await tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)])) {
+      if (tupleTaken) {
         // The same request may have been committed by another instance since the id was looked up
         // (PostgreSQL reads each statement afresh, docs/storage.md): then the id decides (200).
         const committed = await tx.find('enrollments', input.enrollment_id)
         if (committed) return sameEnrollment(committed, input)
         throw alreadyEnrolled()
       }
-      const consumer = (await createConsumer(tx, customer, input.consumer_id, actor)).record
+      // Both sent at once too, and judged consumer first. A refusal after the other was created
+      // rolls both back (its event with them: events go with the COMMIT).
+      const [consumerCreated, installationCreated] = await Promise.allSettled([
+        createConsumer(tx, customer, input.consumer_id, actor),
+        this.installations.createIn(tx, customer, input.installation_id, input.installation_description, actor),
+      ])
+      const consumer = settledValue(consumerCreated).record
       if (consumer.state === 'suspended') throw conflict('consumer_suspended', 'The consumer is suspended.')
-      const installation = (await this.installations.createIn(tx, customer, input.installation_id, input.installation_description, actor)).record
+      const installation = settledValue(installationCreated).record
       if (installation.state === 'suspended') throw conflict('installation_suspended', 'The installation is suspended.')
       try {
         const { record, inserted } = await tx.insertIfAbsent('enrollments', {
