@@ -166,14 +166,23 @@ describe('POST /api/enrollments', () => {
     expect((await h.request('PATCH', `/api/installations/${installationId}/suspend`)).status).toBe(200)
 
     const withConsumer = enrollmentBody(w.appA, 'DEV', { consumer_id: consumerId })
-    expectProblem(await post(withConsumer), 409)
+    const refusedConsumer = await post(withConsumer)
+    expectProblem(refusedConsumer, 409)
+    expect(refusedConsumer.body.code).toBe('consumer_suspended')
     expect(await status(`/api/installations/${withConsumer.installation_id}`)).toBe(404)
     expect(await status(`/api/enrollments/${withConsumer.enrollment_id}`)).toBe(404)
 
     const withInstallation = enrollmentBody(w.appA, 'DEV', { installation_id: installationId })
-    expectProblem(await post(withInstallation, h.token(w.AP)), 409)
+    const refusedInstallation = await post(withInstallation, h.token(w.AP))
+    expectProblem(refusedInstallation, 409)
+    expect(refusedInstallation.body.code).toBe('installation_suspended')
     expect(await status(`/api/consumers/${withInstallation.consumer_id}`)).toBe(404)
     expect(await status(`/api/enrollments/${withInstallation.enrollment_id}`)).toBe(404)
+
+    // Both suspended: the consumer is judged first (the two are created together in database mode).
+    const withBoth = await post(enrollmentBody(w.appA, 'DEV', { consumer_id: consumerId, installation_id: installationId }))
+    expectProblem(withBoth, 409)
+    expect(withBoth.body.code).toBe('consumer_suspended')
 
     // Active again: enrollable.
     expect((await h.request('PATCH', `/api/consumers/${consumerId}/activate`)).status).toBe(200)
