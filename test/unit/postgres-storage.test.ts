@@ -10,7 +10,7 @@ import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
 import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
 import type { TableName } from '../../src/storage/records'
-import { UniqueViolation, type Condition, type Fresh, type ListQuery } from '../../src/storage/storage'
+import { UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
 import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
 
 const reachable = await databaseTestsCanRun()
@@ -389,61 +389,52 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(hopeless).toBe(5)
     })
 
-    test('a find inside a transaction waits for a concurrent change of that row and sees it', async () => {
-      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
-      let locked!: () => void
-      const isLocked = new Promise<void>((resolve) => (locked = resolve))
+    /**
+     * A transaction that reads consumer `id` with `lock`, then waits until `release` is called,
+     * holding whatever that read took, and then runs `after`. Resolves once the read is done.
+     */
+    async function pausedAfterFind(id: string, lock: 'update' | 'none', after: (tx: Tx) => Promise<unknown> = async () => {}) {
+      let found!: () => void
+      const hasFound = new Promise<void>((resolve) => (found = resolve))
       let release!: () => void
       const released = new Promise<void>((resolve) => (release = resolve))
-      const suspending = storage.transaction(async (tx) => {
-        await tx.find('consumers', record.consumer_id, 'update')
-        locked()
+      const done = storage.transaction(async (tx) => {
+        await tx.find('consumers', id, lock)
+        found()
         await released
-        return tx.update('consumers', record.consumer_id, { state: 'suspended' })
+        return after(tx)
       })
-      await isLocked
+      await hasFound
+      return { release, done }
+    }
+    const suspend = (id: string) => (tx: Tx) => tx.update('consumers', id, { state: 'suspended' })
+
+    test('a find inside a transaction waits for a concurrent change of that row and sees it', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      const suspending = await pausedAfterFind(record.consumer_id, 'update', suspend(record.consumer_id))
       const reading = storage.transaction(async (tx) => tx.find('consumers', record.consumer_id))
       // Released only once the reader is waiting for the row lock, so it must see the change.
       for (let waiting = 0; waiting === 0; ) {
         ;[{ waiting }] = await admin`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
       }
-      release()
-      await suspending
+      suspending.release()
+      await suspending.done
       expect((await reading)!.state).toBe('suspended')
     })
 
     test("a find with lock 'none' neither waits for a row another transaction holds nor locks it", async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
-      let locked!: () => void
-      const isLocked = new Promise<void>((resolve) => (locked = resolve))
-      let release!: () => void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      const suspending = storage.transaction(async (tx) => {
-        await tx.find('consumers', record.consumer_id, 'update')
-        locked()
-        await released
-        return tx.update('consumers', record.consumer_id, { state: 'suspended' })
-      })
-      await isLocked
+      const suspending = await pausedAfterFind(record.consumer_id, 'update', suspend(record.consumer_id))
       // Answered while the row is held (the committed state), where a locking find would wait.
       const read = await storage.transaction(async (tx) => tx.find('consumers', record.consumer_id, 'none'))
       expect(read!.state).toBe('active')
-      release()
-      await suspending
-      // And it took no lock: a transaction reading without one leaves the row free for an update.
-      let reading!: () => void
-      const hasRead = new Promise<void>((resolve) => (reading = resolve))
-      let finish!: () => void
-      const finished = new Promise<void>((resolve) => (finish = resolve))
-      const holder = storage.transaction(async (tx) => {
-        await tx.find('consumers', record.consumer_id, 'none')
-        reading()
-        await finished
-      })
-      await hasRead
+      suspending.release()
+      await suspending.done
+      // And it took no lock: while a transaction that read it so is open, no row-share lock is held on the table.
+      const holder = await pausedAfterFind(record.consumer_id, 'none')
       const [{ locks }] = await admin`SELECT count(*)::int AS locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND c.relname = 'consumers' AND l.mode = 'RowShareLock'`
-      finish()
-      await holder
+      holder.release()
+      await holder.done
       expect(locks).toBe(0)
     })
   })
