@@ -4,6 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_PARTNERS_PER_CUSTOMER } from '../../src/modules/shared/limits'
+import { OrganizationService } from '../../src/modules/organizations/service'
+import type { Organization } from '../../src/storage/records'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 import { tenants, TIMESTAMP, tokenOf, UUID_LOWER } from '../support/fixtures'
@@ -740,4 +742,16 @@ describe('partners per customer (docs/security.md)', () => {
     expect((await h.request('GET', '/api/organizations', { token: h.token(customer, 'viewer') })).body.organizations.length).toBe(before)
     expect((await h.request('POST', '/api/organizations', { body: { description: 'Another customer', parent_id: h.vendorId } })).status).toBe(201)
   })
+})
+
+test('the service itself refuses a partner as a parent, also when a partner names itself (the route refuses partners first: 403)', async () => {
+  const C = await h.createCustomer('C')
+  const P = await h.createPartner(C)
+  const partner = (await h.storage.find('organizations', P)) as Organization
+  const principal = { organization: partner, role: 'admin' as const, customerId: C, tokenId: crypto.randomUUID() }
+  const refused = await new OrganizationService(h.storage)
+    .create(principal, { description: 'under a partner', parent_id: P }, { cli: 'test' })
+    .catch((error) => error)
+  expect(refused).toMatchObject({ status: 400, code: 'invalid_parent' })
+  expect((await h.request('POST', '/api/organizations', { token: h.token(P), body: { description: 'x', parent_id: P } })).status).toBe(403)
 })

@@ -65,11 +65,10 @@ export class OrganizationService {
       ])
     }
     // Organizations are never deleted, their type never changes, and no rule here reads more of the
-    // parent: the vendor naming itself is its own record, read with its token; another parent is
+    // parent: the caller naming itself is its own record, read with its token; another parent is
     // read without a lock, which would make every concurrent create share-lock the one row
     // (docs/storage.md, "Transactions").
-    if (parentId === p.organization.organization_id) return p.organization
-    const parent = await tx.find('organizations', parentId, 'none')
+    const parent = parentId === p.organization.organization_id ? p.organization : await tx.find('organizations', parentId, 'none')
     if (!parent) throw notFound('Parent organization')
     if (parent.organization_type === 'partner') {
       throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.', [
