@@ -8,7 +8,7 @@ import { then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
-import { jsonResponse, problemFor, withTraceId } from './foundation'
+import { jsonAnswer, problemFor, withTraceId } from './foundation'
 import type { ViewText } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import type { Logger } from '../ops/logger'
@@ -199,11 +199,7 @@ export function readRoutes(deps: AppDeps) {
     }
     // An answer that had to wait is made into its Response here, as foundation's mapResponse hook
     // makes the others: Elysia maps a promise's value itself, without the hook.
-    const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => {
-      if (typeof value === 'string') return jsonResponse(request, set, value)
-      if (typeof value !== 'object' || value === null || value instanceof Response) return value
-      return jsonResponse(request, set, JSON.stringify(value))
-    }
+    const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => jsonAnswer(request, set, value) ?? value
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
       answer = then(read({ principal, params, request, set }), settle)

@@ -81,20 +81,25 @@ export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, 
     })
     // JSON answers are serialised and made into their Response here rather than by Elysia: so that
     // their size is known for the request log's bytes_out (src/http/observe.ts), and their headers
-    // cost less (`jsonResponse`). A string is a JSON text already (`recordAnswer`, `listAnswer`).
+    // cost less (`jsonResponse`).
     .mapResponse({ as: 'global' }, ({ request, responseValue, set }) => {
-      let text: string
-      if (typeof responseValue === 'string') text = responseValue
-      // Not a Response, nor a promise (a read that waits for a write's fsync, or a long walk:
-      // `readRoutes` makes its Response once it is settled).
-      else if (typeof responseValue !== 'object' || responseValue === null || responseValue instanceof Response || responseValue instanceof Promise) return
-      else text = JSON.stringify(responseValue)
       // Assigned, then returned: a hook whose source text returns a call makes Elysia compile every
       // route to wait on a promise (see `readRoutes` in context.ts).
-      let response: Response
-      response = jsonResponse(request, set, text)
+      let response: Response | undefined
+      response = jsonAnswer(request, set, responseValue)
       return response
     })
+
+/**
+ * The Response of a JSON answer: a string is a JSON text already (`recordAnswer`, `listAnswer`), an
+ * object is serialised. Undefined for anything else: a Response, or a promise (a read that waits for
+ * a write's fsync, or a long walk: `readRoutes` makes its Response once it is settled).
+ */
+export function jsonAnswer(request: Request, set: AnswerSet, value: unknown): Response | undefined {
+  if (typeof value === 'string') return jsonResponse(request, set, value)
+  if (typeof value !== 'object' || value === null || value instanceof Response || value instanceof Promise) return undefined
+  return jsonResponse(request, set, JSON.stringify(value))
+}
 
 /** What a JSON answer's Response is made with: Elysia's `set` of the request. */
 export interface AnswerSet {
@@ -109,8 +114,9 @@ const JSON_HEADERS = new Headers({ 'content-type': 'application/json;charset=utf
  * The Response of the JSON text `text`, with the status and headers in `set` (the trace id, the
  * RateLimit headers, CORS). Bun turns a plain object's headers into a Response's at some 100 ns
  * each, which is what Elysia would do with `set`; starting from a Headers object and setting only
- * the headers that vary costs a read by id up to 3% less CPU (docs/operations.md, "What it costs"). `set` is emptied (no headers, status 200), so that Elysia hands this Response
- * on as it is instead of making it again with `set` merged in. The body's length is noted for the
+ * the headers that vary costs a read by id up to 3% less CPU (docs/operations.md, "What it
+ * costs"). `set` is emptied (no headers, status 200), so that Elysia hands this Response on as it
+ * is instead of making it again with `set` merged in. The body's length is noted for the
  * request log, or, for a request without a note, sent as Content-Length for it to read (observe.ts).
  */
 export function jsonResponse(request: Request, set: AnswerSet, text: string): Response {
