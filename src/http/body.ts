@@ -15,6 +15,7 @@ export type RequestBody =
   | { readonly kind: 'invalid'; readonly reason: string }
 
 const NO_BODY: RequestBody = { kind: 'none' }
+const UNREADABLE: RequestBody = { kind: 'invalid', reason: 'The request body could not be read in full (cut short, or a malformed chunked encoding).' }
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${MAX_BODY_BYTES} bytes.`)
@@ -24,7 +25,14 @@ export async function readBody(request: Request): Promise<RequestBody> {
   if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge()
   // With a declared length (checked above; the HTTP layer holds the body to it) read in one go: the
   // stream reader costs about half of a POST's CPU. Only chunked bodies are streamed against the limit.
-  const bytes = declared !== null ? new Uint8Array(await request.arrayBuffer()) : await readAtMost(request, MAX_BODY_BYTES)
+  let bytes: Uint8Array | null
+  try {
+    bytes = declared !== null ? new Uint8Array(await request.arrayBuffer()) : await readAtMost(request, MAX_BODY_BYTES)
+  } catch {
+    // The client sent less than it declared and closed, or a malformed chunked encoding: a bad
+    // request, not a fault of ours (no 500 in the log and metrics); raised where invalid JSON is.
+    return UNREADABLE
+  }
   if (bytes === null) throw tooLarge()
   if (bytes.length === 0) return NO_BODY
   if (!isJson(request.headers.get('content-type') ?? '')) {

@@ -319,6 +319,30 @@ describe('request bodies', () => {
     expect(ok.body.organization.description).toBe('Zürich 東京 🚀')
   })
 
+  test('a body cut short (declared length or chunked) is 400 invalid_json, logged as a request and not as an error', async () => {
+    const before = await organizationCount()
+    const start = new TextEncoder().encode(`{"parent_id":"${h.vendorId}","description":"`)
+    /** The body's first bytes, then the stream fails: what Bun hands over when a client closes mid-body. */
+    const cutShort = () => {
+      let sent = false
+      return new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent) return controller.error(new Error('the client went away'))
+          sent = true
+          controller.enqueue(start)
+        },
+      })
+    }
+    for (const declared of [{ 'content-length': String(start.length + 20) }, {}]) {
+      const errorsLogged = h.logged.filter((line) => JSON.parse(line).level === 'error').length
+      const res = await raw('POST', '/api/organizations', { body: cutShort(), headers: { 'content-type': 'application/json', ...declared } })
+      expectProblem(res, 400, 'invalid_json')
+      expect(res.body.detail).toContain('could not be read')
+      expect(h.logged.filter((line) => JSON.parse(line).level === 'error').length).toBe(errorsLogged)
+    }
+    expect(await organizationCount()).toBe(before)
+  })
+
   test('a missing body where one is required is 400', async () => {
     expectProblem(await h.request('POST', '/api/organizations'), 400, 'body_required')
     expectProblem(await h.request('PATCH', `/api/organizations/${customer}`), 400)
