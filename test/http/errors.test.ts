@@ -333,7 +333,7 @@ describe('request bodies', () => {
         },
       })
     }
-    for (const declared of [{ 'content-length': String(start.length + 20) }, {}]) {
+    for (const declared of [{ 'content-length': String(start.length + 20) }, {}] as Record<string, string>[]) {
       const errorsLogged = h.logged.filter((line) => JSON.parse(line).level === 'error').length
       const res = await raw('POST', '/api/organizations', { body: cutShort(), headers: { 'content-type': 'application/json', ...declared } })
       expectProblem(res, 400, 'invalid_json')
