@@ -70,3 +70,90 @@ export async function createTestDatabase(prefix = 'keyward_test'): Promise<TestD
     },
   }
 }
+
+/** A TCP relay to a database server that can stop relaying without closing anything (`pause`). */
+export interface PausableRelay {
+  /** `url` with the relay's address instead of the server's. */
+  readonly url: string
+  /** From now on, bytes and closes in either direction are held, not relayed: a database that hangs. */
+  pause(): void
+  /** Relays what was held, in order, and everything after it. */
+  resume(): void
+  close(): void
+}
+
+/**
+ * A database that accepts connections but does not answer, made on demand: a relay on a free local
+ * port to `url`'s server. For the small exchanges of tests: a write the kernel takes only in part
+ * is not retried.
+ */
+export function pausableRelay(url: string): PausableRelay {
+  const server = new URL(url)
+  let paused = false
+  const held: (() => void)[] = []
+  const relay = (step: () => void): void => {
+    if (paused) held.push(step)
+    else step()
+  }
+  const open = new Set<{ end(): void }>()
+  type Side = { upstream?: { write(bytes: Uint8Array): number; end(): void }; early: Uint8Array[] }
+  const listener = Bun.listen<Side>({
+    hostname: '127.0.0.1',
+    port: 0,
+    socket: {
+      open(client) {
+        client.data = { early: [] }
+        open.add(client)
+        Bun.connect({
+          hostname: server.hostname,
+          port: Number(server.port || 5432),
+          socket: {
+            open(upstream) {
+              open.add(upstream)
+              client.data.upstream = upstream
+              for (const bytes of client.data.early.splice(0)) upstream.write(bytes)
+            },
+            data(_, chunk) {
+              const bytes = new Uint8Array(chunk)
+              relay(() => client.write(bytes))
+            },
+            close() {
+              relay(() => client.end())
+            },
+            error() {
+              client.end()
+            },
+          },
+        }).catch(() => client.end())
+      },
+      data(client, chunk) {
+        const bytes = new Uint8Array(chunk)
+        relay(() => {
+          if (client.data.upstream) client.data.upstream.write(bytes)
+          else client.data.early.push(bytes)
+        })
+      },
+      close(client) {
+        relay(() => client.data.upstream?.end())
+      },
+      error(client) {
+        client.data.upstream?.end()
+      },
+    },
+  })
+  const relayed = new URL(url)
+  relayed.hostname = '127.0.0.1'
+  relayed.port = String(listener.port)
+  return {
+    url: relayed.toString(),
+    pause: () => void (paused = true),
+    resume() {
+      paused = false
+      for (const step of held.splice(0)) step()
+    },
+    close() {
+      listener.stop(true)
+      for (const socket of open) socket.end()
+    },
+  }
+}

@@ -11,7 +11,7 @@ import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage
 import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
 import type { TableName } from '../../src/storage/records'
 import { UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
-import { createTestDatabase, databaseTestsCanRun, type TestDatabase } from '../support/database'
+import { createTestDatabase, databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
 
 const reachable = await databaseTestsCanRun()
 
@@ -781,6 +781,66 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       } finally {
         await instance.close()
         await other.drop()
+      }
+    })
+
+    test('a database that stops answering: reads and transactions are DatabaseUnavailableError after the answer timeout; the abandoned change is rolled back; it works again once answers come', async () => {
+      const relay = pausableRelay(db.url)
+      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 300 })
+      try {
+        const record = await hanging.transaction((tx) => tx.insert('consumers', consumer()))
+        const issued = await hanging.transaction((tx) =>
+          tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ab'.repeat(32) }),
+        )
+        expect(await hanging.findCredential(issued.token_id)).toBeDefined()
+        relay.pause()
+        const unanswered = (work: () => unknown) => Promise.resolve().then(work).catch((error) => error)
+        expect(await unanswered(() => hanging.find('consumers', record.consumer_id))).toBeInstanceOf(DatabaseUnavailableError)
+        // A remembered credential waits for a read of the generation: that one is bounded too.
+        expect(await unanswered(() => hanging.findCredential(issued.token_id))).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await unanswered(() => hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' })))).toBeInstanceOf(DatabaseUnavailableError)
+        relay.resume()
+        // The change's connection was closed at the deadline, before its COMMIT: nothing of it holds.
+        expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
+        expect((await hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+        expect(await hanging.findCredential(issued.token_id)).toBeDefined()
+      } finally {
+        await hanging.close()
+        relay.close()
+      }
+    })
+
+    test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', async () => {
+      const relay = pausableRelay(db.url)
+      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 300, maxConnections: 1 })
+      try {
+        const record = await hanging.transaction((tx) => tx.insert('consumers', consumer()))
+        relay.pause()
+        // The pool's one connection is this transaction's, which waits for an answer...
+        let reserved!: () => void
+        const holding = new Promise<void>((resolve) => (reserved = resolve))
+        const first = hanging.transaction((tx) => {
+          reserved()
+          return tx.find('consumers', record.consumer_id)
+        })
+        await holding
+        // ...so this change waits for a connection, past its deadline: answered 503, it must never run.
+        let ran = false
+        const late = hanging.transaction((tx) => {
+          ran = true
+          return tx.update('consumers', record.consumer_id, { state: 'suspended' })
+        })
+        expect(await first.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await late.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        relay.resume()
+        // The pool's connection serves its waiters in turn: by this read, the late reservation had it.
+        expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
+        expect(ran).toBe(false)
+        // Had the late reservation kept the connection, the pool would have none left for this one.
+        expect((await hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+      } finally {
+        await hanging.close()
+        relay.close()
       }
     })
 

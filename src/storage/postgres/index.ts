@@ -26,6 +26,9 @@ const PURGE_AUDIT_EVENTS =
 const PROBE_TIMEOUT_MS = 2000
 const PROBE_KEPT_MS = 1000
 
+/** How long a read or a transaction may wait for the database's answers by default (`PostgresOptions.answerTimeoutMs`). */
+export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
+
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
 
@@ -35,6 +38,12 @@ type Connection = Pick<SQL, 'unsafe'>
 export interface PostgresOptions {
   /** Connections in the pool (default 16). */
   readonly maxConnections?: number
+  /**
+   * A read or a transaction that has had no complete answer after this long is
+   * DatabaseUnavailableError (503), and a transaction's connection is closed (docs/storage.md, "A
+   * database that does not answer"). Default DEFAULT_ANSWER_TIMEOUT_MS.
+   */
+  readonly answerTimeoutMs?: number
 }
 
 export class PostgresStorage implements Storage {
@@ -59,6 +68,7 @@ export class PostgresStorage implements Storage {
      * connections reaches a new one. A refused or timed-out new connection ends the tries.
      */
     private readonly connectionTries: number,
+    private readonly answerTimeoutMs: number,
   ) {}
 
   /**
@@ -68,7 +78,7 @@ export class PostgresStorage implements Storage {
   static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
     const max = options.maxConnections ?? 16
     // PostgreSQL's default plan caching, not a custom plan per statement: see docs/storage.md, "Plans".
-    return new PostgresStorage(url, new SQL({ url, max, connectionTimeout: 10 }), max + 1)
+    return new PostgresStorage(url, new SQL({ url, max, connectionTimeout: 10 }), max + 1, options.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS)
   }
 
   /**
@@ -131,7 +141,12 @@ export class PostgresStorage implements Storage {
     this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10 })
     const sql = this.generationSql
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
-    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2).then((rows) => generationOf(rows[0]))
+    // Unanswered, it is closed and forgotten: the next read opens a new one instead of queueing behind it.
+    const late = () => {
+      if (this.generationSql === sql) this.generationSql = undefined
+      sql.close({ timeout: 0 }).catch(() => {})
+    }
+    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2, late).then((rows) => generationOf(rows[0]))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
@@ -161,12 +176,23 @@ export class PostgresStorage implements Storage {
     return (await this.run(existsStatement(table, where)))[0].found as boolean
   }
 
-  async transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
+  transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
+    const run: TransactionRun = { abandoned: false, connection: undefined }
+    // Past the deadline the connection is closed: the server rolls back whatever has not committed,
+    // and a COMMIT already sent has an unknown outcome, as when a connection is lost (503).
+    return answeredWithin(this.attempts(body, run), this.answerTimeoutMs, () => {
+      run.abandoned = true
+      run.connection?.close().catch(() => {})
+    })
+  }
+
+  private async attempts<R>(body: (tx: Tx) => Promise<R>, run: TransactionRun): Promise<R> {
     for (let attempt = 1, lost = 0; ; attempt++) {
       const state = { committing: false }
       try {
-        return await this.attempt(body, state)
+        return await this.attempt(body, state, run)
       } catch (error) {
+        if (run.abandoned) throw error
         if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
           // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
           await Bun.sleep(Math.random() * 5 * attempt)
@@ -177,7 +203,7 @@ export class PostgresStorage implements Storage {
         // connection (see `connectionTries`). Lost during the commit: the outcome is unknown, and
         // only the client may decide to try again.
         if (!state.committing && isClosedConnection(error) && ++lost < this.connectionTries) continue
-        throw new DatabaseUnavailableError(error)
+        throw error instanceof DatabaseUnavailableError ? error : new DatabaseUnavailableError(error)
       }
     }
   }
@@ -192,8 +218,14 @@ export class PostgresStorage implements Storage {
    * runs them in order and, once a statement has failed, commits nothing, so the outcome is known
    * from all the answers together.
    */
-  private async attempt<R>(body: (tx: Tx) => Promise<R>, state: { committing: boolean }): Promise<R> {
+  private async attempt<R>(body: (tx: Tx) => Promise<R>, state: { committing: boolean }, run: TransactionRun): Promise<R> {
     const connection = await this.sql.reserve()
+    // Reserved after the deadline (the pool was busy): nothing was sent, the connection goes back.
+    if (run.abandoned) {
+      connection.release()
+      throw new DatabaseUnavailableError(new Error('no connection within the answer timeout'))
+    }
+    run.connection = connection
     try {
       const tx = new PostgresTx(connection)
       tx.track(connection.unsafe('BEGIN'))
@@ -216,6 +248,7 @@ export class PostgresStorage implements Storage {
       this.writeObserver?.((performance.now() - commitStarted) / 1000)
       return value
     } finally {
+      run.connection = undefined
       connection.release()
     }
   }
@@ -225,8 +258,16 @@ export class PostgresStorage implements Storage {
     return this.read(() => this.sql.unsafe(statement.text, statement.params))
   }
 
-  /** `query`, tried again while the server had closed its connection (see `connectionTries`). */
-  private async read<T>(query: () => Promise<T>, maxTries = this.connectionTries): Promise<T> {
+  /**
+   * `query`, tried again while the server had closed its connection (see `connectionTries`), and
+   * DatabaseUnavailableError once unanswered for the answer timeout (`late` runs then). A pool's
+   * statement cannot be taken back: its connection answers it when the database does.
+   */
+  private read<T>(query: () => Promise<T>, maxTries = this.connectionTries, late?: () => void): Promise<T> {
+    return answeredWithin(this.tries(query, maxTries), this.answerTimeoutMs, late)
+  }
+
+  private async tries<T>(query: () => Promise<T>, maxTries: number): Promise<T> {
     for (let tries = 1; ; tries++) {
       try {
         return await query()
@@ -287,6 +328,28 @@ export class PostgresStorage implements Storage {
     await this.generationSql?.close({ timeout: 1 })
     await this.sql.close({ timeout: 5 })
   }
+}
+
+/** A transaction's connection, for its deadline to close; `abandoned` once past it. */
+interface TransactionRun {
+  abandoned: boolean
+  connection: { close(): Promise<void> } | undefined
+}
+
+/**
+ * `work`'s outcome, or DatabaseUnavailableError if it has none after `ms`: a database that accepts
+ * connections but does not answer (hung, or a network that drops its packets) is a 503 in bounded
+ * time, not a request that waits as long as the TCP connection lives. `late` runs at the deadline.
+ */
+function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      late?.()
+      reject(new DatabaseUnavailableError(new Error(`no answer from the database within ${ms} ms`)))
+    }, ms)
+  })
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
 }
 
 /** The credential generation a row carries; NaN when there is none (its row deleted by hand: see CredentialCache). */
