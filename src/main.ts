@@ -43,6 +43,7 @@ const commands = {
       'audit-retention': { type: 'string', default: env.KEYWARD_AUDIT_RETENTION || '400d' },
       'rate-limit': { type: 'string', default: env.KEYWARD_RATE_LIMIT || '100' },
       'log-format': { type: 'string', default: env.KEYWARD_LOG_FORMAT || 'json' },
+      'database-timeout': { type: 'string', default: env.KEYWARD_DATABASE_TIMEOUT || '10s' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -59,6 +60,7 @@ const commands = {
         auditRetention: v['audit-retention'] as string,
         rateLimit: v['rate-limit'] as string,
         logFormat: v['log-format'] as string,
+        databaseTimeout: v['database-timeout'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),

@@ -6,16 +6,16 @@
  * socket: the CLI's token commands write to the database themselves, and every instance reads a
  * token's record on every request (README "Database mode").
  */
-import { PostgresStorage } from '../storage/postgres'
+import { PostgresStorage, type PostgresOptions } from '../storage/postgres'
 import { SCHEMA_VERSION } from '../storage/postgres/schema'
 import type { Logger } from '../ops/logger'
 import { describeDatabase, prepareDatabase } from './database'
 import type { OpenedStorage } from './serving'
 
 /** Connects, migrates and on an empty database initialises it. */
-export async function serveDatabase(url: string, logger: Logger): Promise<OpenedStorage> {
+export async function serveDatabase(url: string, logger: Logger, options: PostgresOptions = {}): Promise<OpenedStorage> {
   const where = describeDatabase(url)
-  const storage = PostgresStorage.connect(url)
+  const storage = PostgresStorage.connect(url, options)
   try {
     const started = performance.now()
     const first = await prepareDatabase(storage, 'Vendor', false, where)

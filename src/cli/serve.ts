@@ -34,6 +34,8 @@ export interface ServeOptions {
   readonly rateLimit?: string
   /** `json` (default) or `text` (`--log-format`). */
   readonly logFormat?: string
+  /** Database mode: how long a request waits for the database's answers before its 503 (`--database-timeout`, default 10s). */
+  readonly databaseTimeout?: string
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -66,6 +68,13 @@ function parseRateLimit(text: string): number {
   return limit
 }
 
+/** `--database-timeout` in milliseconds (else bad usage). */
+function parseDatabaseTimeout(text: string): number {
+  const seconds = parseDuration(text)
+  if (seconds === null) throw new UsageError(`invalid --database-timeout '${text}': use a number and s, m, h or d, like 10s`)
+  return seconds * 1000
+}
+
 function parseLogFormat(text: string): LogFormat {
   if (!LOG_FORMATS.includes(text as LogFormat)) throw new UsageError(`invalid --log-format '${text}': use json or text`)
   return text as LogFormat
@@ -78,6 +87,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const rateLimit = parseRateLimit(options.rateLimit ?? '100')
   const logger = createLogger(parseLogFormat(options.logFormat ?? 'json'))
   const retentionSeconds = parseRetention(options.auditRetention)
+  const answerTimeoutMs = parseDatabaseTimeout(options.databaseTimeout ?? '10s')
   let reserved: ReservedPort | undefined
   try {
     const tls = readTlsFiles(options.tlsCert, options.tlsKey)
@@ -88,7 +98,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
     const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
-    const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger) : await openDataDir(options, logger)
+    const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs }) : await openDataDir(options, logger)
     return await serveUntilStopped(opened, settings)
   } catch (error) {
     if (error instanceof UsageError) throw error

@@ -8,7 +8,7 @@ Usage:
   keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
                 [--cors-origin ORIGIN]... [--audit-retention DURATION] [--rate-limit N]
-                [--log-format json|text]
+                [--log-format json|text] [--database-timeout DURATION]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
                       [--data DIR | --database-url URL]
@@ -54,6 +54,9 @@ Options:
                                  429 (env KEYWARD_RATE_LIMIT, default 100; 0 turns it off)
   --log-format FORMAT            json (one object per line) or text, on stderr
                                  (env KEYWARD_LOG_FORMAT, default json)
+  --database-timeout DURATION    database mode: a request that has waited this long for the
+                                 database's answers is 503 database_unavailable, like 10s
+                                 (env KEYWARD_DATABASE_TIMEOUT, default 10s)
   --help                         this text`,
   init: `Usage: keyward init [options]
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { existsSync, rmSync } from 'node:fs'
 import { tempDir } from '../support/harness'
-import { createTestDatabase, databaseTestsCanRun, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
+import { createTestDatabase, databaseTestsCanRun, pausableRelay, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
@@ -50,6 +50,14 @@ describe('--database-url', () => {
     }
     expect(existsSync(`${parent}/other`)).toBe(false)
     rmSync(parent, { recursive: true, force: true })
+  })
+
+  test('--database-timeout that is not a duration: bad usage (exit 2)', async () => {
+    for (const value of ['10', '0s', 'soon', '1.5s']) {
+      const result = await run(keywardCommand(['serve', '--port', '0', '--database-url', TEST_DATABASE_URL, '--database-timeout', value]))
+      expect({ value, code: result.code }).toEqual({ value, code: 2 })
+      expect(result.stderr).toContain(`invalid --database-timeout '${value}'`)
+    }
   })
 
   test('a database that cannot be reached at start: exit 1 with a message, nothing printed on stdout', async () => {
@@ -255,6 +263,28 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     const checks = await Promise.all(acknowledged.map((id) => api(B.url, c1.token, 'GET', `/api/consumers/${id}`)))
     expect(checks.filter((r) => r.status !== 200).map((r) => r.status)).toEqual([])
   }, 60000)
+
+  test('a database that stops answering: requests are 503 database_unavailable after --database-timeout (KEYWARD_DATABASE_TIMEOUT), then served again without a restart', async () => {
+    const c1 = customers[0]!
+    const relay = pausableRelay(db.url)
+    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_TIMEOUT: '1s' } })
+    try {
+      const before = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
+      expect(before.status).toBe(201)
+      relay.pause()
+      const read = await api(server.url, c1.token, 'GET', `/api/consumers/${before.body.consumer.consumer_id}`)
+      const write = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
+      expect([read.status, read.body.code, write.status, write.body.code]).toEqual([503, 'database_unavailable', 503, 'database_unavailable'])
+      expect((await fetch(`${server.url}/readyz`)).status).toBe(503)
+      relay.resume()
+      const after = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
+      expect(after.status).toBe(201)
+      expect(server.proc.exitCode).toBeNull()
+    } finally {
+      await stopServer(server, 'SIGTERM')
+      relay.close()
+    }
+  }, 30000)
 
   test.skipIf(!canRestart)('the database restarted under load: 503 database_unavailable, then recovery without restarting keyward', async () => {
     const c1 = customers[0]!

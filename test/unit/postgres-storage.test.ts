@@ -819,9 +819,9 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         // The pool's one connection is this transaction's, which waits for an answer...
         let reserved!: () => void
         const holding = new Promise<void>((resolve) => (reserved = resolve))
-        const first = hanging.transaction((tx) => {
+        const first = hanging.transaction(async (tx) => {
           reserved()
-          return tx.find('consumers', record.consumer_id)
+          return await tx.find('consumers', record.consumer_id)
         })
         await holding
         // ...so this change waits for a connection, past its deadline: answered 503, it must never run.
