@@ -50,6 +50,7 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
     throw new DataDirError(`data dir ${dir} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: run keyward as its owner, or chown it to uid ${uid}`)
   }
   const names = await readdir(dir)
+  if (names.includes(SECRET_FILE)) await checkLegacySecret(dir, uid)
   if (names.some(isKeywardData)) return 'keyward'
   const others = names.filter((name) => !name.startsWith('.') && !isKeywardFile(name))
   if (others.length > 0) {
@@ -57,6 +58,22 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
     throw new DataDirError(`data dir ${dir} is not keyward's: it holds other files (${shown}); give keyward an empty directory, or one that holds only dotfiles`)
   }
   return names.some(isKeywardFile) ? 'keyward' : 'unused'
+}
+
+/**
+ * The `secret` a version with signed tokens left: no longer used (README "Upgrading from a version
+ * with signed tokens"), but while it is there, the contract's rule for it holds (section 12): a
+ * regular file of the running user that nobody else may read.
+ */
+async function checkLegacySecret(dir: string, uid: number): Promise<void> {
+  const path = `${dir.replace(/\/+$/, '')}/${SECRET_FILE}`
+  const info = await lstat(path)
+  const fix = 'it is no longer used (tokens are recorded, not signed): delete it'
+  if (!info.isFile()) throw new DataDirError(`${path} is not a regular file: ${fix}`)
+  if (info.uid !== uid) throw new DataDirError(`${path} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: ${fix}, or chown it to uid ${uid}`)
+  if ((info.mode & 0o077) !== 0) {
+    throw new DataDirError(`${path} may be read or written by others (mode 0${(info.mode & 0o777).toString(8)}): ${fix}, or chmod 600 it`)
+  }
 }
 
 /** A data dir to read (verify, backup): keyward's, checked as every command checks it (CONTRACT section 12). */

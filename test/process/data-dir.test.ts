@@ -3,7 +3,7 @@
  * that fails leaves nothing behind (section 11): the real CLI (`serve`, `init`, the token commands,
  * `restore`, `verify`, `backup`) on dirs that are
  * symbolic links, owned by another user or not keyward's; a `secret` left by a version with signed
- * tokens is ignored, whatever it is. A refused dir is left exactly as it was: no file added, its
+ * tokens is ignored when private, and refused otherwise (section 12's rule for it). A refused dir is left exactly as it was: no file added, its
  * mode unchanged.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
@@ -180,23 +180,52 @@ describe('the data dir', () => {
 })
 
 describe('the secret of a version with signed tokens', () => {
-  test('is ignored, whatever its mode, owner or kind: serve, issue-token and tokens list work', async () => {
+  test('a private one (a regular file of the running user, mode 0600) is ignored: serve, issue-token and tokens list work', async () => {
     const data = await initialised()
+    writeFileSync(join(data, 'secret'), `${'ab'.repeat(32)}\n`, { mode: 0o600 })
+    const server = await startServer(data)
+    const vendorId = await vendorOf(data)
+    const issued = await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer'])
+    expect([issued.code, issued.stderr]).toEqual([0, ''])
+    expect((await api(server.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+
+  test('one that others may read, a symbolic link, a directory or (as root) another user\'s: every command refuses the dir (exit 1) saying what to fix, and leaves it as it was', async () => {
+    const data = await initialised()
+    const vendorId = await vendorOf(data)
     const secret = join(data, 'secret')
-    const kinds: [string, () => void][] = [
-      ['readable and writable by others', () => writeFileSync(secret, `${'ab'.repeat(32)}\n`, { mode: 0o666 })],
-      ['a symbolic link', () => symlinkSync(join(data, '..', 'nowhere'), secret)],
-      ['a directory', () => mkdirSync(secret)],
+    /** A secret as such a version wrote it, then given `mode` (set apart from the umask). */
+    const secretWithMode = (mode: number) => {
+      writeFileSync(secret, `${'ab'.repeat(32)}\n`, { mode: 0o600 })
+      chmodSync(secret, mode)
+    }
+    const kinds: [string, () => void, string][] = [
+      ['readable by others', () => secretWithMode(0o644), 'may be read or written by others (mode 0644): it is no longer used (tokens are recorded, not signed): delete it, or chmod 600 it'],
+      ['writable by the group', () => secretWithMode(0o620), 'may be read or written by others (mode 0620)'],
+      ['a symbolic link', () => symlinkSync(join(data, '..', 'nowhere'), secret), 'is not a regular file: it is no longer used (tokens are recorded, not signed): delete it'],
+      ['a directory', () => mkdirSync(secret), 'is not a regular file'],
     ]
-    for (const [kind, make] of kinds) {
+    if (asRoot) {
+      kinds.push(['another user\'s', () => (secretWithMode(0o600), chownSync(secret, OTHER_UID, OTHER_UID)), `is owned by uid ${OTHER_UID}, not by uid ${UID} that runs keyward`])
+    }
+    for (const [kind, make, message] of kinds) {
       rmSync(secret, { recursive: true, force: true })
       make()
-      const server = await startServer(data)
-      const vendorId = await vendorOf(data)
-      const issued = await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer'])
-      expect({ kind, code: issued.code, stderr: issued.stderr }).toEqual({ kind, code: 0, stderr: '' })
-      expect((await api(server.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
-      expect(await stopServer(server, 'SIGTERM')).toBe(0)
+      const before = snapshotOf(data)
+      const results = await Promise.all([
+        serve(data),
+        keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer']),
+        keyward(['tokens', 'list', '--data', data]),
+        keyward(['verify', '--data', data]),
+        keyward(['backup', '--data', data, '--out', join(newParent(), 'backup.tar')]),
+      ])
+      for (const result of results) {
+        expect({ kind, code: result.code }).toEqual({ kind, code: 1 })
+        expect(result.stderr).toContain(`${secret} ${message}`)
+        expect(result.stdout).toBe('')
+      }
+      expect(snapshotOf(data)).toEqual(before)
     }
   })
 })
