@@ -227,7 +227,7 @@ describe('the secret of a version with signed tokens', () => {
       }
       expect(snapshotOf(data)).toEqual(before)
     }
-  })
+  }, 60000)
 })
 
 /** The vendor's id, from `tokens list` (its first token is the one init printed). */

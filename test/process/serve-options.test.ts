@@ -84,7 +84,7 @@ test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https U
     }),
   )
   rmSync(parent, { recursive: true })
-})
+}, 30000)
 
 test('on a wildcard host without --public-url, serve warns that host_url names the wildcard; not with it', async () => {
   const data = `${tempDir('keyward-serve-options-')}/data`
