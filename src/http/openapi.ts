@@ -36,6 +36,8 @@ interface RouteDoc {
   readonly public?: boolean
   /** A public route charged to the client's address (the documents): RateLimit headers, and 429. */
   readonly limited?: boolean
+  /** Its success answer holds a secret shown this once, sent with `Cache-Control: no-store`. */
+  readonly shownOnce?: boolean
 }
 
 const DOC = 'x-keyward'
@@ -85,6 +87,10 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
   413: ['PayloadTooLarge', 'The request body is over 64 KiB.'],
   415: ['UnsupportedMediaType', 'A request body whose Content-Type is not application/json.'],
   429: ['TooManyRequests', 'Over the rate limit of the token (or, without a valid token, of the client address): `rate_limited`; `Retry-After` says in how many seconds to try again.'],
+  431: [
+    'RequestHeaderFieldsTooLarge',
+    'The request line and headers together are over 16 KiB (a query of some 400 identifiers): refused by the HTTP server before keyward reads the request, with no body and no trace id.',
+  ],
   500: ['InternalError', 'An unexpected fault; it was logged with the trace id.'],
   503: [
     'StorageUnavailable',
@@ -97,7 +103,7 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
  * read (Bun's server does not pass it on: docs/api.md, "Status codes and errors"), so reads answer no 413 or 415.
  */
 function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {
-  const statuses = new Set<number>([...(meta.errors ?? []), 500])
+  const statuses = new Set<number>([...(meta.errors ?? []), 431, 500])
   if (!meta.public) for (const status of method === 'GET' ? [401, 429, 503] : [401, 413, 415, 429, 503]) statuses.add(status)
   if (meta.limited) statuses.add(429)
   if (hasPathIds) statuses.add(400).add(404)
@@ -134,7 +140,7 @@ export function openApiDocument(
     }))
     if (meta.query) parameters.push(...queryParameters(meta.query))
     const responses: Record<string, unknown> = {}
-    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public || meta.limited === true)
+    for (const [status, success] of Object.entries(meta.responses)) responses[status] = successResponse(Number(status), success, !meta.public || meta.limited === true, meta.shownOnce === true)
     for (const status of errorStatuses(meta, route.method, pathIds.length > 0)) responses[status] = { $ref: `#/components/responses/${ERRORS[status]![0]}` }
     const path = route.path.replace(/:([a-z_]+)/g, '{$1}')
     paths[path] ??= {}
@@ -180,11 +186,12 @@ export function openApiDocument(
           schema: { type: 'string', examples: ['"default";r=143;t=1'] },
         },
         RetryAfter: { description: 'Whole seconds until one request is allowed again.', schema: { type: 'integer', minimum: 1 } },
+        NoStore: { description: 'The answer holds a secret shown this once: no cache may keep it.', schema: { type: 'string', const: 'no-store' } },
       },
       responses: Object.fromEntries(
         Object.entries(ERRORS).map(([status, [name, description]]) => [
           name,
-          {
+          status === '431' ? { description } : {
             description,
             headers: {
               'x-trace-id': TRACE_ID_HEADER,
@@ -200,8 +207,8 @@ export function openApiDocument(
   }
 }
 
-function successResponse(status: number, success: Success, rateLimited: boolean) {
-  const headers = { 'x-trace-id': TRACE_ID_HEADER, ...(rateLimited ? RATE_LIMIT_HEADERS : {}) }
+function successResponse(status: number, success: Success, rateLimited: boolean, shownOnce: boolean) {
+  const headers = { 'x-trace-id': TRACE_ID_HEADER, ...(rateLimited ? RATE_LIMIT_HEADERS : {}), ...(shownOnce ? { 'cache-control': { $ref: '#/components/headers/NoStore' } } : {}) }
   if ('contentType' in success) return { description: success.description, headers, content: { [success.contentType]: { schema: { type: 'string' } } } }
   const description = status === 201 ? 'Created' : 'OK'
   return { description, headers, content: { 'application/json': { schema: jsonSchema(success) } } }

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
+import Ajv2020 from 'ajv/dist/2020'
 import { answerChecker } from '../support/openapi-check'
 
 let h: Harness
@@ -54,11 +55,15 @@ describe('the document', () => {
     }
     const problem = document.components.responses.NotFound.content['application/problem+json'].schema
     expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
+    // Headers over 16 KiB: Bun's answer, with no body; every operation may meet it.
+    expect(operations().filter(({ operation }) => !operation.responses['431']).map(({ path }) => path)).toEqual([])
+    expect(document.components.responses.RequestHeaderFieldsTooLarge.content).toBeUndefined()
   })
 
   test('the rate-limit headers: on every answer of an /api operation and of the documents, Retry-After on 429; none on the probes', () => {
     for (const { path, operation } of operations()) {
       for (const [status, response] of Object.entries<any>(operation.responses)) {
+        if (status === '431') continue // Bun's own answer, before keyward: no headers of keyward's
         const headers = response.$ref ? document.components.responses[response.$ref.split('/').pop()].headers : response.headers
         if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit')
         if (path.startsWith('/api/')) expect(Object.keys(headers)).toContain('ratelimit-policy')
@@ -95,8 +100,32 @@ describe('the document', () => {
     expect(description).toMatchObject({ minLength: 1, maxLength: 1024 })
     expect(new RegExp(description.pattern).test(' \t ')).toBe(false)
     expect(new RegExp(body('post', '/api/environments/{application_id}').properties.environment.pattern).test('pre-prod_2')).toBe(true)
-    expect(body('patch', '/api/organizations/{organization_id}/environments').oneOf).toEqual([{ required: ['default'] }, { required: ['environment'] }])
     expect(body('post', '/api/consumers').properties.organization_id.description).toContain('required for vendor tokens')
+  })
+
+  test('request bodies say what the server refuses: exactly one of default and environment, a ttl it parses, names trimmed of spaces and tabs only', () => {
+    const ajv = new Ajv2020({ strict: false })
+    const fits = (method: string, path: string, value: unknown) => ajv.validate(document.paths[path][method].requestBody.content['application/json'].schema, value)
+    const environments = '/api/organizations/{organization_id}/environments'
+    expect([{ default: 'prod' }, { environment: 'test' }, {}, { default: 'prod', environment: 'test' }].map((value) => fits('patch', environments, value))).toEqual([true, true, false, false])
+    const token = (ttl: string) => fits('post', '/api/tokens', { organization_id: crypto.randomUUID(), role: 'viewer', ttl })
+    expect(['45s', '30m', '12h', '90d', '366d'].filter((ttl) => !token(ttl))).toEqual([])
+    expect(['0s', '00d', '1w', '90D', ' 90d', '1.5d', 'abc', ''].filter(token)).toEqual([])
+    const supported = (list: unknown) => fits('post', '/api/organizations', { description: 'x', parent_id: crypto.randomUUID(), supported_environments: { default: 'PROD', supported: list } })
+    expect([' prod ,\ttest', ['\tprod ']].filter((list) => !supported(list))).toEqual([])
+    expect(['prod,\ntest', 'prod,\u00a0test', ['prod\n']].filter(supported)).toEqual([])
+  })
+
+  test('the answers that hold a secret shown once (a new token, a new application) list Cache-Control: no-store, as they send it', async () => {
+    const listed = operations()
+      .filter(({ operation }) => Object.values<any>(operation.responses).some((response) => response.headers?.['cache-control']))
+      .map(({ operation }) => operation.operationId)
+    expect(listed.sort()).toEqual(['createApplication', 'createToken'])
+    expect(document.components.headers.NoStore.schema).toEqual({ type: 'string', const: 'no-store' })
+    const customer = await h.createCustomer('Secrets')
+    const application = await h.request('POST', '/api/applications', { body: { organization_id: customer, description: 'App' } })
+    const token = await h.request('POST', '/api/tokens', { body: { organization_id: customer, role: 'viewer' } })
+    expect([application.status, application.headers.get('cache-control'), token.status, token.headers.get('cache-control')]).toEqual([201, 'no-store', 201, 'no-store'])
   })
 
   test('success bodies are exact: records are named schemas without extra properties', () => {

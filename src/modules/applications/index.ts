@@ -61,6 +61,7 @@ export const applicationsController = (deps: AppDeps) => {
           tag: 'applications',
           body: CreateApplicationBody,
           responses: { 201: CreatedApplicationAnswer },
+          shownOnce: true,
           errors: [403, 404, 409],
         }) },
     )

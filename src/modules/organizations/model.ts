@@ -7,6 +7,7 @@ import {
   Description,
   EnvironmentList,
   EnvironmentName,
+  ENVIRONMENT_NAME_FORM,
   RecordState,
   TraceId,
   Uuid,
@@ -42,8 +43,14 @@ export const UpdateOrganizationBody = v.object({ description: Description })
 export const ChangeEnvironmentsBody = v.pipe(
   v.object({ default: v.optional(EnvironmentName), environment: v.optional(EnvironmentName) }),
   v.check((b) => (b.default === undefined) !== (b.environment === undefined), 'Send exactly one of default and environment'),
-  // The check above, as JSON Schema says it: both keys match both branches, neither matches none.
-  v.metadata({ oneOf: [{ required: ['default'] }, { required: ['environment'] }] }),
+  // The check above, as JSON Schema says it: each branch has its key and not the other (`false`),
+  // which generated clients type exactly (`{default: string; environment?: never} | ...`).
+  v.metadata({
+    oneOf: [
+      { type: 'object', required: ['default'], properties: { default: ENVIRONMENT_NAME_FORM, environment: false } },
+      { type: 'object', required: ['environment'], properties: { environment: ENVIRONMENT_NAME_FORM, default: false } },
+    ],
+  }),
 )
 
 export const RemoveEnvironmentBody = v.object({ environment: EnvironmentName })

@@ -63,10 +63,13 @@ const isEnvironmentName = (name: string) => ENVIRONMENT_NAME.test(name.toUpperCa
  */
 export const MAX_ENVIRONMENTS = 100
 
+/** An environment name as the document shows it: the plain ASCII form clients send. */
+export const ENVIRONMENT_NAME_FORM = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'An environment name, any case (stored uppercase).' }
+
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
   v.string(),
-  documentedAs({ type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'An environment name, any case (stored uppercase).' }),
+  documentedAs(ENVIRONMENT_NAME_FORM),
   v.check(isEnvironmentName, ENVIRONMENT_NAME_MESSAGE),
   v.toUpperCase(),
 )
@@ -79,8 +82,9 @@ export const EnvironmentList = v.pipe(
   v.union([v.string(), v.array(v.string())], 'Expected a comma-separated string or an array of strings'),
   documentedAs({
     anyOf: [
-      { type: 'string', pattern: '^\\s*[A-Za-z0-9_-]{1,32}\\s*(,\\s*[A-Za-z0-9_-]{1,32}\\s*)*$', examples: ['prod,test'] },
-      { type: 'array', minItems: 1, items: { type: 'string', pattern: '^\\s*[A-Za-z0-9_-]{1,32}\\s*$' } },
+      // Spaces and tabs around a name, as the transform below trims (no other whitespace).
+      { type: 'string', pattern: '^[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*(,[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*)*$', examples: ['prod,test'] },
+      { type: 'array', minItems: 1, items: { type: 'string', pattern: '^[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*$' } },
     ],
     description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
   }),

@@ -54,6 +54,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
           tag: 'tokens',
           body: CreateTokenBody,
           responses: { 201: IssuedTokenAnswer },
+          shownOnce: true,
           errors: [403, 404],
         }),
       },
