@@ -9,7 +9,15 @@
  */
 import { databaseReachable, redacted, TEST_DATABASE_URL } from './support/database'
 
-const options = process.argv.slice(2)
+/**
+ * A test's time limit: process tests start servers and wait for them, which takes more than bun's
+ * default 5 s on a loaded machine. Given here because bunfig.toml's `[test] timeout` is not read by
+ * the bun in use (1.4.5); `--timeout` on the command line wins.
+ */
+const TEST_TIMEOUT_MS = 30_000
+
+const given = process.argv.slice(2)
+const options = given.some((option) => option.startsWith('--timeout')) ? given : [`--timeout=${TEST_TIMEOUT_MS}`, ...given]
 
 function bunTest(args: string[], env: Record<string, string | undefined>): Promise<number> {
   const proc = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] })
