@@ -8,7 +8,7 @@
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
-import { mkdtemp, open, rename, rm } from 'node:fs/promises'
+import { mkdtemp, open, rename, rm, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
@@ -43,7 +43,9 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   const checked = await checkDataDir(options.data)
 
   // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700.
-  const staging = await mkdtemp(join(dirname(out), '.keyward-backup-'))
+  const folder = dirname(out)
+  if (!(await stat(folder).then((info) => info.isDirectory(), () => false))) throw new Error(`the directory of --out, ${folder}, does not exist: create it first`)
+  const staging = await mkdtemp(join(folder, '.keyward-backup-'))
   try {
     const snapshot = join(staging, SNAPSHOT_FILE)
     await writeSnapshot(snapshot, snapshotOf(checked.tables, checked.recovered.lastLsn))

@@ -4,6 +4,7 @@
  * migrate or check the schema, initialise once.
  */
 import { PostgresStorage } from '../storage/postgres'
+import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
 import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
@@ -34,6 +35,16 @@ export const describeDatabase = (url: string) => {
   return `database ${pathname.slice(1) || '(default)'} on ${hostname}:${port || 5432}`
 }
 
+/** `work`, whose failure to reach the database says which database it is. */
+export async function namingDatabase<R>(where: string, work: () => Promise<R>): Promise<R> {
+  try {
+    return await work()
+  } catch (error) {
+    if (error instanceof DatabaseUnavailableError) throw new Error(`${where}: ${error.message}`)
+    throw error
+  }
+}
+
 /**
  * Brings the schema up to date and, on a database without a vendor, creates the vendor and its
  * first token: all under the migration lock, so of several instances starting together on an
@@ -54,7 +65,7 @@ export function prepareDatabase(storage: PostgresStorage, vendorDescription: str
 export async function withDatabase<R>(url: string, work: (storage: PostgresStorage) => Promise<R>): Promise<R> {
   const storage = PostgresStorage.connect(url, { maxConnections: 2 })
   try {
-    return await work(storage)
+    return await namingDatabase(describeDatabase(url), () => work(storage))
   } finally {
     await storage.close()
   }

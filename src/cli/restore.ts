@@ -10,7 +10,7 @@
  * its files and labelled at the first start). A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
-import { open, rename, rm } from 'node:fs/promises'
+import { open, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
 import { FORMAT_FILE, parseDataFormat } from '../store/format'
@@ -31,6 +31,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   if (!options.from) throw new UsageError('--from is required')
   if (!options.data) throw new UsageError('--data is required')
   const { from, data } = options
+  if (!(await stat(from).then((info) => info.isFile(), () => false))) throw new Error(`backup ${from} does not exist or is not a file`)
   // The checks of every data dir (CONTRACT section 12: a real directory, owned by this user), and empty.
   if ((await inspectDataDir(data)) === 'keyward') throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
 

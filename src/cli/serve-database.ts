@@ -9,7 +9,7 @@
 import { PostgresStorage, type PostgresOptions } from '../storage/postgres'
 import { SCHEMA_VERSION } from '../storage/postgres/schema'
 import type { Logger } from '../ops/logger'
-import { describeDatabase, prepareDatabase } from './database'
+import { describeDatabase, namingDatabase, prepareDatabase } from './database'
 import type { OpenedStorage } from './serving'
 
 /** Connects, migrates and on an empty database initialises it. */
@@ -18,7 +18,7 @@ export async function serveDatabase(url: string, logger: Logger, options: Postgr
   const storage = PostgresStorage.connect(url, options)
   try {
     const started = performance.now()
-    const first = await prepareDatabase(storage, 'Vendor', false, where)
+    const first = await namingDatabase(where, () => prepareDatabase(storage, 'Vendor', false, where))
     logger.info('database ready', { database: where, duration_ms: Math.round(performance.now() - started) })
     if (first) {
       logger.info(`initialised ${where}; the vendor admin token is on stdout, shown once: keep it`)

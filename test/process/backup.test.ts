@@ -164,6 +164,15 @@ describe('backup of a stopped dir', () => {
     expect(missing.stderr).toContain('does not exist')
   })
 
+  test('an --out in a directory that does not exist: exit 1 saying so, nothing written', async () => {
+    const data = newPath('data')
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    const folder = newPath('nowhere')
+    const result = await keyward(['backup', '--data', data, '--out', join(folder, 'x.tar')])
+    expect([result.code, result.stderr.trim()]).toEqual([1, `keyward: the directory of --out, ${folder}, does not exist: create it first`])
+    expect(existsSync(folder)).toBe(false)
+  })
+
   test("in database mode backup and restore are the database's: exit 2 naming pg_dump, nothing written", async () => {
     const url = 'postgres://postgres@127.0.0.1:5432/keyward_not_used'
     const out = newPath('db.tar')
@@ -265,6 +274,14 @@ describe('restore refuses, and writes nothing', () => {
     } finally {
       await stopServer(server, 'SIGKILL')
     }
+  })
+
+  test('a --from that does not exist: exit 1 saying so, nothing written', async () => {
+    const data = newPath('t')
+    const from = newPath('none.tar')
+    const result = await keyward(['restore', '--from', from, '--data', data])
+    expect([result.code, result.stderr.trim()]).toEqual([1, `keyward: backup ${from} does not exist or is not a file`])
+    expect(existsSync(data)).toBe(false)
   })
 
   test('usage: --from and --data are required (exit 2)', async () => {

@@ -65,7 +65,9 @@ describe('--database-url', () => {
     url.port = '1' // nothing listens there
     const result = await run(keywardCommand(['serve', '--port', '0', '--database-url', url.toString()]))
     expect(result.code).toBe(1)
-    expect(result.stderr).toContain('the database cannot be reached')
+    expect(result.stderr).toContain(`database ${url.pathname.slice(1)} on ${url.hostname}:1: the database cannot be reached`)
+    const listed = await run(keywardCommand(['tokens', 'list', '--database-url', url.toString()]))
+    expect([listed.code, listed.stderr]).toEqual([1, expect.stringContaining(`on ${url.hostname}:1: the database cannot be reached`)])
     expect(result.stdout).toBe('')
   })
 })
