@@ -25,6 +25,13 @@ function switchedOn(name: string): boolean {
   throw new UsageError(`invalid ${name} '${env[name]}': use 1 or 0 (or true, yes, on; false, no, off)`)
 }
 
+/** KEYWARD_COMPACT_AFTER_BYTES: a whole number of bytes (else bad usage, like every other variable). */
+function compactAfterBytes(text: string): number {
+  const bytes = Number(text)
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(bytes) || bytes < 1) throw new UsageError(`invalid KEYWARD_COMPACT_AFTER_BYTES '${text}': give a whole number of bytes`)
+  return bytes
+}
+
 /** A string option whose default is the environment variable `name` when that is set. */
 const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const
 
@@ -62,7 +69,7 @@ const commands = {
         logFormat: v['log-format'] as string,
         databaseTimeout: v['database-timeout'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
-        ...(Number(env.KEYWARD_COMPACT_AFTER_BYTES) > 0 ? { compactAfterBytes: Number(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
+        ...(env.KEYWARD_COMPACT_AFTER_BYTES ? { compactAfterBytes: compactAfterBytes(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),
   },
   init: {
@@ -145,11 +152,23 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await command.run(values, positionals)
   } catch (error) {
-    if (error instanceof UsageError) return usageError(error.message, USAGE[name])
+    if (error instanceof UsageError) return usageError(namedAsSet(error.message, given), USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.
     console.error(`keyward: ${(error as Error)?.message ?? error}`)
     return 1
   }
+}
+
+/**
+ * A bad value taken from the environment is named as the variable the operator set, not as a flag
+ * nobody passed (`invalid --rate-limit 'x'` becomes `invalid KEYWARD_RATE_LIMIT 'x'`): every flag's
+ * variable is KEYWARD_ and its name.
+ */
+function namedAsSet(message: string, given: ReadonlySet<string>): string {
+  const flag = /^(?:invalid )?--([a-z-]+)/.exec(message)?.[1]
+  if (flag === undefined || given.has(flag)) return message
+  const variable = `KEYWARD_${flag.toUpperCase().replaceAll('-', '_')}`
+  return env[variable] ? message.replace(`--${flag}`, variable) : message
 }
 
 function print(text: string): number {

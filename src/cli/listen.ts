@@ -12,7 +12,7 @@ import { UsageError } from './usage'
 
 export function parsePort(text: string): number {
   const port = Number(text)
-  if (text.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${text}'`)
+  if (text.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid --port '${text}': give a number from 0 to 65535`)
   return port
 }
 

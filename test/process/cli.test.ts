@@ -78,7 +78,7 @@ describe('usage', () => {
     ['an unknown flag', ['init', '--frobnicate'], /frobnicate/],
     ['a positional argument', ['serve', 'extra'], /extra/],
     ['a flag without its value', ['serve', '--port'], /port/],
-    ['a bad port', ['serve', '--port', 'http'], /invalid port/],
+    ['a bad port', ['serve', '--port', 'http'], /invalid --port 'http'/],
   ]
   for (const [name, args, message] of misuse) {
     test(`${name}: usage on stderr, nothing on stdout, exit 2`, async () => {

@@ -63,6 +63,24 @@ test('KEYWARD_AUTO_VERIFY_INSTALLATIONS takes true and false too; anything else 
   expect(existsSync(data)).toBe(false)
 })
 
+test('a bad value from the environment is named as the variable set, one on the command line as the flag (which wins)', async () => {
+  const data = `${tempDir('keyward-serve-options-')}/data`
+  const cases: [string[], Record<string, string>, string][] = [
+    [[], { KEYWARD_RATE_LIMIT: 'x' }, "invalid KEYWARD_RATE_LIMIT 'x'"],
+    [['--rate-limit', 'y'], { KEYWARD_RATE_LIMIT: 'x' }, "invalid --rate-limit 'y'"],
+    [[], { KEYWARD_PORT: 'abc' }, "invalid KEYWARD_PORT 'abc': give a number from 0 to 65535"],
+    [[], { KEYWARD_AUDIT_RETENTION: 'forever' }, "invalid KEYWARD_AUDIT_RETENTION 'forever'"],
+    [[], { KEYWARD_DATABASE_TIMEOUT: 'soon' }, "invalid KEYWARD_DATABASE_TIMEOUT 'soon'"],
+    [[], { KEYWARD_COMPACT_AFTER_BYTES: 'many' }, "invalid KEYWARD_COMPACT_AFTER_BYTES 'many'"],
+  ]
+  const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
+  results.forEach((result, i) => {
+    expect({ case: cases[i]![2], code: result.code }).toEqual({ case: cases[i]![2], code: 2 })
+    expect(result.stderr).toContain(`keyward: ${cases[i]![2]}`)
+  })
+  expect(existsSync(data)).toBe(false)
+}, 30000)
+
 test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https URL: usage, exit 2, nothing created', async () => {
   const refused = ['not a url', '/relative/path', 'keyward.example.com', 'ftp://keyward.example.com', 'https://', '', 'http:keyward.example', 'https:/keyward.example', ' https://keyward.example']
   const parent = tempDir('keyward-serve-options-')
@@ -71,13 +89,13 @@ test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https U
       const flag = `${parent}/flag-${i}`
       const env = `${parent}/env-${i}`
       return [
-        [flag, run(keywardCommand(['serve', '--data', flag, '--port', '0', '--public-url', url]))] as const,
+        [flag, '--public-url', run(keywardCommand(['serve', '--data', flag, '--port', '0', '--public-url', url]))] as const,
         // An empty variable is no setting at all, like every other KEYWARD_* variable.
-        ...(url ? [[env, run(keywardCommand(['serve', '--data', env, '--port', '0']), { KEYWARD_PUBLIC_URL: url })] as const] : []),
-      ].map(async ([data, started]) => {
+        ...(url ? [[env, 'KEYWARD_PUBLIC_URL', run(keywardCommand(['serve', '--data', env, '--port', '0']), { KEYWARD_PUBLIC_URL: url })] as const] : []),
+      ].map(async ([data, named, started]) => {
         const result = await started
         expect([url, result.code, result.stdout]).toEqual([url, 2, ''])
-        expect(result.stderr).toContain(`invalid --public-url '${url}': give an absolute http or https URL`)
+        expect(result.stderr).toContain(`invalid ${named} '${url}': give an absolute http or https URL`)
         expect(result.stderr).toContain('Usage: keyward serve')
         expect(existsSync(data)).toBe(false)
       })
