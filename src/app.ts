@@ -55,7 +55,7 @@ function routes(deps: AppDeps) {
   const app = new Elysia()
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
-    .use(foundation(deps.logger, unmatchedApiCharge(deps)))
+    .use(foundation(deps.logger, (value) => deps.storage.settle(value), unmatchedApiCharge(deps)))
     // Only when configured: a global hook costs every request (see `withTraceId`).
     .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {

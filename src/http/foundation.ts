@@ -54,6 +54,21 @@ export function problemFor(error: unknown, code: string | number | undefined, se
   return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId, undefined, limitHeaders(error, set))
 }
 
+type Settle = <T>(value: T) => T | Promise<T>
+
+/**
+ * A refusal (a 4xx of keyward's rules) may rest on a change that is applied in memory but not yet
+ * durable: another request's new consumer makes this one's id taken (409), a revocation makes this
+ * token 401. Like a read (`readRoutes` in context.ts), it is answered once what it saw is durable;
+ * if that change fails instead, the refusal is withdrawn for the 503 the change got, since what it
+ * rested on never happened (docs/storage.md "What each implementation promises"). Free when
+ * nothing waits for an fsync.
+ */
+function refusalOnceDurable(problem: Response, settle: Settle, set: { headers: Record<string, unknown> }, logger: Logger): Response | Promise<Response> {
+  const settled = settle(problem)
+  return settled instanceof Promise ? settled.catch((error: unknown) => problemFor(error, undefined, set, logger)) : settled
+}
+
 /** The rate-limit headers `authenticated` set (every /api answer has them), and Retry-After on a 429. */
 function limitHeaders(error: unknown, set: { headers: Record<string, unknown> }): Record<string, string> | undefined {
   if (set.headers['ratelimit'] === undefined) return undefined
@@ -64,10 +79,11 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
 }
 
 /**
- * `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedApiCharge` in
+ * `settle`: the storage's (`Storage.settle`), for refusals that may rest on a change not durable
+ * yet. `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedApiCharge` in
  * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
  */
-export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>
+export const foundation = (logger: Logger, settle: Settle, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>
   new Elysia({ name: 'foundation' })
     .onError({ as: 'global' }, ({ code, error, request, set }) => {
       if (code === 'NOT_FOUND' && chargeUnmatched) {
@@ -77,7 +93,10 @@ export const foundation = (logger: Logger, chargeUnmatched?: (request: Request, 
           return problemFor(limited, undefined, set, logger)
         }
       }
-      return problemFor(error, code, set, logger)
+      let answer: Response | Promise<Response>
+      answer = problemFor(error, code, set, logger)
+      if (error instanceof ApiError && !(error instanceof RateLimited)) answer = refusalOnceDurable(answer, settle, set, logger)
+      return answer
     })
     // JSON answers are serialised and made into their Response here rather than by Elysia: so that
     // their size is known for the request log's bytes_out (src/http/observe.ts), and their headers

@@ -2,6 +2,7 @@
  * Read routes on the embedded storage (src/http/context.ts, `readRoutes`): Elysia compiles them as
  * synchronous functions, and an answer that waits for a write which then fails is still the 503
  * problem (Elysia's error hook never sees the rejection of a handler it compiled as synchronous).
+ * A refusal waits likewise (`refusalOnceDurable`, src/http/foundation.ts).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { FileHandle } from 'node:fs/promises'
@@ -56,6 +57,47 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
   }
   const after = await h.request('GET', '/api/consumers', { token })
   expect(after.body.total).toBe(0)
+})
+
+test('a refusal that rested on a write whose fsync then fails is that 503 too, not a 409 for a record that never existed', async () => {
+  const [first, second] = [await h.createCustomer('First'), await h.createCustomer('Second')]
+  const [firstToken, secondToken] = [h.token(first, 'admin'), h.token(second, 'admin')]
+  await h.tokensRecorded()
+  const writer = (h.store as unknown as { writer: { file: FileHandle } }).writer
+  const good = writer.file
+  let failSync!: (error: Error) => void
+  const heldSync = new Promise<void>((_, reject) => (failSync = reject))
+  let syncs = 0
+  writer.file = new Proxy(good, {
+    get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? heldSync : target.datasync()) : Reflect.get(target, name, target)),
+  })
+  const id = crypto.randomUUID()
+  try {
+    const created = h.request('POST', '/api/consumers', { token: firstToken, body: { consumer_id: id } })
+    while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+    // The same id for another customer: refused while the first one's consumer is in memory, and
+    // the refusal waits for that consumer's fsync instead of answering.
+    const settle = h.storage.settle.bind(h.storage)
+    let refusalWaits!: () => void
+    const waiting = new Promise<string>((resolve) => (refusalWaits = () => resolve('waiting')))
+    h.storage.settle = <T>(value: T) => {
+      const settled = settle(value)
+      if (value instanceof Response && settled instanceof Promise) refusalWaits()
+      return settled
+    }
+    const taken = h.request('POST', '/api/consumers', { token: secondToken, body: { consumer_id: id } })
+    expect(await Promise.race([taken.then((res) => `answered ${res.status}`), waiting])).toBe('waiting')
+    failSync(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+    expectProblem(await created, 503, 'storage_unavailable')
+    expectProblem(await taken, 503, 'storage_unavailable')
+  } finally {
+    writer.file = good
+    delete (h.storage as { settle?: unknown }).settle // the prototype's again
+  }
+  expect((await h.request('GET', `/api/consumers/${id}`)).status).toBe(404)
+  // With the log writing again, the same pair is 201 and the 409 it now rests on.
+  expect((await h.request('POST', '/api/consumers', { token: firstToken, body: { consumer_id: id } })).status).toBe(201)
+  expectProblem(await h.request('POST', '/api/consumers', { token: secondToken, body: { consumer_id: id } }), 409, 'id_owned_by_another_customer')
 })
 
 test("a read that waits for a write's fsync answers once it is durable: JSON with its trace id and rate-limit headers, its bytes in the request log", async () => {
