@@ -31,7 +31,8 @@ describe('--database-url', () => {
     ] as const) {
       const result = await run(keywardCommand([...args]), env)
       expect({ args, code: result.code }).toEqual({ args, code: 2 })
-      expect(result.stderr).toContain('--database-url must be a postgres:// or postgresql:// URL')
+      // Named as the operator gave it: the flag, or the variable.
+      expect(result.stderr).toContain(`${'KEYWARD_DATABASE_URL' in env ? 'KEYWARD_DATABASE_URL' : '--database-url'} must be a postgres:// or postgresql:// URL`)
       expect(result.stdout).toBe('')
     }
   })
