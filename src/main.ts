@@ -152,7 +152,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     return await command.run(values, positionals)
   } catch (error) {
-    if (error instanceof UsageError) return usageError(namedAsSet(error.message, given), USAGE[name])
+    if (error instanceof UsageError) return usageError(namedAsSet(error.message, given, command.options), USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.
     console.error(`keyward: ${(error as Error)?.message ?? error}`)
     return 1
@@ -161,14 +161,17 @@ async function main(argv: string[]): Promise<number> {
 
 /**
  * A bad value taken from the environment is named as the variable the operator set, not as a flag
- * nobody passed (`invalid --rate-limit 'x'` becomes `invalid KEYWARD_RATE_LIMIT 'x'`): every flag's
- * variable is KEYWARD_ and its name.
+ * nobody passed (`invalid --rate-limit 'x'` becomes `invalid KEYWARD_RATE_LIMIT 'x'`). A flag's
+ * variable is KEYWARD_ and its name; the value came from it when the flag was not given and the
+ * command took the variable as the flag's default (`--data` of `restore` takes none, nor `--org`).
  */
-function namedAsSet(message: string, given: ReadonlySet<string>): string {
+function namedAsSet(message: string, given: ReadonlySet<string>, options: Readonly<Record<string, { readonly type: string; readonly default?: unknown }>>): string {
   const flag = /^(?:invalid )?--([a-z-]+)/.exec(message)?.[1]
   if (flag === undefined || given.has(flag)) return message
   const variable = `KEYWARD_${flag.toUpperCase().replaceAll('-', '_')}`
-  return env[variable] ? message.replace(`--${flag}`, variable) : message
+  const fallback = options[flag]?.default
+  const fromVariable = env[variable] !== undefined && env[variable] !== '' && (fallback === env[variable] || (Array.isArray(fallback) && fallback.length > 0))
+  return fromVariable ? message.replace(`--${flag}`, variable) : message
 }
 
 function print(text: string): number {

@@ -68,10 +68,13 @@ function parseRateLimit(text: string): number {
   return limit
 }
 
+/** The longest `--database-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
+const MAX_DATABASE_TIMEOUT_SECONDS = 86_400
+
 /** `--database-timeout` in milliseconds (else bad usage). */
 function parseDatabaseTimeout(text: string): number {
   const seconds = parseDuration(text)
-  if (seconds === null) throw new UsageError(`invalid --database-timeout '${text}': use a number and s, m, h or d, like 10s`)
+  if (seconds === null || seconds > MAX_DATABASE_TIMEOUT_SECONDS) throw new UsageError(`invalid --database-timeout '${text}': use a number and s, m, h or d, like 10s, at most 24h`)
   return seconds * 1000
 }
 

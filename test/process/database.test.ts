@@ -54,7 +54,8 @@ describe('--database-url', () => {
   })
 
   test('--database-timeout that is not a duration: bad usage (exit 2)', async () => {
-    for (const value of ['10', '0s', 'soon', '1.5s']) {
+    // 25d: more than a timer holds (it would fire at once); 24h is the longest.
+    for (const value of ['10', '0s', 'soon', '1.5s', '25d', '25h']) {
       const result = await run(keywardCommand(['serve', '--port', '0', '--database-url', TEST_DATABASE_URL, '--database-timeout', value]))
       expect({ value, code: result.code }).toEqual({ value, code: 2 })
       expect(result.stderr).toContain(`invalid --database-timeout '${value}'`)

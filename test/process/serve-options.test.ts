@@ -79,6 +79,9 @@ test('a bad value from the environment is named as the variable set, one on the 
     expect(result.stderr).toContain(`keyward: ${cases[i]![2]}`)
   })
   expect(existsSync(data)).toBe(false)
+  // A flag that reads no variable is named as the flag, whatever the environment holds.
+  const restore = await run(keywardCommand(['restore', '--from', `${data}.tar`]), { KEYWARD_DATA: data, KEYWARD_FROM: 'x' })
+  expect([restore.code, restore.stderr.split('\n')[0]]).toEqual([2, 'keyward: --data is required'])
 }, 30000)
 
 test('a --public-url (or KEYWARD_PUBLIC_URL) that is no absolute http or https URL: usage, exit 2, nothing created', async () => {

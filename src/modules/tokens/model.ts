@@ -7,9 +7,10 @@ import { AnsweredUuid, Description, Timestamp, TraceId, Uuid, UuidList, pagedLis
 /** A token's lifetime, `45s` to `366d` (CONTRACT section 9), in seconds. */
 export const TokenTtl = v.pipe(
   v.string(),
-  // What parseDuration takes, and not zero; at most 366d is the check below.
-  v.metadata({ pattern: '^(?!0+[smhd]$)[0-9]{1,9}[smhd]$', examples: ['90d'] }),
-  v.description('Seconds, minutes, hours or days, like 45s, 30m, 12h or 90d; at most 366d.'),
+  // What parseDuration takes (no lookahead for "not zero": RE2-based generators cannot compile one);
+  // more than zero and at most 366d are the checks below.
+  v.metadata({ pattern: '^[0-9]{1,9}[smhd]$', examples: ['90d'] }),
+  v.description('Seconds, minutes, hours or days, like 45s, 30m, 12h or 90d; more than zero, at most 366d.'),
   v.transform((text) => parseDuration(text) ?? 0),
   v.minValue(1, 'ttl must be a number and s, m, h or d, like 90d'),
   v.maxValue(MAX_TOKEN_TTL_SECONDS, 'ttl must be at most 366d'),
