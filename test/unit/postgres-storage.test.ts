@@ -810,6 +810,34 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test('a transaction past its deadline is rolled back, its row locks freed: what its body does after that is never committed', async () => {
+      const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 200 })
+      try {
+        const record = await late.transaction((tx) => tx.insert('consumers', consumer()))
+        let deadlinePassed!: () => void
+        const afterDeadline = new Promise<void>((resolve) => (deadlinePassed = resolve))
+        let bodyEnded!: () => void
+        const ended = new Promise<void>((resolve) => (bodyEnded = resolve))
+        const abandoned = late.transaction(async (tx) => {
+          try {
+            await tx.find('consumers', record.consumer_id, 'update') // holds the row's lock
+            await afterDeadline // the body goes on only once the caller was answered 503
+            return await tx.update('consumers', record.consumer_id, { state: 'suspended' })
+          } finally {
+            bodyEnded()
+          }
+        })
+        expect(await abandoned.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        deadlinePassed()
+        await ended
+        // Had its connection stayed open, this lock would wait for its COMMIT and read `suspended`.
+        const seen = await storage.transaction(async (tx) => (await tx.find('consumers', record.consumer_id, 'update'))!.state)
+        expect(seen).toBe('active')
+      } finally {
+        await late.close()
+      }
+    })
+
     test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', async () => {
       const relay = pausableRelay(db.url)
       const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 300, maxConnections: 1 })
