@@ -67,12 +67,19 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
  */
 async function checkLegacySecret(dir: string, uid: number): Promise<void> {
   const path = `${dir.replace(/\/+$/, '')}/${SECRET_FILE}`
-  const info = await lstat(path)
+  let info
+  try {
+    info = await lstat(path)
+  } catch (error) {
+    if (isErrnoCode(error, 'ENOENT')) return // deleted since the dir was read: nothing to check
+    throw error
+  }
   const fix = 'it is no longer used (tokens are recorded, not signed): delete it'
   if (!info.isFile()) throw new DataDirError(`${path} is not a regular file: ${fix}`)
   if (info.uid !== uid) throw new DataDirError(`${path} is owned by uid ${info.uid}, not by uid ${uid} that runs keyward: ${fix}, or chown it to uid ${uid}`)
-  if ((info.mode & 0o077) !== 0) {
-    throw new DataDirError(`${path} may be read or written by others (mode 0${(info.mode & 0o777).toString(8)}): ${fix}, or chmod 600 it`)
+  // The contract's words: readable by nobody else (what it held could only leak by being read).
+  if ((info.mode & 0o044) !== 0) {
+    throw new DataDirError(`${path} may be read by others (mode 0${(info.mode & 0o777).toString(8)}): ${fix}, or chmod 600 it`)
   }
 }
 

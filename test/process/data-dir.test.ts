@@ -201,8 +201,8 @@ describe('the secret of a version with signed tokens', () => {
       chmodSync(secret, mode)
     }
     const kinds: [string, () => void, string][] = [
-      ['readable by others', () => secretWithMode(0o644), 'may be read or written by others (mode 0644): it is no longer used (tokens are recorded, not signed): delete it, or chmod 600 it'],
-      ['writable by the group', () => secretWithMode(0o620), 'may be read or written by others (mode 0620)'],
+      ['readable by others', () => secretWithMode(0o644), 'may be read by others (mode 0644): it is no longer used (tokens are recorded, not signed): delete it, or chmod 600 it'],
+      ['readable by the group', () => secretWithMode(0o640), 'may be read by others (mode 0640)'],
       ['a symbolic link', () => symlinkSync(join(data, '..', 'nowhere'), secret), 'is not a regular file: it is no longer used (tokens are recorded, not signed): delete it'],
       ['a directory', () => mkdirSync(secret), 'is not a regular file'],
     ]
