@@ -11,7 +11,8 @@
  *
  *   victim    1 application, 200 enrollments; reads one enrollment by id with a viewer token
  *   attacker  2 applications of 20,000 enrollments each (40,000 enrollments, consumers and
- *             installations in its scope), a partner, and one enrollment with --keysets keysets
+ *             installations in its scope), a partner, one enrollment with --keysets keysets, and
+ *             1,000 installations whose descriptions are 6 KB of JSON each, with their audit events
  *   prober    1 application, 10 enrollments; a viewer that names the attacker's application
  *
  * The victim sends GET /api/enrollments/{id} at a steady --rate per second (open loop: a request
@@ -39,6 +40,7 @@ import { benchServeOptions, initStore, issueToken, ROOT, startKeyward, type Targ
 import { Children, onInterrupt } from './support/servers'
 import { busyBeforeStart, machineDescription, memoryCgroup, mib, procStatus, waitQuiet, type MemoryCgroup } from './support/system'
 import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
+import { recordEvent } from '../src/modules/shared/audit'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -69,6 +71,9 @@ for (const [name, value, min, max] of [
 ] as const) {
   if (!Number.isInteger(value) || value < min || value > max) throw new Error(`--${name} must be an integer from ${min} to ${max}`)
 }
+/** The attacker's installations of the big answers, and their description (6 KB of JSON). */
+const HEAVY_INSTALLATIONS = 1000
+const HEAVY_DESCRIPTION = 'a' + '\u0001'.repeat(1023)
 /** The attack runs this long before the victim's measurement starts. */
 const WARMUP_SECONDS = 2
 const ATTACK_CONNECTIONS = 4
@@ -86,6 +91,8 @@ interface World {
   readonly victimToken: string
   readonly victimEnrollment: string
   readonly attackerToken: string
+  /** A viewer of the attacker customer itself: a partner reads no audit trail. */
+  readonly attackerCustomerToken: string
   readonly attacker: string
   readonly attackerApplication: string
   readonly keysetEnrollment: string
@@ -150,6 +157,14 @@ async function buildWorld(work: string): Promise<World> {
     })
     done += batch
   }
+  // Big answers (docs/security.md): installations whose description is 1,023 × U+0001, 6 KB of
+  // JSON each, with the events the services record for them (each holds the description too).
+  await storage.transaction(async (tx) => {
+    for (let i = 0; i < HEAVY_INSTALLATIONS; i++) {
+      const installation = await tx.insert('installations', { installation_id: crypto.randomUUID(), organization_id: attacker.organizationId, description: HEAVY_DESCRIPTION, state: 'unregistered' })
+      recordEvent(tx, { cli: 'bench' }, 'installation.create', { target: installation.installation_id, customerId: attacker.organizationId, before: null, after: installation })
+    }
+  })
   await close()
 
   const token = (org: string, role: string) => issueToken(target, org, role)
@@ -158,11 +173,12 @@ async function buildWorld(work: string): Promise<World> {
     victimToken: await token(victim.organizationId, 'viewer'),
     victimEnrollment: victim.middleEnrollmentId!,
     attackerToken: await token(partner.organization_id, 'viewer'),
+    attackerCustomerToken: await token(attacker.organizationId, 'viewer'),
     attacker: attacker.organizationId,
     attackerApplication: attacker.applicationIds[0]!,
     keysetEnrollment,
     proberToken: await token(prober.organizationId, 'viewer'),
-    records: meta.records + 1 + KEYSETS,
+    records: meta.records + 1 + KEYSETS + 2 * HEAVY_INSTALLATIONS,
   }
 }
 
@@ -200,6 +216,11 @@ function patterns(w: World): Pattern[] {
     },
     { name: '7,000 bad ids in one filter', sender: 'attacker partner viewer', env: { ...attacker, ABUSE_PATHS: `/api/consumers?organization_ids=${'x,'.repeat(7_000)}` } },
     { name: 'state-only filter over a 40,000-enrollment scope', sender: 'attacker partner viewer', env: { ...attacker, ABUSE_PATHS: '/api/enrollments?state=suspended' } },
+    {
+      name: `the newest 1,000 audit events, 6 KB each (descriptions of 1,023 × U+0001)`,
+      sender: 'attacker customer viewer',
+      env: { ABUSE_TOKEN: w.attackerCustomerToken, ABUSE_PATHS: '/api/audit-events?page_size=1000&order=desc' },
+    },
     {
       name: `keyset list of an enrollment with ${KEYSETS.toLocaleString('en')} keysets`,
       sender: 'attacker partner viewer',

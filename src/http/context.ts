@@ -4,7 +4,7 @@
  * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { then, type Maybe, type Storage } from '../storage/storage'
+import { mapInTurns, then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
@@ -158,13 +158,22 @@ export function recordAnswer<K extends string, V>(set: ReadContext['set'], name:
 }
 
 /**
- * A list's answer, `{"<name>": [<each record's view>], ...rest}` (`rest` in its order: `total`,
- * `page`, `page_size` or a `trace_id`), spliced from the views' remembered texts like `recordAnswer`.
+ * A list's answer, `{"<name>": [<each item's view>], ...rest}` (`rest` in its order: `total`,
+ * `page`, `page_size` or a `trace_id`), spliced from the views' texts (`textOf`: remembered ones,
+ * `rememberedView`) like `recordAnswer`. Made in turns of the event loop when it is big
+ * (`mapInTurns`).
  */
-export function listAnswer<K extends string, V, R extends Record<string, unknown>>(name: K, views: readonly ViewText<V>[], rest: R): { [P in K]: V[] } & R {
+export function listAnswer<K extends string, T, V, R extends Record<string, unknown>>(
+  name: K,
+  items: readonly T[],
+  textOf: (item: T) => ViewText<V>,
+  rest: R,
+): Maybe<{ [P in K]: V[] } & R> {
   const fields = JSON.stringify(rest)
-  const text = `{"${name}":[${views.join(',')}]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
-  return text as unknown as { [P in K]: V[] } & R
+  return then(mapInTurns(items, textOf), (views) => {
+    const text = `{"${name}":[${views.join(',')}]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
+    return text as unknown as { [P in K]: V[] } & R
+  })
 }
 
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */

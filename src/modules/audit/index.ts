@@ -1,11 +1,14 @@
 import { Elysia } from 'elysia'
-import { authenticated, readRoutes, type AppDeps } from '../../http/context'
+import { authenticated, listAnswer, readRoutes, type AppDeps } from '../../http/context'
 import { authorize, may } from '../../http/access'
 import { parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import { AuditService } from './service'
 import { AuditEventListAnswer, AuditEventListQuery, auditEventView } from './model'
+import { viewText } from '../shared/model'
+
+const auditEventText = viewText(auditEventView)
 
 export const auditController = (deps: AppDeps) => {
   const service = new AuditService(deps.storage)
@@ -16,12 +19,8 @@ export const auditController = (deps: AppDeps) => {
       authorize(may.readAuditEvents(principal), 'read the audit trail')
       const q = parseQuery(AuditEventListQuery, request)
       // Shaped like the consumer list (CONTRACT section 10): no trace_id, `page` only when sent.
-      return then(service.list(principal, q), ({ items, total }) => ({
-        audit_events: items.map(auditEventView),
-        total,
-        ...(q.page ? { page: q.page } : {}),
-        page_size: q.page_size,
-      }))
+      return then(service.list(principal, q), ({ items, total }) =>
+        listAnswer('audit_events', items, auditEventText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
     }),
     {
       detail: doc({

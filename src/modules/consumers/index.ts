@@ -24,7 +24,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
         return then(service.list(principal, q), ({ items, total }) =>
-          listAnswer('consumers', items.map(consumerText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+          listAnswer('consumers', items, consumerText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )

@@ -39,7 +39,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         const q = parseQuery(EnrollmentListQuery, request)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
         return then(service.list(principal, q), ({ items, total }) =>
-          listAnswer('enrollments', items.map(enrollmentText), { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+          listAnswer('enrollments', items, enrollmentText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
@@ -99,7 +99,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
             return then(service.keysets(enrollment, q), ({ items, total }) =>
-              listAnswer('keysets', items.map(keysetText), {
+              listAnswer('keysets', items, keysetText, {
                 total,
                 ...(q.page ? { page: q.page } : {}),
                 page_size: q.page_size,

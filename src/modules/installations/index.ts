@@ -28,12 +28,10 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
       read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
-        const answer = then(service.list(principal, q), ({ items, total }) => {
-          const installations = items.map(installationText)
-          return q.page
-            ? listAnswer('installations', installations, { total, page: q.page, page_size: q.page_size })
-            : listAnswer('installations', installations, { trace_id: traceIdOf(set) })
-        })
+        const answer = then(service.list(principal, q), ({ items, total }) =>
+          q.page
+            ? listAnswer('installations', items, installationText, { total, page: q.page, page_size: q.page_size })
+            : listAnswer('installations', items, installationText, { trace_id: traceIdOf(set) }))
         return answer
       }),
       { detail: doc({

@@ -26,7 +26,7 @@ export const organizationsController = (deps: AppDeps) => {
     .get(
       '',
       read(({ principal, set }) =>
-        then(service.list(principal), (orgs) => listAnswer('organizations', orgs.map(organizationSummaryText), { trace_id: traceIdOf(set) }))),
+        then(service.list(principal), (orgs) => listAnswer('organizations', orgs, organizationSummaryText, { trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(

@@ -100,6 +100,12 @@ declare const viewOf: unique symbol
 /** A record's view as JSON text, typed with the view it holds (for the answer's type). */
 export type ViewText<V> = string & { readonly [viewOf]?: V }
 
+/** `view` as JSON text, made anew each time: for records read once (decoded audit events). */
+export const viewText =
+  <R, V>(view: (record: R) => V) =>
+  (record: R): ViewText<V> =>
+    JSON.stringify(view(record)) as ViewText<V>
+
 /** Texts remembered per view: the records read most, a few hundred KB at most. */
 const REMEMBERED_VIEWS = 1024
 

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findToken, may, tokenOrganization } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { ignoreBody, parseBody, parseQuery } from '../../http/body'
@@ -7,6 +7,10 @@ import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import type { TokenService } from './service'
 import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenView } from './model'
+import { viewText } from '../shared/model'
+
+/** Made anew per read: a token's view holds its derived state (`expired`), which changes with time alone. */
+const tokenText = viewText(tokenView)
 
 export const tokensController = (deps: AppDeps, service: TokenService) => {
   const { storage } = deps
@@ -23,7 +27,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         authorize(may.manageTokens(principal), 'read or change tokens')
         const q = parseQuery(TokenListQuery, request)
         // Shaped like the consumer list (CONTRACT section 9): no trace_id, `page` only when sent.
-        return then(service.list(principal, q), ({ items, total }) => ({ tokens: items.map(tokenView), total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        return then(service.list(principal, q), ({ items, total }) => listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
       }),
       { detail: doc({ operationId: 'listTokens', summary: 'List tokens', tag: 'tokens', query: TokenListQuery, responses: { 200: TokenListAnswer }, errors: [403] }) },
     )

@@ -9,7 +9,7 @@
 import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
-import type { Condition, ListQuery, Maybe, Page } from '../storage'
+import { mapInTurns, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */
@@ -51,13 +51,13 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
     const seqs = source.seqs
     const page = slice(seqs.length, paging.offset, paging.size, query.order)
     plannerWork.recordsRead += page.length
-    return { items: page.map((i) => table.decode(seqs.at(i))), total: seqs.length }
+    return decodedPage(table, query, generation, page.map((i) => seqs.at(i)), seqs.length)
   }
   const walk = new Walk(table, source, tests)
-  const finish = (): Page<AuditEvent> => {
+  const finish = (): Maybe<Page<AuditEvent>> => {
     const matched = walk.matched
     if (!source.ordered) matched.sort((a, b) => a - b)
-    return { items: slice(matched.length, paging.offset, paging.size, query.order).map((i) => table.decode(matched[i]!)), total: matched.length }
+    return decodedPage(table, query, generation, slice(matched.length, paging.offset, paging.size, query.order).map((i) => matched[i]!), matched.length)
   }
   if (walk.step()) return finish()
   return (async () => {
@@ -69,6 +69,19 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
     } while (!walk.step())
     return finish()
   })()
+}
+
+/**
+ * The events of a page, decoded in turns of the event loop (`mapInTurns`: a page of big events is
+ * megabytes of text, docs/security.md "Big answers"). Events created meanwhile are not in it, as in
+ * a walk; if retention dropped any event while a turn waited (the page and its total may have
+ * shifted), or the table was renumbered, the query runs again from the start.
+ */
+function decodedPage(table: AuditEventTable, query: ListQuery<'audit_events'>, generation: number, seqs: readonly number[], total: number): Maybe<Page<AuditEvent>> {
+  const first = table.first
+  const changed = () => table.generation !== generation || table.first !== first
+  const events = mapInTurns(seqs, (seq): AuditEvent | undefined => (changed() ? undefined : table.decode(seq)))
+  return then(events, (items) => (changed() ? listAuditEvents(table, query) : { items: items as AuditEvent[], total }))
 }
 
 /** Whether any event matches: the first one found ends the walk (synchronous, as `exists` is). */
