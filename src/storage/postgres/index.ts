@@ -87,7 +87,9 @@ export class PostgresStorage implements Storage {
    * each migration and the initialisation happen once.
    */
   async underMigrationLock<R>(work: () => Promise<R>): Promise<R> {
-    const connection = await this.read(() => this.sql.reserve())
+    // No answer timeout: a reservation that came after one would be held by nobody (the connect
+    // itself is bounded by `connectionTimeout`), and the lock may wait for another instance's migrations.
+    const connection = await this.tries(() => this.sql.reserve(), this.connectionTries)
     try {
       await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
       try {
