@@ -9,6 +9,7 @@ import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
 import { jsonAnswer, problemFor, withTraceId } from './foundation'
+import { BYTES_IN_TURNS_ABOVE_CHARS, JsonBytes } from './json-bytes'
 import type { ViewText } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import type { Logger } from '../ops/logger'
@@ -170,9 +171,15 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
   rest: R,
 ): Maybe<{ [P in K]: V[] } & R> {
   const fields = JSON.stringify(rest)
-  return then(mapInTurns(items, textOf), (views) => {
-    const text = `{"${name}":[${views.join(',')}]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
-    return text as unknown as { [P in K]: V[] } & R
+  type Answer = { [P in K]: V[] } & R
+  return then(mapInTurns(items, textOf), (views): Maybe<Answer> => {
+    const head = `{"${name}":[`
+    const tail = `]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
+    let chars = head.length + tail.length + views.length
+    for (const view of views) chars += view.length
+    // Megabytes of records (long escaped descriptions) are written as bytes in turns (src/http/json-bytes.ts).
+    if (chars > BYTES_IN_TURNS_ABOVE_CHARS) return JsonBytes.of(head, views, tail) as unknown as Maybe<Answer>
+    return `${head}${views.join(',')}${tail}` as unknown as Answer
   })
 }
 

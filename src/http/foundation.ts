@@ -10,6 +10,7 @@ import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import type { Logger } from '../ops/logger'
 import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 import { noteBytesOut } from './observe'
+import { JsonBytes } from './json-bytes'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -116,6 +117,7 @@ export const foundation = (logger: Logger, settle: Settle, chargeUnmatched?: (re
  */
 export function jsonAnswer(request: Request, set: AnswerSet, value: unknown): Response | undefined {
   if (typeof value === 'string') return jsonResponse(request, set, value)
+  if (value instanceof JsonBytes) return jsonResponse(request, set, value)
   if (typeof value !== 'object' || value === null || value instanceof Response || value instanceof Promise) return undefined
   return jsonResponse(request, set, JSON.stringify(value))
 }
@@ -138,11 +140,12 @@ const JSON_HEADERS = new Headers({ 'content-type': 'application/json;charset=utf
  * is instead of making it again with `set` merged in. The body's length is noted for the
  * request log, or, for a request without a note, sent as Content-Length for it to read (observe.ts).
  */
-export function jsonResponse(request: Request, set: AnswerSet, text: string): Response {
-  const response = new Response(text, { status: typeof set.status === 'number' ? set.status : 200, headers: JSON_HEADERS })
+export function jsonResponse(request: Request, set: AnswerSet, text: string | JsonBytes): Response {
+  const body = text instanceof JsonBytes ? text.bytes : text
+  const response = new Response(body, { status: typeof set.status === 'number' ? set.status : 200, headers: JSON_HEADERS })
   const headers = response.headers
   for (const name in set.headers) headers.set(name, String(set.headers[name]))
-  if (!noteBytesOut(request, text)) headers.set('content-length', String(Buffer.byteLength(text)))
+  if (!noteBytesOut(request, typeof body === 'string' ? body : body.byteLength)) headers.set('content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength))
   set.headers = {}
   set.status = 200
   return response
