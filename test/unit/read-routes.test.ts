@@ -17,6 +17,31 @@ beforeAll(async () => {
 })
 afterAll(() => h.close())
 
+/**
+ * Holds the next fsync of `harness`'s log until the test fails it or lets it through (later ones run
+ * as usual): a write then waits in memory for it, and what saw that write waits too.
+ */
+function holdNextSync(harness: Harness) {
+  const writer = (harness.store as unknown as { writer: { file: FileHandle } }).writer
+  const good = writer.file
+  let fail!: (error: Error) => void
+  let release!: () => void
+  const outcome = new Promise<void>((resolve, reject) => ((release = resolve), (fail = reject)))
+  let syncs = 0
+  writer.file = new Proxy(good, {
+    get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? outcome.then(() => target.datasync()) : target.datasync()) : Reflect.get(target, name, target)),
+  })
+  return {
+    /** Resolves once a write waits for the held fsync. */
+    async waiting(): Promise<void> {
+      while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+    },
+    fail: () => fail(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })),
+    release: () => release(),
+    restore: () => void (writer.file = good),
+  }
+}
+
 test('every GET /api route compiles to a synchronous handler', () => {
   const routes = h.app.routes.filter((route) => route.method === 'GET' && route.path.startsWith('/api/'))
   expect(routes.length).toBeGreaterThanOrEqual(13)
@@ -29,23 +54,16 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
   const token = h.token(customer, 'admin')
   await h.tokensRecorded() // a write of its own, made durable before the log is tampered with
   // The log's next fsync is held until the read has seen the write, then fails.
-  const writer = (h.store as unknown as { writer: { file: FileHandle } }).writer
-  const good = writer.file
-  let failSync!: (error: Error) => void
-  const heldSync = new Promise<void>((_, reject) => (failSync = reject))
-  let syncs = 0
-  writer.file = new Proxy(good, {
-    get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? heldSync : target.datasync()) : Reflect.get(target, name, target)),
-  })
+  const sync = holdNextSync(h)
   try {
     const write = h.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } })
     // Until the change is in memory and its log record waits for the fsync.
-    while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+    await sync.waiting()
     const read = h.request('GET', '/api/consumers', { token })
     // A read by id builds its answer before it waits: the log still counts the problem's bytes.
     h.logged.length = 0
     const readById = h.request('GET', `/api/organizations/${customer}`, { token })
-    failSync(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+    sync.fail()
     expectProblem(await read, 503, 'storage_unavailable')
     expectProblem(await write, 503, 'storage_unavailable')
     const byId = await readById
@@ -53,7 +71,7 @@ test('a read that saw a write whose fsync then fails answers 503, not a dropped 
     const line = h.logged.map((text) => JSON.parse(text)).find((entry) => entry.msg === 'request' && entry.route === '/api/organizations/:organization_id')
     expect(line).toMatchObject({ status: 503, trace_id: byId.headers.get('x-trace-id'), bytes_out: Buffer.byteLength(JSON.stringify(byId.body)) })
   } finally {
-    writer.file = good
+    sync.restore()
   }
   const after = await h.request('GET', '/api/consumers', { token })
   expect(after.body.total).toBe(0)
@@ -63,18 +81,11 @@ test('a refusal that rested on a write whose fsync then fails is that 503 too, n
   const [first, second] = [await h.createCustomer('First'), await h.createCustomer('Second')]
   const [firstToken, secondToken] = [h.token(first, 'admin'), h.token(second, 'admin')]
   await h.tokensRecorded()
-  const writer = (h.store as unknown as { writer: { file: FileHandle } }).writer
-  const good = writer.file
-  let failSync!: (error: Error) => void
-  const heldSync = new Promise<void>((_, reject) => (failSync = reject))
-  let syncs = 0
-  writer.file = new Proxy(good, {
-    get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? heldSync : target.datasync()) : Reflect.get(target, name, target)),
-  })
+  const sync = holdNextSync(h)
   const id = crypto.randomUUID()
   try {
     const created = h.request('POST', '/api/consumers', { token: firstToken, body: { consumer_id: id } })
-    while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+    await sync.waiting()
     // The same id for another customer: refused while the first one's consumer is in memory, and
     // the refusal waits for that consumer's fsync instead of answering.
     const settle = h.storage.settle.bind(h.storage)
@@ -87,11 +98,11 @@ test('a refusal that rested on a write whose fsync then fails is that 503 too, n
     }
     const taken = h.request('POST', '/api/consumers', { token: secondToken, body: { consumer_id: id } })
     expect(await Promise.race([taken.then((res) => `answered ${res.status}`), waiting])).toBe('waiting')
-    failSync(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }))
+    sync.fail()
     expectProblem(await created, 503, 'storage_unavailable')
     expectProblem(await taken, 503, 'storage_unavailable')
   } finally {
-    writer.file = good
+    sync.restore()
     delete (h.storage as { settle?: unknown }).settle // the prototype's again
   }
   expect((await h.request('GET', `/api/consumers/${id}`)).status).toBe(404)
@@ -107,23 +118,16 @@ test("a read that waits for a write's fsync answers once it is durable: JSON wit
     const token = limited.token(customer, 'admin')
     await limited.tokensRecorded()
     // The log's next fsync is held until the reads have seen the write, then made.
-    const writer = (limited.store as unknown as { writer: { file: FileHandle } }).writer
-    const good = writer.file
-    let release!: () => void
-    const held = new Promise<void>((resolve) => (release = resolve))
-    let syncs = 0
-    writer.file = new Proxy(good, {
-      get: (target, name) => (name === 'datasync' ? () => (syncs++ === 0 ? held.then(() => target.datasync()) : target.datasync()) : Reflect.get(target, name, target)),
-    })
+    const sync = holdNextSync(limited)
     try {
       const write = limited.request('POST', '/api/consumers', { token, body: { consumer_id: crypto.randomUUID() } })
-      while (syncs === 0) await new Promise((resolve) => setImmediate(resolve))
+      await sync.waiting()
       // Answers made from the records' remembered texts (a string), each waiting for the write.
       const byId = limited.request('GET', `/api/organizations/${customer}`, { token })
       const list = limited.request('GET', '/api/consumers', { token })
       // And one answered as an object.
       const tokens = limited.request('GET', '/api/tokens', { token })
-      release()
+      sync.release()
       const [created, organization, consumers, tokenList] = await Promise.all([write, byId, list, tokens])
       expect(created.status).toBe(201)
       expect(consumers.body.total).toBe(1)
@@ -142,7 +146,7 @@ test("a read that waits for a write's fsync answers once it is durable: JSON wit
         expect(lines.find((entry) => entry.route === route)).toMatchObject({ status: 200, bytes_out: Buffer.byteLength(JSON.stringify(answer.body)) })
       }
     } finally {
-      writer.file = good
+      sync.restore()
     }
   } finally {
     await limited.close()
