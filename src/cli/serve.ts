@@ -54,10 +54,12 @@ function badOrigin(value: string): never {
   throw new UsageError(`invalid --cors-origin '${value}': give a scheme, host and optional port, like https://console.example.com`)
 }
 
-/** `--audit-retention` in seconds (else bad usage). */
-function parseRetention(text: string): number {
+/** A DURATION flag's value in seconds, at most `most` (else bad usage, with an example and the bound). */
+function durationSeconds(flag: string, text: string, example: string, most?: { seconds: number; spelled: string }): number {
   const seconds = parseDuration(text)
-  if (seconds === null) throw new UsageError(`invalid --audit-retention '${text}': use a number and s, m, h or d, like 400d`)
+  if (seconds === null || (most !== undefined && seconds > most.seconds)) {
+    throw new UsageError(`invalid --${flag} '${text}': use a number and s, m, h or d, like ${example}${most ? `, at most ${most.spelled}` : ''}`)
+  }
   return seconds
 }
 
@@ -69,14 +71,7 @@ function parseRateLimit(text: string): number {
 }
 
 /** The longest `--database-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
-const MAX_DATABASE_TIMEOUT_SECONDS = 86_400
-
-/** `--database-timeout` in milliseconds (else bad usage). */
-function parseDatabaseTimeout(text: string): number {
-  const seconds = parseDuration(text)
-  if (seconds === null || seconds > MAX_DATABASE_TIMEOUT_SECONDS) throw new UsageError(`invalid --database-timeout '${text}': use a number and s, m, h or d, like 10s, at most 24h`)
-  return seconds * 1000
-}
+const MAX_DATABASE_TIMEOUT = { seconds: 86_400, spelled: '24h' }
 
 function parseLogFormat(text: string): LogFormat {
   if (!LOG_FORMATS.includes(text as LogFormat)) throw new UsageError(`invalid --log-format '${text}': use json or text`)
@@ -89,8 +84,8 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   const rateLimit = parseRateLimit(options.rateLimit ?? '100')
   const logger = createLogger(parseLogFormat(options.logFormat ?? 'json'))
-  const retentionSeconds = parseRetention(options.auditRetention)
-  const answerTimeoutMs = parseDatabaseTimeout(options.databaseTimeout ?? '10s')
+  const retentionSeconds = durationSeconds('audit-retention', options.auditRetention, '400d')
+  const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
   let reserved: ReservedPort | undefined
   try {
     const tls = readTlsFiles(options.tlsCert, options.tlsKey)

@@ -116,8 +116,7 @@ export const foundation = (logger: Logger, settle: Settle, chargeUnmatched?: (re
  * a write's fsync, or a long walk: `readRoutes` makes its Response once it is settled).
  */
 export function jsonAnswer(request: Request, set: AnswerSet, value: unknown): Response | undefined {
-  if (typeof value === 'string') return jsonResponse(request, set, value)
-  if (value instanceof JsonBytes) return jsonResponse(request, set, value)
+  if (typeof value === 'string' || value instanceof JsonBytes) return jsonResponse(request, set, value)
   if (typeof value !== 'object' || value === null || value instanceof Response || value instanceof Promise) return undefined
   return jsonResponse(request, set, JSON.stringify(value))
 }
@@ -145,7 +144,8 @@ export function jsonResponse(request: Request, set: AnswerSet, text: string | Js
   const response = new Response(body, { status: typeof set.status === 'number' ? set.status : 200, headers: JSON_HEADERS })
   const headers = response.headers
   for (const name in set.headers) headers.set(name, String(set.headers[name]))
-  if (!noteBytesOut(request, typeof body === 'string' ? body : body.byteLength)) headers.set('content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength))
+  const bytes = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength
+  if (!noteBytesOut(request, bytes)) headers.set('content-length', String(bytes))
   set.headers = {}
   set.status = 200
   return response

@@ -49,10 +49,10 @@ export function noteAuthenticated(request: Request, principal: Principal, traceI
  * Noted as a JSON answer's Response is made (`jsonResponse`, foundation.ts): the length of its body,
  * taken for a successful answer. False when the request has no note (no valid token).
  */
-export function noteBytesOut(request: Request, body: string | number): boolean {
+export function noteBytesOut(request: Request, bytes: number): boolean {
   const note = noteOf(request)
   if (note === undefined) return false
-  note.bytesOut = typeof body === 'number' ? body : Buffer.byteLength(body)
+  note.bytesOut = bytes
   return true
 }
 

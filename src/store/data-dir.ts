@@ -5,7 +5,7 @@
  * before anything in it changes; a directory that is not keyward's is never chmodded.
  */
 import { chmod, lstat, mkdir, readdir } from 'node:fs/promises'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { isErrnoCode } from './fs-util'
 import { LOCK_FILE } from './lock'
 import { SECRET_FILE, SNAPSHOT_FILE } from './paths'
@@ -66,7 +66,7 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
  * regular file of the running user that nobody else may read.
  */
 async function checkLegacySecret(dir: string, uid: number): Promise<void> {
-  const path = `${dir.replace(/\/+$/, '')}/${SECRET_FILE}`
+  const path = join(dir, SECRET_FILE)
   let info
   try {
     info = await lstat(path)
