@@ -47,11 +47,10 @@ export type LogScan = {
 }
 
 /**
- * Frames one payload as a record. Text (a transaction's JSON) is encoded straight into the record:
- * no intermediate bytes to copy, and no `.buffer` of a small array, which costs JavaScriptCore an
- * allocation (together 7% of a one-row create's CPU: docs/benchmarks.md).
+ * The length a payload will have in its record, checked: what `encodeRecordInto` writes after the
+ * header. Thrown here, in the append, so that a payload no record may hold fails alone.
  */
-export function encodeRecord(payload: Uint8Array | string): Uint8Array {
+export function payloadBytes(payload: Uint8Array | string): number {
   const text = typeof payload === 'string'
   const length = text ? Buffer.byteLength(payload) : payload.length
   // Length 0 is reserved as invalid so a zeroed header can never look like a record.
@@ -60,23 +59,31 @@ export function encodeRecord(payload: Uint8Array | string): Uint8Array {
   // U+0000 ends in a zero byte in UTF-8.)
   if ((text ? payload.charCodeAt(payload.length - 1) : payload[length - 1]) === 0) throw new RangeError('log record payload must not end with a zero byte')
   if (length > MAX_PAYLOAD_BYTES) throw new RangeError('log record payload too large')
-  const record = new Uint8Array(LOG_HEADER_BYTES + length)
-  const body = record.subarray(LOG_HEADER_BYTES)
-  if (text) textEncoder.encodeInto(payload, body)
-  else body.set(payload)
-  writeUint32(record, 0, length)
-  writeUint32(record, 4, Bun.hash.crc32(body))
-  writeUint32(record, 8, Bun.hash.crc32(record.subarray(0, 8)))
-  return record
+  return length
 }
 
-const textEncoder = new TextEncoder()
+/**
+ * Frames one payload (of `payloadBytes(payload)` bytes) as a record at `offset` of `target`, and
+ * returns where the record ends. Text (a transaction's JSON) is encoded straight into place, and a
+ * batch's records share one Buffer: no array per record, and no view of a small one (a view or the
+ * `.buffer` of a small typed array costs JavaScriptCore an allocation; docs/storage.md "Embedded").
+ */
+export function encodeRecordInto(target: Buffer, offset: number, payload: Uint8Array | string, length: number): number {
+  const start = offset + LOG_HEADER_BYTES
+  if (typeof payload === 'string') target.write(payload, start, length, 'utf8')
+  else target.set(payload, start)
+  target.writeUInt32LE(length, offset)
+  target.writeUInt32LE(Bun.hash.crc32(target.subarray(start, start + length)) >>> 0, offset + 4)
+  target.writeUInt32LE(Bun.hash.crc32(target.subarray(offset, offset + 8)) >>> 0, offset + 8)
+  return start + length
+}
 
-function writeUint32(bytes: Uint8Array, offset: number, value: number): void {
-  bytes[offset] = value
-  bytes[offset + 1] = value >>> 8
-  bytes[offset + 2] = value >>> 16
-  bytes[offset + 3] = value >>> 24
+/** One payload framed as a record of its own. */
+export function encodeRecord(payload: Uint8Array | string): Uint8Array {
+  const length = payloadBytes(payload)
+  const record = Buffer.allocUnsafe(LOG_HEADER_BYTES + length)
+  encodeRecordInto(record, 0, payload, length)
+  return record
 }
 
 /** Splits a log file's bytes into record payloads; throws LogDamageError on damage. */

@@ -13,7 +13,7 @@
 import { open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises'
 import { writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { encodeRecord } from './log-format'
+import { encodeRecordInto, LOG_HEADER_BYTES, payloadBytes } from './log-format'
 import { fsyncDir } from './fs-util'
 
 const SEGMENT = /^wal-(\d{16})\.log$/
@@ -46,9 +46,14 @@ export class StorageUnavailableError extends Error {
   }
 }
 
+/** A batch's records are framed into one buffer, kept for the next batch up to this size. */
+const KEPT_BATCH_BYTES = 1 << 20
+
 interface PendingAppend {
   readonly lsn: number
-  readonly bytes: Uint8Array
+  readonly payload: Uint8Array | string
+  /** The payload's length in its record (`payloadBytes`). */
+  readonly length: number
   resolve(): void
   reject(error: Error): void
 }
@@ -74,6 +79,8 @@ export class LogWriter {
   private size: number
   private segment: Segment
   private durable: number
+  /** Where batches are framed: a batch is written and synced before the next one is made. */
+  private batchBuffer = Buffer.allocUnsafe(64 * 1024)
 
   private constructor(
     private readonly dir: string,
@@ -117,7 +124,7 @@ export class LogWriter {
 
   append(lsn: number, payload: Uint8Array | string): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ lsn, bytes: encodeRecord(payload), resolve, reject })
+      this.queue.push({ lsn, payload, length: payloadBytes(payload), resolve, reject })
       this.kick()
     })
   }
@@ -177,7 +184,7 @@ export class LogWriter {
   }
 
   private async writeBatch(batch: PendingAppend[]): Promise<void> {
-    const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
+    const bytes = this.framed(batch)
     const progress = { written: 0 }
     const started = performance.now()
     try {
@@ -200,6 +207,20 @@ export class LogWriter {
     this.durable = batch[batch.length - 1]!.lsn
     this.hooks.onDurable(this.durable)
     for (const pending of batch) pending.resolve()
+  }
+
+  /** The batch's records, back to back, in the batch buffer (or, past its kept size, in one of their own). */
+  private framed(batch: readonly PendingAppend[]): Uint8Array {
+    let total = 0
+    for (const pending of batch) total += LOG_HEADER_BYTES + pending.length
+    let target = this.batchBuffer
+    if (total > target.length) {
+      target = Buffer.allocUnsafe(total)
+      if (total <= KEPT_BATCH_BYTES) this.batchBuffer = target
+    }
+    let end = 0
+    for (const pending of batch) end = encodeRecordInto(target, end, pending.payload, pending.length)
+    return target.subarray(0, total)
   }
 
   /** Grows the file so that at least one zero byte will follow the batch (the fdatasync after the write makes the size durable). */
