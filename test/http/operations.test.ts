@@ -61,7 +61,7 @@ describe('GET /readyz', () => {
     }
   })
 
-  test('database mode: 503 database_unavailable while the database cannot be reached; one probe at a time', async () => {
+  test('database mode: 503 database_unavailable to every /readyz while the database cannot be reached', async () => {
     // Port 1 on this machine: nothing listens, the connection is refused at once.
     const storage = PostgresStorage.connect('postgres://postgres@127.0.0.1:1/keyward_nowhere', { maxConnections: 1 })
     try {

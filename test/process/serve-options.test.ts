@@ -65,13 +65,16 @@ test('KEYWARD_AUTO_VERIFY_INSTALLATIONS takes true and false too; anything else 
 
 test('a bad value from the environment is named as the variable set, one on the command line as the flag (which wins)', async () => {
   const data = `${tempDir('keyward-serve-options-')}/data`
+  // Each with a free port and no limits of its own, should the refusal not happen.
+  const anyPort = ['--port', '0']
+  const noLimits = ['--rate-limit', '0']
   const cases: [string[], Record<string, string>, string][] = [
-    [[], { KEYWARD_RATE_LIMIT: 'x' }, "invalid KEYWARD_RATE_LIMIT 'x'"],
-    [['--rate-limit', 'y'], { KEYWARD_RATE_LIMIT: 'x' }, "invalid --rate-limit 'y'"],
-    [[], { KEYWARD_PORT: 'abc' }, "invalid KEYWARD_PORT 'abc': give a number from 0 to 65535"],
-    [[], { KEYWARD_AUDIT_RETENTION: 'forever' }, "invalid KEYWARD_AUDIT_RETENTION 'forever'"],
-    [[], { KEYWARD_DATABASE_TIMEOUT: 'soon' }, "invalid KEYWARD_DATABASE_TIMEOUT 'soon'"],
-    [[], { KEYWARD_COMPACT_AFTER_BYTES: 'many' }, "invalid KEYWARD_COMPACT_AFTER_BYTES 'many'"],
+    [anyPort, { KEYWARD_RATE_LIMIT: 'x' }, "invalid KEYWARD_RATE_LIMIT 'x'"],
+    [[...anyPort, '--rate-limit', 'y'], { KEYWARD_RATE_LIMIT: 'x' }, "invalid --rate-limit 'y'"],
+    [noLimits, { KEYWARD_PORT: 'abc' }, "invalid KEYWARD_PORT 'abc': give a number from 0 to 65535"],
+    [[...anyPort, ...noLimits], { KEYWARD_AUDIT_RETENTION: 'forever' }, "invalid KEYWARD_AUDIT_RETENTION 'forever'"],
+    [[...anyPort, ...noLimits], { KEYWARD_DATABASE_TIMEOUT: 'soon' }, "invalid KEYWARD_DATABASE_TIMEOUT 'soon'"],
+    [[...anyPort, ...noLimits], { KEYWARD_COMPACT_AFTER_BYTES: 'many' }, "invalid KEYWARD_COMPACT_AFTER_BYTES 'many'"],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {

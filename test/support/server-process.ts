@@ -60,8 +60,12 @@ export interface Result {
  * Runs a command to completion (for starts that are expected to fail, and one-shot commands); `env`
  * is added to the environment (KEYWARD_* settings).
  */
+/**
+ * Runs a command to its end. One that should exit but serves instead (a refusal that did not
+ * happen) is stopped after 20 s, so the test fails on its exit code and output, not on its timeout.
+ */
 export async function run(command: string[], env: Record<string, string> = {}): Promise<Result> {
-  const proc = Bun.spawn(command, { cwd: ROOT, env: { ...baseEnv, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  const proc = Bun.spawn(command, { cwd: ROOT, env: { ...baseEnv, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', timeout: 20_000 })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   return { code, stdout, stderr }
 }
