@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_APPLICATIONS_PER_CUSTOMER } from '../../src/modules/shared/limits'
+import { hashToken } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
 import { ACTORS, expectProblem } from '../support/actors'
 import { createApplication, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, type Tenants } from '../support/fixtures'
@@ -67,6 +68,10 @@ describe('POST /api/applications', () => {
     const listed = list.body.applications.find((a: { application_id: string }) => a.application_id === one.application_id)
     expect(Object.keys(listed).sort()).toEqual(KEYS_ENABLED)
     for (const response of [view, list]) expect(JSON.stringify(response.body)).not.toContain(one.api_key)
+    // Kept only as a hash (CONTRACT section 4), its SHA-256.
+    const stored = await h.storage.find('applications', one.application_id)
+    expect(stored?.api_key_hash).toBe(hashToken(one.api_key))
+    expect(JSON.stringify(stored)).not.toContain(one.api_key)
   })
 
   test('a customer not enabled for virtual environments: allowed_environments omitted, PRODUCTION implicit', async () => {

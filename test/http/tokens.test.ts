@@ -56,6 +56,10 @@ describe('POST /api/tokens', () => {
       expect(answer.headers.get('cache-control')).toBeNull()
     }
     expect(h.logged.join('\n')).not.toContain(secret)
+    // Never stored in a form that would let it be used (CONTRACT section 9): its SHA-256 only.
+    const stored = await h.storage.find('tokens', token.token_id)
+    expect(stored?.token_hash).toBe(hashToken(secret))
+    expect(JSON.stringify(stored)).not.toContain(secret)
   })
 
   test('defaults: 90 days, no description; `administrator` is admin; 366d is the longest', async () => {
