@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHmac, randomBytes } from 'node:crypto'
 import { newToken, type Role } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { createApplication, enroll, requestOk } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -203,6 +204,37 @@ describe('suspended organizations', () => {
     expect(await works(P)).toEqual([401, 401, 401])
     await h.request('PATCH', `/api/organizations/${P}/activate`)
     expect(await works(P)).toEqual([200, 200, 200])
+  })
+
+  test("a suspended customer's tokens, and its partners', are 401 on every /api route, for its own records too; nothing changes", async () => {
+    const C = await h.createCustomer('C')
+    const P = await h.createPartner(C)
+    const application = await createApplication(h, C)
+    const enrollment = await enroll(h, application.application_id!, 'PRODUCTION')
+    const token = (await requestOk(h, 'POST', '/api/tokens', { organization_id: C, role: 'viewer' })).token.token_id
+    // Each path parameter as one of C's own records: the 401 comes before any lookup.
+    const ids: Record<string, string> = {
+      organization_id: C,
+      application_id: application.application_id!,
+      consumer_id: enrollment.consumer_id!,
+      installation_id: enrollment.installation_id!,
+      enrollment_id: enrollment.enrollment_id!,
+      token_id: token,
+    }
+    const routes = h.app.routes.filter((route) => route.path.startsWith('/api/') && route.method !== 'OPTIONS')
+    expect(routes.length).toBeGreaterThan(40)
+    const bearers = [h.token(C), h.token(C, 'viewer'), h.token(P), h.token(P, 'application_admin')]
+    const eventsBefore = (await requestOk(h, 'GET', `/api/audit-events?customer_ids=${C}&page_size=1`)).total
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    for (const bearer of bearers) {
+      for (const route of routes) {
+        const path = route.path.replace(/:(\w+)/g, (_, name: string) => ids[name] ?? `unknown ${name}`)
+        const res = await h.request(route.method, path, { token: bearer, body: route.method === 'GET' ? undefined : { description: 'x' } })
+        expect({ route: `${route.method} ${route.path}`, status: res.status }).toEqual({ route: `${route.method} ${route.path}`, status: 401 })
+        expect401(res, bearer)
+      }
+    }
+    expect((await requestOk(h, 'GET', `/api/audit-events?customer_ids=${C}&page_size=1`)).total).toBe(eventsBefore + 1) // the suspension
   })
 
   test('the vendor token keeps working whatever is suspended', async () => {

@@ -408,20 +408,3 @@ describe('GET /api/enrollments: shape', () => {
     expectProblem(await h.request('GET', '/api/enrollments', { token: null }), 401)
   })
 })
-
-describe('tokens of a suspended customer, or of a partner of one', () => {
-  test('are 401 on every enrollment endpoint', async () => {
-    const C = await h.createCustomer('C')
-    const CP = await h.createPartner(C)
-    const app = await createApplicationId(h, C)
-    const e = await enroll(enrollmentBody(app, 'PRODUCTION'))
-    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
-    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'application_admin')]) {
-      expectProblem(await h.request('GET', '/api/enrollments', { token }), 401)
-      expectProblem(await h.request('GET', `/api/enrollments/${e.enrollment_id}`, { token }), 401)
-      expectProblem(await post(enrollmentBody(app, 'PRODUCTION'), token), 401)
-      expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`, { token }), 401)
-    }
-    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
-  })
-})

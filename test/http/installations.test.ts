@@ -344,21 +344,3 @@ describe('GET /api/installations: shapes', () => {
     expectProblem(await h.request('GET', '/api/installations', { token: null }), 401)
   })
 })
-
-describe('tokens of a suspended customer, or of a partner of one', () => {
-  test('are 401 on every installation endpoint', async () => {
-    const C = await h.createCustomer('C')
-    const CP = await h.createPartner(C)
-    const i = await createInstallation(h, C)
-    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
-    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
-      expectProblem(await h.request('GET', '/api/installations', { token }), 401)
-      expectProblem(await h.request('GET', `/api/installations/${i.installation_id}`, { token }), 401)
-      expectProblem(await h.request('POST', '/api/installations', { token, body: { installation_id: crypto.randomUUID(), description: 'x' } }), 401)
-      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { token, body: { description: 'x' } }), 401)
-      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/verify`, { token }), 401)
-      expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/suspend`, { token }), 401)
-    }
-    expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(i)
-  })
-})

@@ -278,17 +278,3 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     })
   }
 })
-
-describe('tokens of a suspended customer, or of a partner of one', () => {
-  test('are 401 on the keyset endpoints', async () => {
-    const C = await h.createCustomer('C')
-    const CP = await h.createPartner(C)
-    const e = await enroll(h, await createApplicationId(h, C), 'PRODUCTION')
-    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
-    for (const token of [h.token(C), h.token(C, 'viewer'), h.token(CP), h.token(CP, 'viewer')]) {
-      expectProblem(await h.request('GET', path(e.enrollment_id!), { token }), 401)
-      expectProblem(await postKey(e.enrollment_id!, p256().base64, token), 401)
-    }
-    expect(await keysetsOf(e.enrollment_id!)).toEqual([])
-  })
-})
