@@ -50,7 +50,7 @@ export function reachesCustomer(p: Principal, customerId: string): boolean {
  * read by id goes through one of these, so that no timing tells another tenant's ids from unknown
  * ones (docs/security.md).
  */
-const ownedBy = <N extends OwnedTable>(p: Principal): readonly FieldIn<N>[] | undefined =>
+export const ownedBy = <N extends OwnedTable>(p: Principal): readonly FieldIn<N>[] | undefined =>
   p.customerId === null ? undefined : [{ field: 'organization_id', in: [p.customerId] } as FieldIn<N>]
 
 /** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
@@ -64,11 +64,13 @@ export function readableOrganizations(reader: Reader, p: Principal): Maybe<strin
   ])
 }
 
-/** Organization `id`, as `reachesOrganization` decides from the id alone or with its `parent_id`. */
-function readableOrganization(p: Principal, id: string): readonly FieldIn<'organizations'>[] | undefined {
+/** The organizations other than its own and its customer that a caller reads: a customer its partners, a partner none. */
+export const otherReadableOrganizations = (p: Principal): readonly FieldIn<'organizations'>[] => [{ field: 'parent_id', in: isCustomer(p) ? [p.customerId!] : [] }]
+
+/** Organization `id`, as `reachesOrganization` decides from the id alone (undefined: any) or with its `parent_id`. */
+export function readableOrganization(p: Principal, id: string): readonly FieldIn<'organizations'>[] | undefined {
   if (isVendor(p) || id === p.customerId || id === p.organization.organization_id) return undefined
-  // A customer reads its partners; a partner no other organization.
-  return [{ field: 'parent_id', in: isCustomer(p) ? [p.customerId!] : [] }]
+  return otherReadableOrganizations(p)
 }
 
 export function findOrganization(reader: Reader, p: Principal, rawId: string): Maybe<Organization> {

@@ -140,8 +140,8 @@ export interface Reader {
    * (docs/storage.md). What they must satisfy stays with the caller; `within` as for `find`.
    */
   findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Maybe<WithParent<N, P> | undefined>
-  /** `ids` in order, undefined where there is none. */
-  findMany<N extends TableName>(table: N, ids: readonly string[]): Maybe<(RecordOf<N> | undefined)[]>
+  /** `ids` in order, undefined where there is none; `within` as for `find` (a list filter's ids, src/modules/shared/scope.ts). */
+  findMany<N extends TableName>(table: N, ids: readonly string[], within?: readonly FieldIn<N>[]): Maybe<(RecordOf<N> | undefined)[]>
   list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>>
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
 }

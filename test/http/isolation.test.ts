@@ -189,16 +189,21 @@ const idsOf = (t: Tenant) => [t.customer, t.partner, t.app, t.app2, t.consumer, 
 async function readsBy<T>(work: () => Promise<T>): Promise<{ result: T; returned: string[] }> {
   const returned: string[] = []
   const { storage } = h
-  const note = (table: TableName, found: unknown, record: (found: never) => unknown) => {
-    const settle = (value: unknown) => (value !== undefined && returned.push((record(value as never) as Record<string, string>)[PRIMARY_KEY[table]]!), value)
+  const note = (table: TableName, found: unknown, records: (found: never) => unknown[]) => {
+    const settle = (value: unknown) => {
+      if (value !== undefined) for (const record of records(value as never)) if (record !== undefined) returned.push((record as Record<string, string>)[PRIMARY_KEY[table]]!)
+      return value
+    }
     return found instanceof Promise ? found.then(settle) : settle(found)
   }
   const find = storage.find.bind(storage)
   const findWithParent = storage.findWithParent.bind(storage)
+  const findMany = storage.findMany.bind(storage)
   const spies = [
-    spyOn(storage, 'find').mockImplementation(((...args: Parameters<typeof find>) => note(args[0], find(...args), (record) => record)) as never),
+    spyOn(storage, 'find').mockImplementation(((...args: Parameters<typeof find>) => note(args[0], find(...args), (record) => [record])) as never),
     spyOn(storage, 'findWithParent').mockImplementation(((...args: Parameters<typeof findWithParent>) =>
-      note(args[0], findWithParent(...args), (found: { record: unknown }) => found.record)) as never),
+      note(args[0], findWithParent(...args), (found: { record: unknown }) => [found.record])) as never),
+    spyOn(storage, 'findMany').mockImplementation(((...args: Parameters<typeof findMany>) => note(args[0], findMany(...args), (records: unknown[]) => records)) as never),
   ]
   try {
     return { result: await work(), returned }
@@ -309,9 +314,11 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
           list.startsWith('/api/tokens') ? label === 'customer admin' : list.startsWith('/api/audit-events') ? label === 'customer admin' || label === 'customer viewer' : true
         lists.push(...tokenLists, ...eventLists)
         for (const list of lists) {
-          const res = await h.request('GET', list, { token })
+          const { result: res, returned } = await readsBy(() => h.request('GET', list, { token }))
           const status = maySee(list) ? 200 : 403
           expect({ label, list, status: res.status }).toEqual({ label, list, status })
+          // A filter's ids of the victim's records are dropped inside the storage, as reads by id are (above).
+          expect({ label, list, victims: returned.filter((id) => idsOf(v).includes(id)) }).toEqual({ label, list, victims: [] })
           const leaked = [...JSON.stringify(res.body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)]
             .map((m) => m[0])
             .filter((id) => theirIds.has(id))

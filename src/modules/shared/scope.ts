@@ -4,7 +4,7 @@
  * and no timing depends on what that tenant has. The storage relies on it (see `ListQuery.scope`).
  */
 import type { Principal } from '../../http/auth'
-import { reachesOrganization, type OwnedTable } from '../../http/access'
+import { otherReadableOrganizations, ownedBy, readableOrganization, reachesCustomer, reachesOrganization, type OwnedTable } from '../../http/access'
 import type { RecordOf, TableName } from '../../storage/records'
 import { all, then, type Condition, type EnrollmentLink, type Maybe, type Reader } from '../../storage/storage'
 
@@ -28,13 +28,24 @@ export function scopedConditions<N extends TableName>(reader: Reader, p: Princip
   )
 }
 
-/** `ids` whose record is inside the caller's scope (all of them for the vendor). */
+/**
+ * `ids` whose record is inside the caller's scope (all of them for the vendor). The scope goes to the
+ * storage (`within`), which drops another tenant's record from the same work as a missing one: none
+ * is handed out, and none costs more than an unknown id (docs/security.md).
+ */
 function ownIds(reader: Reader, p: Principal, names: IdFilter<TableName>['names'], ids: readonly string[]): Maybe<readonly string[]> {
   const customerId = p.customerId
   if (customerId === null) return ids
   if (names === 'customers') return ids.filter((id) => id === customerId)
-  if (names === 'organizations') return then(reader.findMany('organizations', ids), (orgs) => ids.filter((_, i) => orgs[i] !== undefined && reachesOrganization(p, orgs[i]!)))
-  return then(reader.findMany(names, ids), (records) => ids.filter((_, i) => records[i]?.organization_id === customerId))
+  if (names === 'organizations') {
+    // The caller's own organization and customer need no read; any other only a customer's partner is.
+    const others = ids.filter((id) => readableOrganization(p, id) !== undefined)
+    return then(reader.findMany('organizations', others, otherReadableOrganizations(p)), (orgs) => {
+      const partners = new Set(others.filter((_, i) => orgs[i] !== undefined && reachesOrganization(p, orgs[i]!)))
+      return ids.filter((id) => partners.has(id) || readableOrganization(p, id) === undefined)
+    })
+  }
+  return then(reader.findMany(names, ids, ownedBy(p)), (records) => ids.filter((_, i) => records[i] !== undefined && reachesCustomer(p, records[i]!.organization_id)))
 }
 
 /** A list request's paging as a query's. */

@@ -41,9 +41,8 @@ export class EmbeddedStorage implements Storage {
     return { record, parent: parentId ? (this.store.tables[parent.table].get(parentId) as RecordOf<P> | undefined) : undefined }
   }
 
-  findMany<N extends TableName>(table: N, ids: readonly string[]): (RecordOf<N> | undefined)[] {
-    const rows = this.store.tables[table]
-    return ids.map((id) => rows.get(id) as RecordOf<N> | undefined)
+  findMany<N extends TableName>(table: N, ids: readonly string[], within?: readonly FieldIn<N>[]): (RecordOf<N> | undefined)[] {
+    return ids.map((id) => this.find(table, id, within))
   }
 
   list<N extends TableName>(query: ListQuery<N>): Maybe<Page<RecordOf<N>>> {

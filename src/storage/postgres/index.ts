@@ -16,7 +16,7 @@ import { UniqueViolation, type Changes, type Credential, type Condition, type Fi
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { appendEventsStatement, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
+import { appendEventsStatement, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -159,9 +159,9 @@ export class PostgresStorage implements Storage {
     return { record: toRecord(table, record), parent: parentRow ? toRecord(parent.table, parentRow) : undefined }
   }
 
-  async findMany<N extends TableName>(table: N, ids: readonly string[]): Promise<(RecordOf<N> | undefined)[]> {
+  async findMany<N extends TableName>(table: N, ids: readonly string[], within?: readonly FieldIn<N>[]): Promise<(RecordOf<N> | undefined)[]> {
     const keys = ids.filter(isKey)
-    const rows = keys.length === 0 ? [] : await this.run({ text: STATEMENTS[table].findMany, params: [keys] })
+    const rows = keys.length === 0 ? [] : await this.run(within === undefined ? { text: STATEMENTS[table].findMany, params: [keys] } : findManyWithinStatement(table, keys, within))
     const byId = new Map(rows.map((row) => [row[PRIMARY_KEY[table]] as string, toRecord(table, row)]))
     return ids.map((id) => byId.get(id))
   }

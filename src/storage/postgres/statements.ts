@@ -162,6 +162,12 @@ export function findWithinStatement<N extends TableName>(table: N, id: string, w
   return { text: `SELECT t.* FROM ${table} t WHERE t.${PRIMARY_KEY[table]} = $1::uuid AND ${whereClause(table, null, within, params)}`, params }
 }
 
+/** `Reader.findMany` with `within`: as `findWithinStatement`, for the keys in $1. */
+export function findManyWithinStatement<N extends TableName>(table: N, keys: readonly string[], within: readonly FieldIn<N>[]): Statement {
+  const params: unknown[] = [keys]
+  return { text: `SELECT t.* FROM ${table} t WHERE t.${PRIMARY_KEY[table]} = ANY($1::uuid[]) AND ${whereClause(table, null, within, params)}`, params }
+}
+
 /**
  * `Reader.findWithParent`: the record by key ($1), as `find` answers it (with `within` as there),
  * and in `PARENT_COLUMN` the row its `field` names in `parentTable` as JSON (null when none), in
