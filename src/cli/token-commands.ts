@@ -13,8 +13,14 @@ import { ApiError } from '../http/errors'
 import { UUID } from '../http/access'
 import { UsageError } from './usage'
 
-/** An identifier as typed on the command line: not one of ours if it is not a UUID (exit 2, unknown). */
-const Id = v.pipe(v.string(), v.maxLength(64))
+/**
+ * An identifier as typed on the command line: not one of ours if it is not a UUID (exit 2, unknown).
+ * Bounded, but long enough for a token's secret pasted by mistake to get that answer too.
+ */
+const Id = v.pipe(v.string(), v.maxLength(256))
+
+/** An unknown id as a message names it: a UUID as typed; anything else is not echoed (it may be a token's secret). */
+const named = (what: string, id: string) => (UUID.test(id) ? `unknown ${what} '${id}'` : `unknown ${what}: the id given is not a UUID`)
 
 /** As sent over the control socket: checked like any other input. */
 export const TokenCommand = v.variant('command', [
@@ -45,13 +51,13 @@ export async function performTokenCommand(storage: Storage, command: TokenComman
   switch (command.command) {
     case 'issue-token': {
       const organization = UUID.test(command.organization_id) ? await storage.find('organizations', command.organization_id) : undefined
-      if (!organization) throw new UnknownRecordError(`unknown organization '${command.organization_id}'`)
+      if (!organization) throw new UnknownRecordError(named('organization', command.organization_id))
       const grant = { organization, role: command.role, ttlSeconds: command.ttl_seconds, description: command.description }
       return { token: (await tokens.issue(grant, actor)).token }
     }
     case 'tokens revoke': {
       const token = UUID.test(command.token_id) ? await storage.find('tokens', command.token_id) : undefined
-      if (!token) throw new UnknownRecordError(`unknown token '${command.token_id}'`)
+      if (!token) throw new UnknownRecordError(named('token', command.token_id))
       try {
         await tokens.revoke(token, actor)
         return { revoked: true }
@@ -62,7 +68,7 @@ export async function performTokenCommand(storage: Storage, command: TokenComman
     }
     case 'tokens list': {
       if (command.organization_id !== null && !(UUID.test(command.organization_id) && (await storage.find('organizations', command.organization_id)))) {
-        throw new UnknownRecordError(`unknown organization '${command.organization_id}'`)
+        throw new UnknownRecordError(named('organization', command.organization_id))
       }
       return { tokens: (await tokens.listAll(command.organization_id)).map(tokenView) }
     }

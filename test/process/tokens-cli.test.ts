@@ -100,6 +100,25 @@ describe('on a data dir no server holds', () => {
     expect(missing.stderr).toContain('not initialised')
     expect(existsSync(join(data, 'nope'))).toBe(false)
   })
+
+  test("a token's secret given where an id goes: unknown, exit 2, and never echoed; beside a running server too", async () => {
+    const data = newDataDir()
+    const { token: secret } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const mistakes = [
+      ['tokens', 'revoke', secret, '--data', data],
+      ['issue-token', '--org', secret, '--role', 'admin', '--data', data],
+      ['tokens', 'list', '--org', secret, '--data', data],
+    ]
+    const refusedAlone = await Promise.all(mistakes.map((args) => keyward(args)))
+    const server = await startServer(data)
+    const refusedBeside = await Promise.all(mistakes.map((args) => keyward(args)))
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    for (const [i, result] of [...refusedAlone, ...refusedBeside].entries()) {
+      expect({ i, code: result.code, stdout: result.stdout }).toEqual({ i, code: 2, stdout: '' })
+      expect(result.stderr).toMatch(/unknown (token|organization): the id given is not a UUID/)
+      expect(result.stderr.toLowerCase()).not.toContain(secret.slice(4).toLowerCase())
+    }
+  })
 })
 
 /** Clients creating consumers one after the other until stopped; the ids the server acknowledged. */
