@@ -7,7 +7,7 @@ import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
 import { DOCS_SCRIPT_PATH, docsPageResponse, docsScriptResponse } from './http/docs-page'
 import { cors } from './http/cors'
-import { documentCharge, unmatchedApiCharge, type AppDeps, type AppOptions } from './http/context'
+import { documentCharge, unmatchedCharge, type AppDeps, type AppOptions } from './http/context'
 import { operationsRoutes } from './http/operations'
 import { requestObserver, type Route } from './http/observe'
 import { createLogger } from './ops/logger'
@@ -55,7 +55,7 @@ function routes(deps: AppDeps) {
   const app = new Elysia()
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
-    .use(foundation(deps.logger, (value) => deps.storage.settle(value), unmatchedApiCharge(deps)))
+    .use(foundation(deps.logger, (value) => deps.storage.settle(value), unmatchedCharge(deps)))
     // Only when configured: a global hook costs every request (see `withTraceId`).
     .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {

@@ -91,18 +91,15 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
 }
 
 /**
- * Charges a request that no route answers to its client's address, when it is an /api request:
- * every /api answer carries the RateLimit headers, and a flood of unknown /api paths is limited like
- * one without a token (it has none that was checked). Undefined when there are no limits.
+ * Charges a request that no route answers to its client's address, whatever its path (`/api`,
+ * `/API/...`, `/nothing`): it has no token that was checked, so a flood of unknown paths is limited
+ * like one without a token (CONTRACT section 11), and its 404 carries the RateLimit headers.
+ * Undefined when there are no limits.
  */
-export function unmatchedApiCharge(deps: AppDeps): ((request: Request, set: { headers: Record<string, unknown> }) => void) | undefined {
+export function unmatchedCharge(deps: AppDeps): ((request: Request, set: { headers: Record<string, unknown> }) => void) | undefined {
   if (!deps.rateLimiter) return undefined
   const charge = rateLimits(deps.rateLimiter)
-  return (request, set) => {
-    const url = request.url
-    const path = url.indexOf('/api/', url.indexOf('//') + 2)
-    if (path !== -1 && path === url.indexOf('/', url.indexOf('//') + 2)) charge(addressKey(deps, request), set)
-  }
+  return (request, set) => charge(addressKey(deps, request), set)
 }
 
 /**

@@ -81,7 +81,7 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
 
 /**
  * `settle`: the storage's (`Storage.settle`), for refusals that may rest on a change not durable
- * yet. `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedApiCharge` in
+ * yet. `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedCharge` in
  * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
  */
 export const foundation = (logger: Logger, settle: Settle, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>

@@ -295,7 +295,7 @@ describe('rate limits', () => {
     }
   })
 
-  test('an /api path no route answers is charged to the client address: 404 with the headers, then 429', async () => {
+  test('a path no route answers is charged to the client address: 404 with the headers, then 429', async () => {
     const { harness } = await limited()
     try {
       const from = (address: string) => harness.request('GET', '/api/no-such-route', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: address } })
@@ -310,10 +310,16 @@ describe('rate limits', () => {
       expect(refused.body).toMatchObject({ status: 429, code: 'rate_limited' })
       expect(refused.headers.get('retry-after')).toBe('1')
       expect((await from('192.0.2.4')).status).toBe(404)
-      // Outside /api, an unknown path is not limited and carries no headers.
-      const outside = await harness.request('GET', '/no-such-page', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.3' } })
-      expect(outside.status).toBe(404)
-      expect(outside.headers.get('ratelimit')).toBeNull()
+      // Any path no route answers is charged alike: /api itself, another case, outside /api.
+      const unmatched = ['/api', '/api?x=1', '/API/consumers', '/no-such-page']
+      const statuses = []
+      for (const path of unmatched) {
+        const res = await harness.request('GET', path, { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.6' } })
+        statuses.push(res.status)
+        expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+      }
+      expect(statuses).toEqual([404, 404, 404, 404])
+      expect((await harness.request('GET', '/no-such-page', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.6' } })).status).toBe(429)
     } finally {
       await harness.close()
     }
