@@ -1,7 +1,7 @@
 /**
  * What `serve` does once its storage is open, in either mode (src/cli/serve.ts: a data dir;
  * src/cli/serve-database.ts: a database): make the app, listen on the reserved port, announce it,
- * run audit retention, and stop gracefully on SIGINT or SIGTERM. Its log: src/ops/logger.ts.
+ * run audit retention, and stop gracefully on SIGINT, SIGTERM or SIGHUP. Its log: src/ops/logger.ts.
  */
 import { createApp } from '../app'
 import { TokenVerifier } from '../auth/tokens'
@@ -47,7 +47,7 @@ export interface OpenedStorage {
   close(): Promise<void>
 }
 
-/** Serves until SIGINT or SIGTERM, then stops gracefully; the exit code. */
+/** Serves until SIGINT, SIGTERM or SIGHUP, then stops gracefully; the exit code. */
 export async function serveUntilStopped(opened: OpenedStorage, settings: ServerSettings): Promise<number> {
   const { storage } = opened
   const { logger, config } = settings
@@ -94,7 +94,7 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
   return 0
 }
 
-/** Resolves on the first SIGINT or SIGTERM; the mode's other signals meanwhile. */
+/** Resolves on the first SIGINT, SIGTERM or SIGHUP; the mode's other signals meanwhile. */
 function stopSignal(logger: Logger, opened: OpenedStorage): Promise<void> {
   return new Promise<void>((resolve) => {
     let stopping = false
@@ -108,6 +108,9 @@ function stopSignal(logger: Logger, opened: OpenedStorage): Promise<void> {
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    // A hangup (the terminal closed, a supervisor's stop) stops like SIGTERM: the log's waiting
+    // lines and the snapshot are written, instead of the process dying where it stands.
+    process.on('SIGHUP', stop)
     for (const [signal, action] of Object.entries(opened.signals ?? {})) process.on(signal, action)
   })
 }

@@ -139,10 +139,10 @@ describe('serve', () => {
     expect(again.stdout.text).toBe('')
   })
 
-  test('SIGTERM and SIGINT: exit 0, a snapshot holding everything, the lock released', async () => {
+  test('SIGTERM, SIGINT and SIGHUP: exit 0, a snapshot holding everything, the lock released', async () => {
     const data = newDataDir()
     const { organization_id: vendorId, token } = await init(data)
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const server = await startServer(data)
       const created = await api(server.url, token, 'POST', '/api/organizations', { description: `via ${signal}`, parent_id: vendorId })
       expect(created.status).toBe(201)

@@ -165,6 +165,12 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     expect(read.body.consumer).toEqual(created.body.consumer)
   })
 
+  test("SIGUSR1 (the embedded store's snapshot) is logged and changes nothing: the instance serves on", async () => {
+    A.proc.kill('SIGUSR1')
+    await waitFor('the SIGUSR1 line', () => A.stderr.text.includes('SIGUSR1: no snapshot in database mode'), A.proc)
+    expect((await api(A.url, customers[0]!.token, 'GET', '/api/consumers')).status).toBe(200)
+  })
+
   test('a customer suspended on A: its tokens are 401 on B at once, and work again once activated on B', async () => {
     const c2 = customers[1]!
     expect((await api(B.url, c2.token, 'GET', '/api/consumers')).status).toBe(200)
@@ -283,6 +289,10 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       relay.resume()
       const after = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
       expect(after.status).toBe(201)
+      // And /readyz says so again, once the probe it keeps for a moment is asked again.
+      let ready = 503
+      for (const deadline = Date.now() + 10_000; ready !== 200 && Date.now() < deadline; await Bun.sleep(50)) ready = (await fetch(`${server.url}/readyz`)).status
+      expect(ready).toBe(200)
       expect(server.proc.exitCode).toBeNull()
     } finally {
       await stopServer(server, 'SIGTERM')

@@ -158,7 +158,7 @@ export async function startServer(store: ServerStore, options: ServeOptions = {}
 }
 
 /** Sends `signal` (unless null: already sent) and waits for the exit and all output; -9 for SIGKILL. */
-export async function stopServer(server: ServerProcess, signal: 'SIGTERM' | 'SIGINT' | 'SIGKILL' | null): Promise<number> {
+export async function stopServer(server: ServerProcess, signal: 'SIGTERM' | 'SIGINT' | 'SIGHUP' | 'SIGKILL' | null): Promise<number> {
   if (signal) server.proc.kill(signal)
   const code = await server.proc.exited
   await server.drained
