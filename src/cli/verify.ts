@@ -59,6 +59,8 @@ export function describeContents({ format, tables, recovered }: DataDirContents)
     `data format: ${format.version}${formatNote}`,
     `log position: ${recovered.lastLsn} (snapshot at ${recovered.snapshotLsn}, then ${afterSnapshot} log record${afterSnapshot === 1 ? '' : 's'})`,
     recordCounts(tables),
+    // The id an upgrade's first `issue-token` needs (README "Tokens"): tokens of format 1 and 2 had no records to find it by.
+    `vendor organization: ${vendorOf(tables) ?? 'none'}`,
   ]
   const torn = recovered.tornTail
   if (torn) {
@@ -68,6 +70,12 @@ export function describeContents({ format, tables, recovered }: DataDirContents)
     )
   }
   return lines
+}
+
+/** The vendor organization's id: the first organization made (by `init`), found without a scan. */
+function vendorOf(tables: Tables): string | undefined {
+  for (const organization of tables.organizations.values()) if (organization.organization_type === 'vendor') return organization.organization_id
+  return undefined
 }
 
 export const recordCounts = (tables: Tables) => `records: ${TABLE_NAMES.map((name) => `${name} ${tables[name].size}`).join(', ')}`

@@ -59,7 +59,7 @@ function lastLsn(path: string): number {
 }
 
 describe('an intact data dir', () => {
-  test('exit 0 and a summary: data format, log position, records per table; nothing changed', async () => {
+  test('exit 0 and a summary: data format, log position, records per table, the vendor organization; nothing changed', async () => {
     const dir = copy()
     const before = contents(dir)
     const result = await verify(dir)
@@ -71,7 +71,8 @@ describe('an intact data dir', () => {
       `keyward: data dir ${dir} is intact\n` +
         `data format: ${DATA_FORMAT}\n` +
         `log position: ${position} (snapshot at ${snapshotLsn}, then ${position - snapshotLsn} log records)\n` +
-        `records: ${records}\n`,
+        `records: ${records}\n` +
+        `vendor organization: ${vendorId}\n`,
     )
     expect(contents(dir)).toEqual(before)
   })
