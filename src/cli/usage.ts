@@ -55,8 +55,8 @@ Options:
   --log-format FORMAT            json (one object per line) or text, on stderr
                                  (env KEYWARD_LOG_FORMAT, default json)
   --database-timeout DURATION    database mode: a request that has waited this long for the
-                                 database's answers is 503 database_unavailable, like 10s
-                                 (env KEYWARD_DATABASE_TIMEOUT, default 10s)
+                                 database's answers is 503 database_unavailable, like 10s;
+                                 at most 24h (env KEYWARD_DATABASE_TIMEOUT, default 10s)
   --help                         this text`,
   init: `Usage: keyward init [options]
 
@@ -105,6 +105,7 @@ Options:
 
 Writes a consistent copy of the data dir to FILE (mode 0600; a tar file with SHA-256 checksums),
 also while a server runs on it. Holds every write acknowledged before it began. Replaces FILE.
+In database mode, back up with the database's own tools (pg_dump).
 
 Options:
   --out FILE     the backup file to write (required)
@@ -113,7 +114,7 @@ Options:
   restore: `Usage: keyward restore --from FILE --data DIR
 
 Restores a backup into DIR, which must be missing or empty. Checks the whole backup before
-writing anything.
+writing anything. In database mode, restore with the database's own tools (pg_restore).
 
 Options:
   --from FILE    the backup file (required)

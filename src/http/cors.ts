@@ -10,7 +10,7 @@ import { newTraceId } from './foundation'
 
 const ALLOWED_METHODS = 'GET, POST, PATCH, DELETE'
 const ALLOWED_HEADERS = 'authorization, content-type'
-const EXPOSED_HEADERS = 'x-trace-id, www-authenticate'
+const EXPOSED_HEADERS = 'x-trace-id, www-authenticate, retry-after, ratelimit, ratelimit-policy'
 /** How long a browser may reuse a preflight's answer, in seconds. */
 const PREFLIGHT_MAX_AGE = '600'
 

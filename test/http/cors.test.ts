@@ -39,7 +39,7 @@ describe('with --cors-origin', () => {
       const ok = await h.request('GET', '/api/organizations', { headers: { origin } })
       expect(ok.status).toBe(200)
       expect(ok.headers.get('access-control-allow-origin')).toBe(origin)
-      expect(ok.headers.get('access-control-expose-headers')).toBe('x-trace-id, www-authenticate')
+      expect(ok.headers.get('access-control-expose-headers')).toBe('x-trace-id, www-authenticate, retry-after, ratelimit, ratelimit-policy')
       const unauthorized = await h.request('GET', '/api/organizations', { token: null, headers: { origin } })
       expect(unauthorized.status).toBe(401)
       expect(unauthorized.headers.get('access-control-allow-origin')).toBe(origin)
