@@ -6,13 +6,13 @@
  * matrix and the isolation tests.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
 import { plannerWork } from '../../src/storage/embedded/planner'
 import { dropEventsBefore } from '../../src/modules/audit/retention'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
 import { TEST_STORE } from '../support/database'
+import { p256PublicKey, TIMESTAMP, UUID_LOWER } from '../support/fixtures'
 import { Store } from '../../src/store/store'
 import { listSegments } from '../../src/store/wal'
 import { readLogFile } from '../../src/store/log-format'
@@ -25,13 +25,6 @@ beforeAll(async () => {
 })
 afterAll(() => h.close())
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-
-function p256Key(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
 
 async function ok(method: string, path: string, body?: unknown, token?: string): Promise<ApiResponse> {
   const res = await h.request(method, path, { body, token })
@@ -61,7 +54,7 @@ const eventCount = async () => (await ok('GET', '/api/audit-events?page_size=1')
 /** The event of a change made by the vendor's admin token in request `res`. */
 function byVendor(res: ApiResponse, action: string, type: string, id: string, customerId: string | null, time: string, changes: Record<string, unknown>) {
   return {
-    event_id: expect.stringMatching(UUID),
+    event_id: expect.stringMatching(UUID_LOWER),
     time,
     action,
     actor: vendorActor,
@@ -82,7 +75,7 @@ describe('one event per action, field by field', () => {
   test('vendor.init, and the first token: by the init command, no trace id', async () => {
     const org = (await ok('GET', `/api/organizations/${h.vendorId}`)).body.organization
     expect(await eventOf('vendor.init', h.vendorId)).toEqual({
-      event_id: expect.stringMatching(UUID),
+      event_id: expect.stringMatching(UUID_LOWER),
       time: org.created,
       action: 'vendor.init',
       actor: { cli: 'init' },
@@ -103,7 +96,7 @@ describe('one event per action, field by field', () => {
     const token = (await ok('GET', `/api/tokens/${vendorActor.token_id}`)).body.token
     const event = await eventOf('token.create', vendorActor.token_id)
     expect(event).toEqual({
-      event_id: expect.stringMatching(UUID),
+      event_id: expect.stringMatching(UUID_LOWER),
       time: org.created, // the same change as the vendor
       action: 'token.create',
       actor: { cli: 'init' },
@@ -315,7 +308,7 @@ describe('one event per action, field by field', () => {
     // A keyset, then another that retires it: one keyset.create each, nothing else.
     const count = await eventCount()
     for (let n = 0; n < 2; n++) {
-      const key = p256Key()
+      const key = p256PublicKey()
       const k = await ok('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: key })
       const keysetId = k.body.enrollment.active_keyset_id
       const now = k.body.enrollment.modified

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+import { UUID_LOWER } from '../support/fixtures'
 
 let h: Harness
 let customer: string
@@ -18,7 +19,6 @@ beforeAll(async () => {
 })
 afterAll(() => h.close())
 
-const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const LIMIT = 64 * 1024
 const REASONS: Record<number, string> = {
   400: 'Bad Request',

@@ -20,7 +20,7 @@ import { createHmac } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import { newToken, tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
-import { requestOk, p256PublicKey } from '../support/fixtures'
+import { requestOk, p256PublicKey, UUID_LOWER } from '../support/fixtures'
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_251_122
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 300
@@ -34,7 +34,6 @@ const TEST_LIMIT_MS = Math.max(120_000, RUNS * 50)
 const LIMIT = 64 * 1024
 const ROLES: Role[] = ['admin', 'application_admin', 'viewer']
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const SNAKE = /^[a-z]+(_[a-z0-9]+)*$/
 /** What a stack trace or the framework's internals look like in a body. */
 const LEAKS = [/\bat [^\s"]*[/\\][^\s"]*:\d+/, /\n\s+at /, /node_modules/, /\.ts:/, /\.js:\d/]
@@ -280,7 +279,7 @@ function checkInvariants(req: Req, res: Res): void {
   }
   if (res.status >= 500) fail(`status ${res.status}`)
   const traceId = res.headers.get('x-trace-id')
-  if (!traceId || !UUID.test(traceId)) fail('no x-trace-id header holding a UUID')
+  if (!traceId || !UUID_LOWER.test(traceId)) fail('no x-trace-id header holding a UUID_LOWER')
   if (traceIds.has(traceId!)) fail('x-trace-id reused')
   traceIds.add(traceId!)
   // A HEAD answer may carry no body; everything else about it still holds.
@@ -405,7 +404,7 @@ const ODD_SEGMENTS = [
   'a#frag',
 ]
 
-/** A path parameter: a real id of its kind (any tenant), another kind's, a random UUID, odd text. */
+/** A path parameter: a real id of its kind (any tenant), another kind's, a random UUID_LOWER, odd text. */
 function paramValue(name: string): fc.Arbitrary<string> {
   const own = (world.ids as Record<string, string[]>)[name] ?? world.ids.organization_id
   const everyId = ID_KINDS.flatMap((kind) => world.ids[kind])

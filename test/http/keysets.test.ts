@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
 import { ACTORS, expectProblem } from '../support/actors'
-import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS } from '../support/fixtures'
+import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS, p256Key } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -34,18 +34,6 @@ async function keysetsOf(id: string) {
 const path = (id: string) => `/api/enrollments/${id}/keysets`
 const postKey = (id: string, key: unknown, token?: string) => h.request('POST', path(id), { token, body: { client_enclave_key: key } })
 
-/** A fresh P-256 public key: its SPKI DER and the forms a client may send. */
-function p256() {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  const der = publicKey.export({ type: 'spki', format: 'der' }) as Buffer
-  return {
-    der,
-    base64: der.toString('base64'),
-    base64url: der.toString('base64url'),
-    pem: publicKey.export({ type: 'spki', format: 'pem' }) as string,
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 describe('POST /api/enrollments/{id}/keysets', () => {
@@ -54,7 +42,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
 
   test('201 with the enrollment, now carrying active_keyset_id and the key as standard base64 DER', async () => {
     const e = await enroll(h, w.appA, 'DEV')
-    const key = p256()
+    const key = p256Key()
     const res = await postKey(e.enrollment_id!, key.base64)
     expect(res.status).toBe(201)
     expect(Object.keys(res.body).sort()).toEqual(['enrollment', 'trace_id'])
@@ -71,7 +59,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
   test('base64url and PEM are accepted and answered as standard base64 DER', async () => {
     for (const form of ['base64url', 'pem'] as const) {
       const e = await enroll(h, w.appA, 'PROD')
-      const key = p256()
+      const key = p256Key()
       expect(key[form]).not.toBe(key.base64)
       const res = await postKey(e.enrollment_id!, key[form])
       expect({ form, status: res.status }).toEqual({ form, status: 201 })
@@ -79,7 +67,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     }
     // PEM with CRLF line ends and surrounding blanks.
     const e = await enroll(h, w.appA, 'PROD')
-    const key = p256()
+    const key = p256Key()
     const res = await postKey(e.enrollment_id!, `\n ${key.pem.replace(/\n/g, '\r\n')}  `)
     expect(res.status).toBe(201)
     expect(res.body.enrollment.client_enclave_key).toBe(key.base64)
@@ -90,7 +78,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey
     const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey
     const ed = generateKeyPairSync('ed25519').publicKey
-    const good = p256()
+    const good = p256Key()
     const tampered = Buffer.from(good.der)
     tampered[tampered.length - 1]! ^= 0x01 // no longer a point on the curve
     const privatePem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string
@@ -129,12 +117,12 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     const e = await enroll(h, w.appA, 'DEV')
     const suspended = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)
     expect(suspended.status).toBe(200)
-    expectProblem(await postKey(e.enrollment_id!, p256().base64), 409)
-    expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.AP)), 409)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64), 409)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64, h.token(w.AP)), 409)
     expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(suspended.body.enrollment)
     expect(await keysetsOf(e.enrollment_id!)).toEqual([])
     expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`)).status).toBe(200)
-    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
   })
 
   test('an enrollment whose environment was since removed from the application: 400, and it stays removable', async () => {
@@ -142,27 +130,27 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     const e = await enroll(h, app, 'DEV')
     // Without keysets, DEV can be removed although an enrollment is in it.
     expect((await h.request('DELETE', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
-    expectProblem(await postKey(e.enrollment_id!, p256().base64), 400)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64), 400)
     expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
     expect(await keysetsOf(e.enrollment_id!)).toEqual([])
     // Added back, keys can be made there again, and then it is held.
     expect((await h.request('POST', `/api/environments/${app}`, { body: { environment: 'DEV' } })).status).toBe(200)
-    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
     expectProblem(await h.request('DELETE', `/api/environments/${app}`, { body: { environment: 'DEV' } }), 409)
   })
 
   test('a suspended application: 401 for keyset requests in scope, 404 out of it; nothing changes', async () => {
     const app = await createApplicationId(h, w.A, 'prod')
     const e = await enroll(h, app, 'PROD')
-    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
     const before = await readAsVendor(h, 'enrollments', e.enrollment_id!)
     const keysets = await keysetsOf(e.enrollment_id!)
     expect((await h.request('PATCH', `/api/applications/${app}/suspend`)).status).toBe(200)
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
-      expectProblem(await postKey(e.enrollment_id!, p256().base64, token), 401)
+      expectProblem(await postKey(e.enrollment_id!, p256Key().base64, token), 401)
       expectProblem(await h.request('GET', path(e.enrollment_id!), { token }), 401)
     }
-    expectProblem(await postKey(e.enrollment_id!, p256().base64, h.token(w.B)), 404)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64, h.token(w.B)), 404)
     expectProblem(await h.request('GET', path(e.enrollment_id!), { token: h.token(w.B) }), 404)
     expect((await h.request('PATCH', `/api/applications/${app}/activate`)).status).toBe(200)
     expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(before)
@@ -170,7 +158,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
   })
 
   test('malformed id 400; unknown 404; wrong content type 415; over 64 KiB 413; no token 401', async () => {
-    const key = p256().base64
+    const key = p256Key().base64
     expectProblem(await postKey('enr-1', key), 400)
     expectProblem(await postKey(crypto.randomUUID(), key), 404)
     const e = await enroll(h, w.appA, 'DEV')
@@ -184,7 +172,7 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
         const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
-        const key = p256()
+        const key = p256Key()
         const res = await postKey(e.enrollment_id!, key.pem, tokenOf(h, w, actor))
         const want = expectedStatus('owned', actor, owner, 'change', 201)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })
@@ -209,7 +197,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     expect(Object.keys(empty.body).sort()).toEqual(['keysets', 'page_size', 'total', 'trace_id'])
     expect(empty.body.trace_id).toBe(empty.headers.get('x-trace-id'))
     expect(empty.body).toMatchObject({ keysets: [], total: 0, page_size: 100 })
-    const created = await postKey(e.enrollment_id!, p256().base64)
+    const created = await postKey(e.enrollment_id!, p256Key().base64)
     const res = await h.request('GET', path(e.enrollment_id!))
     expect(res.body.keysets).toHaveLength(1)
     const [keyset] = res.body.keysets
@@ -229,7 +217,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     const ids: string[] = []
     const keys: string[] = []
     for (let i = 0; i < 3; i++) {
-      const key = p256().base64
+      const key = p256Key().base64
       const res = await postKey(e.enrollment_id!, key)
       expect(res.status).toBe(201)
       expect(ids).not.toContain(res.body.enrollment.active_keyset_id)
@@ -251,7 +239,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
 
   test('readable while the enrollment is suspended', async () => {
     const e = await enroll(h, w.appA, 'DEV')
-    expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+    expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
     const before = await keysetsOf(e.enrollment_id!)
     expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)).status).toBe(200)
     expect(await keysetsOf(e.enrollment_id!)).toEqual(before)
@@ -268,7 +256,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     test(`${actor.label}`, async () => {
       for (const owner of ['A', 'B'] as const) {
         const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
-        expect((await postKey(e.enrollment_id!, p256().base64)).status).toBe(201)
+        expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
         const res = await h.request('GET', path(e.enrollment_id!), { token: tokenOf(h, w, actor) })
         const want = expectedStatus('owned', actor, owner, 'read', 200)
         expect({ owner, status: res.status }).toEqual({ owner, status: want })

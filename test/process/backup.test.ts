@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
 import { dump } from '../support/sample-data.ts'
 import { flip } from '../support/damaged-dir.ts'
@@ -25,7 +25,6 @@ const newPath = (name: string) => join(parent, `${name}-${++made}`)
 afterEach(() => killServers())
 afterAll(() => rmSync(parent, { recursive: true, force: true }))
 
-const keyward = (args: string[]) => run(keywardCommand(args))
 const modeOf = (path: string) => statSync(path).mode & 0o777
 
 /** Every consumer id a server shows, page by page. */

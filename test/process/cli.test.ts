@@ -7,7 +7,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
+import { api, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
@@ -31,7 +31,6 @@ function newDataDir(): string {
   return join(parent, 'data')
 }
 
-const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
 
 function parseInitLine(stdout: string): { organization_id: string; token: string } {
   const lines = stdout.split('\n').filter(Boolean)

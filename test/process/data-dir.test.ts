@@ -10,7 +10,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, type Result } from '../support/server-process.ts'
+import { api, initLine, keyward, killServers, startServer, stopServer, type Result } from '../support/server-process.ts'
 
 setDefaultTimeout(15000)
 
@@ -28,7 +28,6 @@ function newParent(): string {
   return parent
 }
 
-const keyward = (args: string[]) => run(keywardCommand(args))
 const serve = (data: string, ...args: string[]) => keyward(['serve', '--data', data, '--port', '0', ...args])
 
 /** Names and modes of what is in `dir`, and its own mode: what a refused start must not change. */

@@ -9,7 +9,7 @@ import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from '
 import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { keywardCommand, killServers, run, startServer, stopServer } from '../support/server-process.ts'
+import { keyward, killServers, startServer, stopServer } from '../support/server-process.ts'
 import { copyFixture, FIXTURES } from '../support/data-dir-fixtures.ts'
 import { dump, dumpAll, type Dump } from '../support/sample-data.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
@@ -26,7 +26,6 @@ const newDir = () => join(parent, `dir-${++copies}`)
 afterEach(() => killServers())
 afterAll(() => rmSync(parent, { recursive: true, force: true }))
 
-const keyward = (args: string[]) => run(keywardCommand(args))
 
 /** A vendor admin token recorded by this build's issue-token (the old builds' kw1 tokens are 401 here). */
 async function vendorToken(dir: string, vendorId: string): Promise<string> {

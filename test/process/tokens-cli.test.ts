@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { timestampMicros } from '../support/fixtures.ts'
 import { tempDir } from '../support/harness.ts'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
-import { api, initLine, isDataDirLocked, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
 
@@ -27,7 +27,6 @@ function newDataDir(): string {
   return join(parent, 'data')
 }
 
-const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
 
 async function issue(data: string, org: string, role = 'admin', extra: string[] = []): Promise<string> {
   const result = await keyward(['issue-token', '--data', data, '--org', org, '--role', role, ...extra])

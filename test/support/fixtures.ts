@@ -4,7 +4,6 @@
  * vendor. Each takes the harness, so it serves both stores (test/support/harness.ts).
  */
 import { expect } from 'bun:test'
-import { generateKeyPairSync } from 'node:crypto'
 import type { Actor } from './actors'
 import type { Harness } from './harness'
 
@@ -138,8 +137,6 @@ export async function requestOk(h: Harness, method: string, path: string, body?:
   return res.body
 }
 
-/** A new P-256 public key as a client sends it for a keyset: the standard base64 of its SPKI DER. */
-export function p256PublicKey(): string {
-  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return (publicKey.export({ type: 'spki', format: 'der' }) as Buffer).toString('base64')
-}
+/** A new P-256 public key as a client sends it for a keyset (the standard base64 of its SPKI DER), and in all its forms. */
+export { newClientKey as p256PublicKey, p256Key } from './random'
+

@@ -42,8 +42,12 @@ export class Random {
   }
 }
 
-/** A fresh P-256 public key, as the API takes it: standard base64 of the SPKI DER. */
-export function newClientKey(): string {
+/** A fresh P-256 public key: its SPKI DER, and the forms a client may send it in. */
+export function p256Key() {
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  return publicKey.export({ type: 'spki', format: 'der' }).toString('base64')
+  const der = publicKey.export({ type: 'spki', format: 'der' }) as Buffer
+  return { der, base64: der.toString('base64'), base64url: der.toString('base64url'), pem: publicKey.export({ type: 'spki', format: 'pem' }) as string }
 }
+
+/** A fresh P-256 public key, as the API takes it: standard base64 of the SPKI DER. */
+export const newClientKey = (): string => p256Key().base64

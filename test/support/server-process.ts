@@ -70,6 +70,9 @@ export async function run(command: string[], env: Record<string, string> = {}): 
   return { code, stdout, stderr }
 }
 
+/** `keyward <args>` run to its end (`run`), as the tests' processes run it. */
+export const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
+
 export interface ServerProcess {
   readonly proc: Subprocess<'ignore', 'pipe', 'pipe'>
   readonly url: string
