@@ -105,6 +105,20 @@ describe('CredentialCache', () => {
     expect(await answer).toEqual(credential('t2'))
   })
 
+  test('a generation read that finds an older generation (the counter set back) forgets every credential', async () => {
+    const { reads, cache } = remembering(7, ['t1', 't2'])
+    const answer = cache.current('t1')
+    reads.pending[0]!.resolve(2)
+    expect(await answer).toBeUndefined()
+    expect(cache.size).toBe(0)
+    // Read again at the generation found, it is kept and confirmed as before.
+    cache.remember('t1', credential('t1'), 2)
+    const again = cache.current('t1')
+    await settle()
+    reads.pending[1]!.resolve(2)
+    expect(await again).toEqual(credential('t1'))
+  })
+
   test('a failed generation read fails the requests waiting for it, and the next request reads again', async () => {
     const { reads, cache } = remembering(1)
     const failed = cache.current('t1')

@@ -8,7 +8,8 @@
  * generation it was read at, and used for a request only once a read of the generation that began
  * after the request arrived finds that same generation: then no change of a credential committed
  * between the two, so the remembered one is what the database held when the request had already
- * arrived. A newer generation forgets every remembered credential.
+ * arrived. A newer generation forgets every remembered credential; so does an older one found by
+ * such a read (the counter set back: a restore, a failover that lost commits).
  *
  * One read of the generation serves every request that arrived before it began: under load one
  * such read per round trip replaces a credential read per request (docs/storage.md, "Round trips").
@@ -36,9 +37,8 @@ export class CredentialCache {
    */
   async current(tokenId: string): Promise<Credential | undefined> {
     if (!this.remembered.has(tokenId)) return undefined
-    this.learn(await this.laterGeneration())
-    // Still there only if the generation read began after this call and found the one it was read at
-    // (or an older one: then the credential itself was read after that read began, so after this call).
+    this.confirm(await this.laterGeneration())
+    // Still there only if the generation read began after this call and found the one it was read at.
     return this.remembered.get(tokenId)
   }
 
@@ -57,6 +57,19 @@ export class CredentialCache {
     return this.remembered.size
   }
 
+  /**
+   * A generation read begun after a request arrived: anything remembered at another generation is
+   * forgotten, an older one too. The counter only grows, but a database restored from a dump, or a
+   * standby promoted after it lost commits, sets it back, and what an instance remembers from
+   * before may then have been revoked since (docs/storage.md, "Credentials").
+   */
+  private confirm(generation: number): void {
+    if (generation === this.generation) return
+    this.remembered.clear()
+    this.generation = generation
+  }
+
+  /** A generation read with a credential: a newer one forgets every remembered credential. */
   private learn(generation: number): void {
     // No counter (its row deleted by hand): nothing remembered can be confirmed, so nothing is kept.
     if (Number.isNaN(generation)) return this.remembered.clear()

@@ -236,6 +236,21 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       INSERT INTO enrollment_counts SELECT application_id, 0, count(*) FROM enrollments GROUP BY application_id;
     `,
   },
+  {
+    name: 'credential generation: advanced by a random step, so that it never takes a value twice',
+    sql: `
+      -- A restore, or a standby promoted after it lost commits, sets the counter back; counting up
+      -- by one from there would come to values an instance remembered credentials at before, which
+      -- may have been revoked since. By a random step of up to a billion it comes to none of them
+      -- (docs/storage.md, "Credentials"); a bigint lasts some 10^10 changes.
+      CREATE OR REPLACE FUNCTION advance_credential_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE credential_generation SET generation = generation + 1 + floor(random() * 1000000000)::bigint;
+        RETURN NULL;
+      END
+      $$;
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */
