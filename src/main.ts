@@ -51,6 +51,7 @@ const commands = {
       'rate-limit': { type: 'string', default: env.KEYWARD_RATE_LIMIT || '100' },
       'log-format': { type: 'string', default: env.KEYWARD_LOG_FORMAT || 'json' },
       'database-timeout': { type: 'string', default: env.KEYWARD_DATABASE_TIMEOUT || '10s' },
+      'database-connections': { type: 'string', default: env.KEYWARD_DATABASE_CONNECTIONS || '16' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -68,6 +69,7 @@ const commands = {
         rateLimit: v['rate-limit'] as string,
         logFormat: v['log-format'] as string,
         databaseTimeout: v['database-timeout'] as string,
+        databaseConnections: v['database-connections'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(env.KEYWARD_COMPACT_AFTER_BYTES ? { compactAfterBytes: compactAfterBytes(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),

@@ -36,6 +36,8 @@ export interface ServeOptions {
   readonly logFormat?: string
   /** Database mode: how long a request waits for the database's answers before its 503 (`--database-timeout`, default 10s). */
   readonly databaseTimeout?: string
+  /** Database mode: the connection pool of this instance (`--database-connections`, default 16). */
+  readonly databaseConnections?: string
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
   readonly compactAfterBytes?: number
 }
@@ -70,6 +72,17 @@ function parseRateLimit(text: string): number {
   return limit
 }
 
+/**
+ * `--database-connections`: the pool of each instance, 1 to 1,000 (else bad usage). Each instance
+ * holds up to this many and two more (the credential generation's read, the readiness probe), so
+ * instances × (N + 2) must stay below the database's `max_connections` (README "Database mode").
+ */
+function parseDatabaseConnections(text: string): number {
+  const count = Number(text)
+  if (!/^\d+$/.test(text.trim()) || count < 1 || count > 1000) throw new UsageError(`invalid --database-connections '${text}': give a number of connections from 1 to 1000, like 16`)
+  return count
+}
+
 /** The longest `--database-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
 const MAX_DATABASE_TIMEOUT = { seconds: 86_400, spelled: '24h' }
 
@@ -86,6 +99,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const logger = createLogger(parseLogFormat(options.logFormat ?? 'json'))
   const retentionSeconds = durationSeconds('audit-retention', options.auditRetention, '400d')
   const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
+  const maxConnections = parseDatabaseConnections(options.databaseConnections ?? '16')
   let reserved: ReservedPort | undefined
   try {
     const tls = readTlsFiles(options.tlsCert, options.tlsKey)
@@ -96,7 +110,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
     const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
-    const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs }) : await openDataDir(options, logger)
+    const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs, maxConnections }) : await openDataDir(options, logger)
     return await serveUntilStopped(opened, settings)
   } catch (error) {
     if (error instanceof UsageError) throw error

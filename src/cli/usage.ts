@@ -8,7 +8,7 @@ Usage:
   keyward serve [--data DIR | --database-url URL] [--host H] [--port P] [--public-url URL]
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
                 [--cors-origin ORIGIN]... [--audit-retention DURATION] [--rate-limit N]
-                [--log-format json|text] [--database-timeout DURATION]
+                [--log-format json|text] [--database-timeout DURATION] [--database-connections N]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
                       [--data DIR | --database-url URL]
@@ -57,6 +57,9 @@ Options:
   --database-timeout DURATION    database mode: a request that has waited this long for the
                                  database's answers is 503 database_unavailable, like 10s;
                                  at most 24h (env KEYWARD_DATABASE_TIMEOUT, default 10s)
+  --database-connections N       database mode: this instance's connection pool, 1 to 1000; it
+                                 holds up to N + 2 connections (env KEYWARD_DATABASE_CONNECTIONS,
+                                 default 16)
   --help                         this text`,
   init: `Usage: keyward init [options]
 

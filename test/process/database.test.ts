@@ -165,6 +165,26 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     expect(read.body.consumer).toEqual(created.body.consumer)
   })
 
+  test('--database-connections (KEYWARD_DATABASE_CONNECTIONS) bounds what an instance holds: N + 2 connections under any load', async () => {
+    const c1 = customers[0]!
+    const relay = pausableRelay(db.url)
+    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_CONNECTIONS: '2' } })
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          i % 2 === 0 ? api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() }) : api(server.url, c1.token, 'GET', '/api/consumers'),
+        ),
+      )
+      expect(answers.map((answer) => answer.status).sort()).toEqual([...Array(20).fill(200), ...Array(20).fill(201)])
+      expect((await fetch(`${server.url}/readyz`)).status).toBe(200)
+      expect(relay.peakConnections).toBeGreaterThanOrEqual(2)
+      expect(relay.peakConnections).toBeLessThanOrEqual(4)
+    } finally {
+      await stopServer(server, 'SIGTERM')
+      relay.close()
+    }
+  })
+
   test("SIGUSR1 (the embedded store's snapshot) is logged and changes nothing: the instance serves on", async () => {
     A.proc.kill('SIGUSR1')
     await waitFor('the SIGUSR1 line', () => A.stderr.text.includes('SIGUSR1: no snapshot in database mode'), A.proc)

@@ -75,6 +75,8 @@ test('a bad value from the environment is named as the variable set, one on the 
     [[...anyPort, ...noLimits], { KEYWARD_AUDIT_RETENTION: 'forever' }, "invalid KEYWARD_AUDIT_RETENTION 'forever'"],
     [[...anyPort, ...noLimits], { KEYWARD_DATABASE_TIMEOUT: 'soon' }, "invalid KEYWARD_DATABASE_TIMEOUT 'soon'"],
     [[...anyPort, ...noLimits], { KEYWARD_COMPACT_AFTER_BYTES: 'many' }, "invalid KEYWARD_COMPACT_AFTER_BYTES 'many'"],
+    [[...anyPort, ...noLimits], { KEYWARD_DATABASE_CONNECTIONS: '0' }, "invalid KEYWARD_DATABASE_CONNECTIONS '0': give a number of connections from 1 to 1000"],
+    [[...anyPort, ...noLimits, '--database-connections', '1001'], {}, "invalid --database-connections '1001'"],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {

@@ -79,6 +79,8 @@ export interface PausableRelay {
   pause(): void
   /** Relays what was held, in order, and everything after it. */
   resume(): void
+  /** The most connections that were open through the relay at one time. */
+  readonly peakConnections: number
   close(): void
 }
 
@@ -96,6 +98,8 @@ export function pausableRelay(url: string): PausableRelay {
     else step()
   }
   const open = new Set<{ end(): void }>()
+  let clients = 0
+  let peakConnections = 0
   type Side = { upstream?: { write(bytes: Uint8Array): number; end(): void }; early: Uint8Array[] }
   const listener = Bun.listen<Side>({
     hostname: '127.0.0.1',
@@ -104,6 +108,7 @@ export function pausableRelay(url: string): PausableRelay {
       open(client) {
         client.data = { early: [] }
         open.add(client)
+        peakConnections = Math.max(peakConnections, ++clients)
         Bun.connect({
           hostname: server.hostname,
           port: Number(server.port || 5432),
@@ -134,6 +139,7 @@ export function pausableRelay(url: string): PausableRelay {
         })
       },
       close(client) {
+        clients--
         relay(() => client.data.upstream?.end())
       },
       error(client) {
@@ -147,6 +153,9 @@ export function pausableRelay(url: string): PausableRelay {
   return {
     url: relayed.toString(),
     pause: () => void (paused = true),
+    get peakConnections() {
+      return peakConnections
+    },
     resume() {
       paused = false
       for (const step of held.splice(0)) step()
