@@ -82,12 +82,9 @@ export class TokenVerifier {
 
   constructor(private readonly maxCacheBytes = 4 * 1024 * 1024) {}
 
-  /** `tokenIdOf(token)`, from the cache for a token that verified; `unverified` is told first when it is not there. */
-  tokenIdOf(token: string, unverified?: () => void): string | null {
-    const cached = this.cache.get(token)
-    if (cached !== undefined) return cached.tokenId
-    unverified?.()
-    return tokenIdOf(token)
+  /** `tokenIdOf(token)`, from the cache for a token that verified. */
+  tokenIdOf(token: string): string | null {
+    return this.cache.get(token)?.tokenId ?? tokenIdOf(token)
   }
 
   verify(token: string, record: Token): boolean {

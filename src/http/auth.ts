@@ -37,15 +37,10 @@ function bearerToken(authorization: string | undefined): string | undefined {
   return BEARER.exec(authorization)?.[1]
 }
 
-/**
- * The principal of an Authorization header. `unverified` is called before any lookup of a token
- * that has not verified before (the rate limits' gate for an address that has spent its requests:
- * src/http/context.ts); a throw from it ends the request there.
- */
-export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined, unverified?: () => void): Maybe<Principal> {
+export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
   const token = bearerToken(authorization)
   if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
-  const tokenId = verifier.tokenIdOf(token, unverified)
+  const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()
   return then(reader.findCredential(tokenId), (credential) => {
     if (!credential) {

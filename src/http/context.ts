@@ -75,15 +75,9 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
     if (error instanceof ApiError && error.status === 401) charge(addressKey(deps, request), set)
     throw error
   }
-  // Once it has none left, a token that never verified is refused before it is looked up: a flood
-  // of made-up tokens costs no reads (docs/security.md). Tokens that verified before still work.
-  const unverified = () => {
-    const address = addressKey(deps, request)
-    if (deps.rateLimiter!.isEmpty(address)) charge(address, set)
-  }
   let principal: Maybe<Principal>
   try {
-    principal = authenticate(deps.storage, deps.verifier, authorization, unverified)
+    principal = authenticate(deps.storage, deps.verifier, authorization)
   } catch (error) {
     return refused(error)
   }

@@ -61,12 +61,6 @@ export class RateLimiter {
     }
   }
 
-  /** Whether `key`'s bucket has no request left now; nothing is taken. */
-  isEmpty(key: string): boolean {
-    const bucket = this.buckets.get(key)
-    return bucket !== undefined && bucket.tokens + ((this.clock() - bucket.updated) / 1000) * this.perSecond < 1
-  }
-
   /** Buckets held now (tests, and the bound). */
   get size(): number {
     return this.buckets.size
