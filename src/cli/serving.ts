@@ -3,6 +3,7 @@
  * src/cli/serve-database.ts: a database): make the app, listen on the reserved port, announce it,
  * run audit retention, and stop gracefully on SIGINT, SIGTERM or SIGHUP. Its log: src/ops/logger.ts.
  */
+import { readFileSync } from 'node:fs'
 import { createApp } from '../app'
 import { TokenVerifier } from '../auth/tokens'
 import { Metrics } from '../ops/metrics'
@@ -109,8 +110,30 @@ function stopSignal(logger: Logger, opened: OpenedStorage): Promise<void> {
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
     // A hangup (the terminal closed, a supervisor's stop) stops like SIGTERM: the log's waiting
-    // lines and the snapshot are written, instead of the process dying where it stands.
-    process.on('SIGHUP', stop)
+    // lines and the snapshot are written, instead of the process dying where it stands. Unless it
+    // was ignored when we started (`nohup`): a handler would undo that.
+    if (!ignoredAtStart('SIGHUP')) process.on('SIGHUP', stop)
     for (const [signal, action] of Object.entries(opened.signals ?? {})) process.on(signal, action)
   })
+}
+
+/** Signal numbers, of the signals asked about (`ignoredAtStart`). */
+const SIGNAL_NUMBERS = { SIGHUP: 1 } as const
+
+/**
+ * Whether `signal` was ignored when this process started (set so by its parent, like `nohup`
+ * does): Linux's /proc/self/status lists them (`SigIgn`, a bit per signal). Elsewhere: false.
+ */
+function ignoredAtStart(signal: keyof typeof SIGNAL_NUMBERS): boolean {
+  const mask = ignoredMask()
+  return mask !== undefined && (mask & (1n << BigInt(SIGNAL_NUMBERS[signal] - 1))) !== 0n
+}
+
+function ignoredMask(): bigint | undefined {
+  try {
+    const hex = /^SigIgn:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]
+    return hex === undefined ? undefined : BigInt(`0x${hex}`)
+  } catch {
+    return undefined
+  }
 }

@@ -155,6 +155,18 @@ describe('serve', () => {
     }
   })
 
+  test('SIGHUP ignored when started (nohup): it stays ignored, the server serves on', async () => {
+    const data = newDataDir()
+    await init(data)
+    const server = await startServer(data, { wrap: (command) => ['nohup', ...command] })
+    server.proc.kill('SIGHUP')
+    // A request sent after the signal, answered: had it stopped, the connection would be refused.
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect(server.proc.exitCode).toBeNull()
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    expect(server.stderr.text).not.toContain('SIGHUP')
+  })
+
   test('SIGTERM with writes in flight: exit 0, and every acknowledged write survives', async () => {
     const data = newDataDir()
     const { organization_id: vendorId, token } = await init(data)
