@@ -119,6 +119,21 @@ describe('CredentialCache', () => {
     expect(await again).toEqual(credential('t1'))
   })
 
+  test('with nothing remembered, a credential read at an older generation than seen is kept (the counter was set back)', async () => {
+    const { reads, cache } = remembering(7)
+    const cleared = cache.current('t1')
+    reads.pending[0]!.resolve(9)
+    expect(await cleared).toBeUndefined()
+    expect(cache.size).toBe(0)
+    // Set back to 3 with nothing remembered: read there, it is kept, and confirmed by a read finding 3.
+    cache.remember('t1', credential('t1'), 3)
+    expect(cache.size).toBe(1)
+    const answer = cache.current('t1')
+    await settle()
+    reads.pending[1]!.resolve(3)
+    expect(await answer).toEqual(credential('t1'))
+  })
+
   test('a failed generation read fails the requests waiting for it, and the next request reads again', async () => {
     const { reads, cache } = remembering(1)
     const failed = cache.current('t1')

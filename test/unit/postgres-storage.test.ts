@@ -669,6 +669,9 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       test('a counter set back (a restore, a failover that lost commits): a credential remembered before is not answered once revoked', async () => {
         const issued = token()
         await storage.transaction((tx) => tx.insert('tokens', issued))
+        // Remembered at a generation far above what one change brings the counter back up to.
+        await admin`UPDATE credential_generation SET generation = 1000000000000`
+        expect(await storage.findCredential(issued.token_id)).toMatchObject({ token: { state: 'active' } })
         expect(await storage.findCredential(issued.token_id)).toMatchObject({ token: { state: 'active' } })
         await admin`UPDATE credential_generation SET generation = 0`
         await admin`UPDATE tokens SET state = 'revoked' WHERE token_id = ${issued.token_id}`

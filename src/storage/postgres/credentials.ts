@@ -44,6 +44,9 @@ export class CredentialCache {
 
   /** Keeps `credential`, read in one statement with `generation` (NaN: the counter could not be read). */
   remember(tokenId: string, credential: Credential, generation: number): void {
+    // Nothing remembered: any generation may be taken, every use waits for a read that confirms it.
+    // (Else, after the counter was set back, nothing would be kept until it passed the old value.)
+    if (this.remembered.size === 0 && !Number.isNaN(generation)) this.generation = generation
     this.learn(generation)
     // Read before a change that another read has already shown, or with no counter to confirm it by: not kept.
     if (Number.isNaN(generation) || generation < this.generation) return
