@@ -45,6 +45,15 @@ export type TokenCommandAnswer =
 /** The command names what does not exist (an organization, a token): exit 2, like a bad command line. */
 export class UnknownRecordError extends UsageError {}
 
+/**
+ * A command whose id is no UUID names nothing: refused where it is typed, before it goes to a
+ * server (a token's secret pasted by mistake, or a longer text, would not pass the socket's check).
+ */
+export function refuseUnknownIds(command: TokenCommand): void {
+  const [what, id] = command.command === 'tokens revoke' ? ['token', command.token_id] : ['organization', command.organization_id]
+  if (id !== null && !UUID.test(id)) throw new UnknownRecordError(named(what, id))
+}
+
 export async function performTokenCommand(storage: Storage, command: TokenCommand): Promise<TokenCommandAnswer> {
   const tokens = new TokenService(storage)
   const actor = { cli: command.command }

@@ -5,7 +5,7 @@
  */
 import { runOnDataDir } from './data-dir'
 import { runOnDatabase } from './database'
-import type { TokenCommand, TokenCommandAnswer } from './token-commands'
+import { refuseUnknownIds, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
 
 export interface TokensOptions {
@@ -16,7 +16,8 @@ export interface TokensOptions {
   readonly positionals: readonly string[]
 }
 
-export function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
+export async function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
+  refuseUnknownIds(command)
   return where.databaseUrl ? runOnDatabase(where.databaseUrl, command) : runOnDataDir(where.data, command)
 }
 

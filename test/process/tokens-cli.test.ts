@@ -107,6 +107,8 @@ describe('on a data dir no server holds', () => {
       ['tokens', 'revoke', secret, '--data', data],
       ['issue-token', '--org', secret, '--role', 'admin', '--data', data],
       ['tokens', 'list', '--org', secret, '--data', data],
+      // Longer than any id the control socket takes.
+      ['tokens', 'revoke', `${secret} ${secret} ${secret} ${secret}`, '--data', data],
     ]
     const refusedAlone = await Promise.all(mistakes.map((args) => keyward(args)))
     const server = await startServer(data)
