@@ -125,7 +125,8 @@ export class AuditCodec {
   /** @internal */
   at = 0
   private readonly utf8 = new TextEncoder()
-  private readonly utf8Decoder = new TextDecoder()
+  // ignoreBOM: a string that starts with U+FEFF is kept as it is (the default decoder drops it).
+  private readonly utf8Decoder = new TextDecoder('utf-8', { ignoreBOM: true })
   /** One reader, reset for each event (reading never nests). */
   private readonly reader = new Reader()
   /** The event being encoded: what `T_SAME_*` and `T_TIME_OWN` refer to. */

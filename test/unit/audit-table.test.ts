@@ -125,6 +125,8 @@ function oddEvents(): AuditEvent[] {
         flags: [true, false],
         empty: [{}, []],
         nested: [null, { a: [1, { b: null }], '': 'empty key' }],
+        // A byte order mark at the start of a string is a character like any other (review 2026-11-29: it was dropped).
+        description: ['\uFEFFBOM first', '\uFEFF'],
       },
       trace_id: null,
       created: time + 1,
