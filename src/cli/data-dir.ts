@@ -16,7 +16,7 @@ import { SNAPSHOT_FILE } from '../store/paths'
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from '../store/lock'
 import { EmbeddedStorage } from '../storage/embedded'
 import { isInitialised } from './init'
-import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
+import { performTokenCommand, refuseUnknownIds, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { ControlSocketUnreachable, sendControlCommand } from './control-socket'
 
 /** How long a command waits for a server that holds the dir to open its control socket. */
@@ -37,6 +37,8 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
       }
     }
     try {
+      // Checked here, after the dir's own refusals: a text that is no id would not pass the socket.
+      refuseUnknownIds(command)
       return await sendControlCommand(dir, command)
     } catch (error) {
       if (!(error instanceof ControlSocketUnreachable)) throw error

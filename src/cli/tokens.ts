@@ -5,7 +5,7 @@
  */
 import { runOnDataDir } from './data-dir'
 import { runOnDatabase } from './database'
-import { refuseUnknownIds, type TokenCommand, type TokenCommandAnswer } from './token-commands'
+import type { TokenCommand, TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
 
 export interface TokensOptions {
@@ -16,8 +16,7 @@ export interface TokensOptions {
   readonly positionals: readonly string[]
 }
 
-export async function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
-  refuseUnknownIds(command)
+export function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
   return where.databaseUrl ? runOnDatabase(where.databaseUrl, command) : runOnDataDir(where.data, command)
 }
 
