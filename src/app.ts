@@ -52,7 +52,9 @@ function routes(deps: AppDeps) {
   const chargeDocument = documentCharge(deps)
   // The app's routes, for the request log's route templates: read on the first request.
   let routeList: () => readonly Route[] = () => []
-  const app = new Elysia()
+  // Paths exactly as documented: without it, every route also answered with a trailing slash
+  // (`POST /api/consumers/` created a consumer), which /openapi.json does not list (docs/api.md).
+  const app = new Elysia({ strictPath: true })
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
     .use(foundation(deps.logger, (value) => deps.storage.settle(value), unmatchedCharge(deps)))

@@ -184,6 +184,19 @@ describe('unknown routes: 404 before anything else', () => {
     }
   })
 
+  test('every route with a trailing slash is an unknown route: nothing is created or read through it', async () => {
+    const before = await organizationCount()
+    const templates = h.app.routes.filter((r) => r.method !== 'OPTIONS' && r.path !== '/')
+    expect(templates.length).toBeGreaterThan(40)
+    for (const { method, path } of templates) {
+      const route = `${path.replace(/:(\w+)/g, customer)}/`
+      const res = await h.request(method, route, { body: method === 'GET' || method === 'DELETE' ? undefined : { description: 'slash', parent_id: h.vendorId } })
+      expect({ method, route, status: res.status }).toEqual({ method, route, status: 404 })
+      expectProblem(res, 404, 'not_found')
+    }
+    expect(await organizationCount()).toBe(before)
+  })
+
   test('even with an oversized body or a wrong content type', async () => {
     for (const [method, template] of routes.filter(([m]) => m !== 'GET')) {
       const route = template.replace('ID', customer)
