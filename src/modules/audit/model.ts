@@ -3,7 +3,7 @@ import type { AuditEvent } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
 import { ROLES } from '../../auth/tokens'
 import { AUDIT_ACTIONS, TARGET_TYPES } from '../shared/audit'
-import { AnsweredUuid, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
+import { AnsweredUuid, documentedAs, multiValue, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /**
  * A time in the API's own format (`2026-05-01 12:00:00.000000 +00:00`) or RFC 3339
@@ -36,22 +36,25 @@ export function parseTime(text: string, round: 'up' | 'down'): number | null {
   return (millis - offsetMinutes * 60_000) * 1000 + micros
 }
 
+/** The two forms for the OpenAPI document: the same patterns, without their groups' meaning. */
+const TIME_FORM = {
+  type: 'string',
+  pattern: `${API_TIME.source}|${RFC_3339_TIME.source}`,
+  description: 'A time: `2026-05-01 12:00:00.000000 +00:00` (the API\'s format) or RFC 3339, such as `2026-05-01T12:00:00Z` or `2026-05-01T14:00:00.5+02:00`. Both ends are included.',
+}
+
 const Time = (name: string, round: 'up' | 'down') =>
   v.optional(
     v.pipe(
       v.string(),
+      documentedAs(TIME_FORM),
       v.transform((text) => parseTime(text.trim(), round) ?? -1),
       v.minValue(0, `${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
     ),
   )
 
-const ActionList = v.optional(
-  v.pipe(
-    v.union([v.string(), v.array(v.string())]),
-    v.transform((raw) => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter((s) => s.length > 0)),
-    v.array(v.picklist(AUDIT_ACTIONS, 'actions must be actions of the audit trail, like consumer.create')),
-  ),
-)
+/** Actions of the audit trail, as every multi-value filter takes its values (and bounds them). */
+const ActionList = multiValue(v.picklist(AUDIT_ACTIONS, 'actions must be actions of the audit trail, like consumer.create'), { type: 'string', enum: [...AUDIT_ACTIONS] })
 
 export const AuditEventListQuery = v.object({
   target_ids: UuidList,

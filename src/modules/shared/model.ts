@@ -12,7 +12,7 @@ import { formatTimestamp } from '../../store/clock'
  * before the pipe's first transformation, where the document's conversion stops.
  */
 export const OPENAPI_FORM = 'x-openapi-form'
-const documentedAs = <T>(jsonSchema: Record<string, unknown>) => v.metadata<T, Record<string, unknown>>({ [OPENAPI_FORM]: jsonSchema })
+export const documentedAs = <T>(jsonSchema: Record<string, unknown>) => v.metadata<T, Record<string, unknown>>({ [OPENAPI_FORM]: jsonSchema })
 
 // The same rule as the `i`-flagged UUID of http/access.ts, spelled without flags for JSON Schema.
 const UUID_ANY_CASE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
@@ -43,7 +43,12 @@ export const Description = v.pipe(
   v.string(),
   // JSON Schema counts characters as code points, like the check below; `\S` (anywhere) is an
   // approximation of "not only invisible characters" that JSON Schema can express.
-  v.metadata({ minLength: 1, maxLength: MAX_DESCRIPTION, pattern: '\\S' }),
+  v.metadata({
+    minLength: 1,
+    maxLength: MAX_DESCRIPTION,
+    pattern: '\\S',
+    description: 'At least one visible character (not only blanks, control or format characters such as U+200B); no U+0000 and no lone surrogate.',
+  }),
   v.check((s) => !INVISIBLE.test(s), 'Must not be empty or only invisible characters'),
   v.check(isStorableText, STORABLE_TEXT_MESSAGE),
   v.check((s) => s.length <= MAX_DESCRIPTION || [...s].length <= MAX_DESCRIPTION, `Must be at most ${MAX_DESCRIPTION} characters`),
@@ -145,11 +150,16 @@ const distinct = (values: readonly string[]) => [...new Set(values)]
  * the services never do the same work twice. Over MAX_FILTER_VALUES_SENT values, or over
  * MAX_FILTER_VALUES different ones, is a 400, told before any value is checked.
  */
-const multiValue = <S extends v.GenericSchema<string, string>>(item: S, itemForm: Record<string, unknown>) =>
+export const multiValue = <S extends v.GenericSchema<string, string>>(item: S, itemForm: Record<string, unknown>) =>
   v.optional(
     v.pipe(
       v.union([v.string(), v.array(v.string())]),
-      documentedAs({ type: 'array', items: itemForm, description: 'Repeat the parameter or separate values with commas.' }),
+      documentedAs({
+        type: 'array',
+        items: itemForm,
+        maxItems: MAX_FILTER_VALUES,
+        description: `Repeat the parameter or separate values with commas; at most ${MAX_FILTER_VALUES} different values. Blank values are ignored.`,
+      }),
       v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
       // Checks, not maxLength: JSON Schema would read that as a string's length (/openapi.json).
       v.check((values) => values.length <= MAX_FILTER_VALUES_SENT, `At most ${MAX_FILTER_VALUES_SENT} values`),
