@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
 import Ajv2020 from 'ajv/dist/2020'
 import { answerChecker } from '../support/openapi-check'
+import { MAX_FILTER_VALUES } from '../../src/modules/shared/model'
+import { AUDIT_ACTIONS } from '../../src/modules/shared/audit'
 
 let h: Harness
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -89,6 +91,29 @@ describe('the document', () => {
     expect(parameter('page').schema).toEqual({ type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER })
     expect(parameter('page_size').schema).toEqual({ type: 'integer', minimum: 1, maximum: 1000, default: 100 })
     expect(parameter('consumer_ids')).toMatchObject({ style: 'form', explode: true, schema: { type: 'array', items: { format: 'uuid' } } })
+  })
+
+  test("every multi-value filter states the server's bound; the audit trail's actions are its action names; since and until their two time forms", async () => {
+    const arrays = operations().flatMap(({ path, operation }) =>
+      (operation.parameters ?? []).filter((p: { in: string; schema: { type?: string } }) => p.in === 'query' && p.schema.type === 'array').map((p: { name: string; schema: unknown }) => ({ path, name: p.name, schema: p.schema })),
+    )
+    expect(arrays.length).toBeGreaterThan(10)
+    expect(arrays.filter((a: { schema: { maxItems?: number } }) => a.schema.maxItems !== MAX_FILTER_VALUES)).toEqual([])
+    const audit = (name: string) => document.paths['/api/audit-events'].get.parameters.find((p: { name: string }) => p.name === name)
+    expect(audit('actions')).toMatchObject({ style: 'form', explode: true, schema: { type: 'array', items: { type: 'string', enum: [...AUDIT_ACTIONS] } } })
+    // The server's own answer to each example agrees with the pattern.
+    const since = new RegExp(audit('since').schema.pattern)
+    for (const [time, accepted] of [
+      ['2026-05-01 12:00:00.000000 +00:00', true],
+      ['2026-05-01T12:00:00Z', true],
+      ['2026-05-01T14:00:00.5+02:00', true],
+      ['2026-05-01', false],
+      ['yesterday', false],
+    ] as const) {
+      expect({ time, pattern: since.test(time) }).toEqual({ time, pattern: accepted })
+      const res = await h.request('GET', `/api/audit-events?since=${encodeURIComponent(time)}`)
+      expect({ time, status: res.status }).toEqual({ time, status: accepted ? 200 : 400 })
+    }
   })
 
   test('the rules JSON Schema can say: UUID and environment patterns, non-blank descriptions, one of default and environment', () => {
