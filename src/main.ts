@@ -9,7 +9,7 @@ import { backupCommand } from './cli/backup'
 import { restoreCommand } from './cli/restore'
 import { verifyCommand } from './cli/verify'
 import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
-import { USAGE, UsageError } from './cli/usage'
+import { USAGE, UsageError, wholeNumber } from './cli/usage'
 import { VERSION } from './version'
 import { DATA_FORMAT } from './store/format'
 import { SCHEMA_VERSION } from './storage/postgres/schema'
@@ -26,11 +26,7 @@ function switchedOn(name: string): boolean {
 }
 
 /** KEYWARD_COMPACT_AFTER_BYTES: a whole number of bytes (else bad usage, like every other variable). */
-function compactAfterBytes(text: string): number {
-  const bytes = Number(text)
-  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(bytes) || bytes < 1) throw new UsageError(`invalid KEYWARD_COMPACT_AFTER_BYTES '${text}': give a whole number of bytes`)
-  return bytes
-}
+const compactAfterBytes = (text: string) => wholeNumber('KEYWARD_COMPACT_AFTER_BYTES', text, 1, Number.MAX_SAFE_INTEGER, 'give a whole number of bytes')
 
 /** A string option whose default is the environment variable `name` when that is set. */
 const fromEnv = (name: string) => ({ type: 'string', ...(env[name] ? { default: env[name] } : {}) }) as const

@@ -6,7 +6,7 @@ import { DATA_FORMAT } from '../store/format'
 import { parseDuration } from '../auth/tokens'
 import { initialiseStorage, isInitialised } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
-import { UsageError } from './usage'
+import { UsageError, wholeNumber } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
 import { checkPublicUrl, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
@@ -66,22 +66,14 @@ function durationSeconds(flag: string, text: string, example: string, most?: { s
 }
 
 /** `--rate-limit`: a whole number of requests per second, 0 for none (else bad usage). */
-function parseRateLimit(text: string): number {
-  const limit = Number(text)
-  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(limit)) throw new UsageError(`invalid --rate-limit '${text}': give requests per second, like 100 (0 turns limits off)`)
-  return limit
-}
+const parseRateLimit = (text: string) => wholeNumber('--rate-limit', text, 0, Number.MAX_SAFE_INTEGER, 'give requests per second, like 100 (0 turns limits off)')
 
 /**
  * `--database-connections`: the pool of each instance, 1 to 1,000 (else bad usage). Each instance
  * holds up to this many and two more (the credential generation's read, the readiness probe), so
  * instances × (N + 2) must stay below the database's `max_connections` (README "Database mode").
  */
-function parseDatabaseConnections(text: string): number {
-  const count = Number(text)
-  if (!/^\d+$/.test(text.trim()) || count < 1 || count > 1000) throw new UsageError(`invalid --database-connections '${text}': give a number of connections from 1 to 1000, like 16`)
-  return count
-}
+const parseDatabaseConnections = (text: string) => wholeNumber('--database-connections', text, 1, 1000, 'give a number of connections from 1 to 1000, like 16')
 
 /** The longest `--database-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
 const MAX_DATABASE_TIMEOUT = { seconds: 86_400, spelled: '24h' }

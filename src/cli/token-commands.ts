@@ -46,8 +46,9 @@ export type TokenCommandAnswer =
 export class UnknownRecordError extends UsageError {}
 
 /**
- * A command whose id is no UUID names nothing: refused where it is typed, before it goes to a
- * server (a token's secret pasted by mistake, or a longer text, would not pass the socket's check).
+ * A command whose id is no UUID names nothing: refused before anything is looked up, and by the
+ * CLI before it goes to a server (a token's secret pasted by mistake, or a longer text, would not
+ * pass the socket's check).
  */
 export function refuseUnknownIds(command: TokenCommand): void {
   const [what, id] = command.command === 'tokens revoke' ? ['token', command.token_id] : ['organization', command.organization_id]
@@ -55,17 +56,18 @@ export function refuseUnknownIds(command: TokenCommand): void {
 }
 
 export async function performTokenCommand(storage: Storage, command: TokenCommand): Promise<TokenCommandAnswer> {
+  refuseUnknownIds(command)
   const tokens = new TokenService(storage)
   const actor = { cli: command.command }
   switch (command.command) {
     case 'issue-token': {
-      const organization = UUID.test(command.organization_id) ? await storage.find('organizations', command.organization_id) : undefined
+      const organization = await storage.find('organizations', command.organization_id)
       if (!organization) throw new UnknownRecordError(named('organization', command.organization_id))
       const grant = { organization, role: command.role, ttlSeconds: command.ttl_seconds, description: command.description }
       return { token: (await tokens.issue(grant, actor)).token }
     }
     case 'tokens revoke': {
-      const token = UUID.test(command.token_id) ? await storage.find('tokens', command.token_id) : undefined
+      const token = await storage.find('tokens', command.token_id)
       if (!token) throw new UnknownRecordError(named('token', command.token_id))
       try {
         await tokens.revoke(token, actor)
@@ -76,7 +78,7 @@ export async function performTokenCommand(storage: Storage, command: TokenComman
       }
     }
     case 'tokens list': {
-      if (command.organization_id !== null && !(UUID.test(command.organization_id) && (await storage.find('organizations', command.organization_id)))) {
+      if (command.organization_id !== null && !(await storage.find('organizations', command.organization_id))) {
         throw new UnknownRecordError(named('organization', command.organization_id))
       }
       return { tokens: (await tokens.listAll(command.organization_id)).map(tokenView) }

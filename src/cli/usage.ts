@@ -1,6 +1,13 @@
 /** Usage texts and the error that means "bad command line" (exit 2). */
 export class UsageError extends Error {}
 
+/** A whole number from `min` to `max` as typed for `name` (a flag, or a variable); else bad usage saying what to give. */
+export function wholeNumber(name: string, text: string, min: number, max: number, hint: string): number {
+  const value = Number(text)
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) throw new UsageError(`invalid ${name} '${text}': ${hint}`)
+  return value
+}
+
 export const USAGE = {
   main: `keyward: administration service for cryptographic device enrollment
 

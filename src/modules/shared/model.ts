@@ -69,7 +69,8 @@ const isEnvironmentName = (name: string) => ENVIRONMENT_NAME.test(name.toUpperCa
 export const MAX_ENVIRONMENTS = 100
 
 /** An environment name as the document shows it: the plain ASCII form clients send. */
-export const ENVIRONMENT_NAME_FORM = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$', description: 'An environment name, any case (stored uppercase).' }
+const NAME_TEXT = '[A-Za-z0-9_-]{1,32}'
+export const ENVIRONMENT_NAME_FORM = { type: 'string', pattern: `^${NAME_TEXT}$`, description: 'An environment name, any case (stored uppercase).' }
 
 /** Case-insensitive on input, stored and shown in uppercase. */
 export const EnvironmentName = v.pipe(
@@ -88,8 +89,8 @@ export const EnvironmentList = v.pipe(
   documentedAs({
     anyOf: [
       // Spaces and tabs around a name, as the transform below trims (no other whitespace).
-      { type: 'string', pattern: '^[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*(,[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*)*$', examples: ['prod,test'] },
-      { type: 'array', minItems: 1, items: { type: 'string', pattern: '^[ \\t]*[A-Za-z0-9_-]{1,32}[ \\t]*$' } },
+      { type: 'string', pattern: `^[ \\t]*${NAME_TEXT}[ \\t]*(,[ \\t]*${NAME_TEXT}[ \\t]*)*$`, examples: ['prod,test'] },
+      { type: 'array', minItems: 1, items: { type: 'string', pattern: `^[ \\t]*${NAME_TEXT}[ \\t]*$` } },
     ],
     description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
   }),
