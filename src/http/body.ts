@@ -123,8 +123,9 @@ function validate<S extends v.GenericSchema>(schema: S, value: unknown, where: s
   if (result.success) return result.output
   const errors: FieldError[] = result.issues.slice(0, MAX_FIELD_ERRORS).map((issue) => ({
     path: [where, ...(issue.path ?? []).map((item) => String(item.key))].join('.'),
-    // valibot's type errors quote a string they received: a token sent by mistake would be echoed.
-    message: issue.kind === 'schema' && typeof issue.input === 'string' ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
+    // valibot's own type errors quote a string they received: a token sent by mistake would be
+    // echoed. keyward's messages (a picklist's "state must be ...") never quote it, and are kept.
+    message: typeof issue.input === 'string' && issue.message.includes(issue.received) ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
   }))
   const first = errors[0]!
   const more = result.issues.length - errors.length

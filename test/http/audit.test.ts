@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
 import { plannerWork } from '../../src/storage/embedded/planner'
-import { dropEventsBefore } from '../../src/modules/audit/retention'
+import { dropEventsBefore, startAuditRetention } from '../../src/modules/audit/retention'
+import { memoryLogger } from '../../src/ops/logger'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
 import { TEST_STORE } from '../support/database'
@@ -484,6 +485,10 @@ describe('the query', () => {
     expect(await q(`since=${third.replace(' +', '+')}`)).toBe(6)
     expect(await q(`since=${rfc.replace('T', 't').replace('Z', 'z')}`)).toBe(6)
     expect(await q('since=2000-01-01T00:00:00Z&until=2000-01-02T00:00:00.5+00:00')).toBe(0)
+    // Times before 1970 are times like any other: every event is after them.
+    expect(await q('until=1969-12-31T23:59:59Z')).toBe(0)
+    expect(await q(`since=0000-01-01T00:00:00Z&until=${rfc}`)).toBe(3)
+    expect(await q(`since=${encodeURIComponent('1970-01-01T00:30:00+01:00')}`)).toBe(8)
     // Any number of fraction digits; a bound finer than a microsecond is rounded toward the inside
     // of its range, so it never takes in an event from outside it.
     expect(await q(`since=${rfc.replace('Z', '0000Z')}&until=${rfc.replace('Z', '9999Z')}`)).toBe(1)
@@ -557,6 +562,15 @@ describe('the query', () => {
 })
 
 describe('retention', () => {
+  test('a retention reaching before 1970 drops nothing, and its pass does not fail', async () => {
+    const before = await allEvents()
+    const logger = memoryLogger()
+    // 200 million days: the cutoff would be before year -270,000, past what PostgreSQL's bigint holds.
+    await startAuditRetention(h.storage, 200_000_000 * 86_400, logger).stop()
+    expect(logger.entries).toEqual([])
+    expect(await allEvents()).toEqual(before)
+  })
+
   test('events older than the cutoff are dropped, in batches, and the others kept', async () => {
     const events = await allEvents()
     const cut = events[Math.floor(events.length / 2)]

@@ -143,8 +143,8 @@ interface Filters {
   installation_ids?: string[]
   application_ids?: string[]
   enrollment_ids?: string[]
-  state?: string
-  environment?: string
+  state?: string[]
+  environment?: string[]
   installation_description?: string
   installation_desc_search_mode?: string
 }
@@ -209,7 +209,7 @@ const SPECS: Record<ListSpec['name'], ListSpec> = {
       through('consumer_id', c.id, 'installation_ids', f.installation_ids) &&
       through('consumer_id', c.id, 'application_ids', f.application_ids) &&
       through('consumer_id', c.id, 'enrollment_ids', f.enrollment_ids) &&
-      (!f.state || c.view.state === f.state),
+      (!f.state || f.state.includes(c.view.state)),
   },
   installations: {
     name: 'installations',
@@ -222,7 +222,7 @@ const SPECS: Record<ListSpec['name'], ListSpec> = {
       through('installation_id', i.id, 'consumer_ids', f.consumer_ids) &&
       through('installation_id', i.id, 'application_ids', f.application_ids) &&
       through('installation_id', i.id, 'enrollment_ids', f.enrollment_ids) &&
-      (!f.state || (f.state === 'active' ? i.view.state !== 'suspended' : i.view.state === f.state)) &&
+      (!f.state || f.state.some((state) => (state === 'active' ? i.view.state !== 'suspended' : i.view.state === state))) &&
       (f.installation_description === undefined ||
         DESCRIPTION_MATCH[f.installation_desc_search_mode ?? 'exact']!(i.view.description, f.installation_description)),
   },
@@ -234,8 +234,8 @@ const SPECS: Record<ListSpec['name'], ListSpec> = {
     matches: (e, f) =>
       among(f.organization_ids, e.org) &&
       MULTI.filter((k) => k !== 'organization_ids').every((k) => among(f[k], e.view[ENROLLMENT_FIELD[k]])) &&
-      (!f.state || e.view.state === f.state) &&
-      (!f.environment || e.view.environment === f.environment.toUpperCase()),
+      (!f.state || f.state.includes(e.view.state)) &&
+      (!f.environment || f.environment.some((environment) => e.view.environment === environment.toUpperCase())),
   },
 }
 
@@ -264,7 +264,8 @@ function query(f: Filters, paging: Paging, form: Form): string {
       parts.push(`${key}=${encodeURIComponent(value)}`)
       continue
     }
-    const values = form === 'uppercase' ? value.map((v) => v.toUpperCase()) : value
+    // States are lowercase words: only identifiers and environment names take any case.
+    const values = form === 'uppercase' && key !== 'state' ? value.map((v) => v.toUpperCase()) : value
     if (form === 'repeated' || values.length === 1) for (const v of values) parts.push(`${key}=${v}`)
     else if (form === 'comma' || form === 'uppercase') parts.push(`${key}=${values.join(',')}`)
     else parts.push(`${key}=${values[0]}`, `${key}=${values.slice(1).join(',')}`)
@@ -362,7 +363,7 @@ for (const spec of Object.values(SPECS)) {
       for (const page of [1_000_000_000, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
         for (const order of ['asc', 'desc'] as const) {
           await check(spec, h.vendorToken, null, {}, { page, page_size: 1000, order })
-          await check(spec, h.token(A), A, { state: 'suspended' }, { page, page_size: 1000, order })
+          await check(spec, h.token(A), A, { state: ['suspended'] }, { page, page_size: 1000, order })
         }
       }
     })
@@ -388,9 +389,12 @@ for (const spec of Object.values(SPECS)) {
         for (const bad of ['abc', `${known},abc`, `${known}x`, '12345678-1234-1234-1234-1234567890ab0']) await expect400(`/api/${spec.name}?${kind}=${bad}`, h.token(A))
         await expect400(`/api/${spec.name}?${kind}=${known}&${kind}=nope`, h.token(A))
       }
-      for (const bad of ['deleted', 'ACTIVE', 'all', '', ...(spec.name === 'installations' ? [] : ['verified', 'unregistered'])]) {
+      for (const bad of ['deleted', 'ACTIVE', 'all', 'active,nope', ...(spec.name === 'installations' ? [] : ['verified', 'unregistered'])]) {
         await expect400(`/api/${spec.name}?state=${bad}`)
       }
+      // The message names the values a state may take.
+      const res = await h.request('GET', `/api/${spec.name}?state=nope`, { token: h.vendorToken })
+      expect(res.body.detail).toBe(`query.state.0: state must be ${spec.states.slice(0, -1).join(', ')}${spec.states.length > 2 ? ',' : ''} or ${spec.states.at(-1)}`)
     })
 
     test('each filter alone, repeated and comma-separated alike', async () => {
@@ -450,10 +454,15 @@ describe('GET /api/installations: state and description search', () => {
   test('state: active = unregistered or verified; suspended; unregistered and verified alone', async () => {
     const spec = SPECS.installations
     const totals: Record<string, number> = {}
-    for (const state of spec.states) totals[state] = await check(spec, h.token(A), A, { state }, { page: 1, page_size: 1000 })
+    for (const state of spec.states) totals[state] = await check(spec, h.token(A), A, { state: [state] }, { page: 1, page_size: 1000 })
     expect(totals.active).toBe(totals.unregistered! + totals.verified!)
     expect(totals.active! + totals.suspended!).toBe(idsOf(installations, A).length)
     for (const state of spec.states) expect(totals[state]).toBeGreaterThan(0)
+    // Several values are alternatives (CONTRACT section 6); `active` and `verified` overlap and count once.
+    expect(await check(spec, h.token(A), A, { state: ['active', 'verified'] }, { page: 1, page_size: 1000 }, 'comma')).toBe(totals.active!)
+    expect(await check(spec, h.token(A), A, { state: ['suspended', 'unregistered'] }, { page: 1, page_size: 1000 }, 'repeated')).toBe(
+      totals.suspended! + totals.unregistered!,
+    )
   })
 
   test('installation_description: exact (the default), contains, startswith; case-sensitive; URL-encoded text', async () => {
@@ -510,10 +519,18 @@ describe('GET /api/enrollments: environment', () => {
   test('environment filter, any case; one the data lacks matches nothing; a bad name is 400', async () => {
     const spec = SPECS.enrollments
     for (const environment of ['DEV', 'prod', 'Test', 'PRODUCTION', 'QA']) {
-      for (const { token, scope } of scopes()) await check(spec, token, scope, { environment }, { page: 1, page_size: 1000 })
+      for (const { token, scope } of scopes()) await check(spec, token, scope, { environment: [environment] }, { page: 1, page_size: 1000 })
     }
-    expect(expectedRows(spec, A, { environment: 'DEV' }).length).toBeGreaterThan(0)
-    for (const bad of ['bad%20name', 'x'.repeat(33), 'a!b']) await expect400(`/api/enrollments?environment=${bad}`)
+    const dev = expectedRows(spec, A, { environment: ['DEV'] }).length
+    const test = expectedRows(spec, A, { environment: ['TEST'] }).length
+    expect(dev).toBeGreaterThan(0)
+    expect(test).toBeGreaterThan(0)
+    // Several names are alternatives, repeated or comma-separated, any case; blanks are ignored.
+    for (const form of ['repeated', 'comma', 'mixed'] as const) {
+      expect(await check(spec, h.token(A), A, { environment: ['dev', 'TEST', 'Dev'] }, { page: 1, page_size: 1000 }, form)).toBe(dev + test)
+    }
+    expect(await check(spec, h.token(A), A, { environment: ['', 'DEV'] }, { page: 1, page_size: 1000 }, 'comma')).toBe(dev)
+    for (const bad of ['bad%20name', 'x'.repeat(33), 'a!b', 'DEV,a!b']) await expect400(`/api/enrollments?environment=${bad}`)
   })
 })
 
@@ -539,8 +556,8 @@ function poolsFor(_spec: ListSpec): Record<Multi, string[]> {
 
 /** A few single-parameter filters of `kind`: one value, several (mostly A's, some B's), unknown ids. */
 function singleFilters(spec: ListSpec, kind: keyof Filters, pools: Record<Multi, string[]>): Filters[] {
-  if (kind === 'state') return spec.states.map((state) => ({ state }))
-  if (kind === 'environment') return ['DEV', 'prod', 'PRODUCTION'].map((environment) => ({ environment }))
+  if (kind === 'state') return [...spec.states.map((state) => ({ state: [state] })), { state: [...spec.states] }, { state: spec.states.slice(-2) }]
+  if (kind === 'environment') return [['DEV'], ['prod'], ['PRODUCTION'], ['dev', 'PRODUCTION'], ['Test', 'QA']].map((environment) => ({ environment }))
   if (kind === 'installation_description') {
     return [
       { installation_description: 'Pixel', installation_desc_search_mode: 'contains' },
@@ -567,9 +584,9 @@ function aroundEnrollment(kind: keyof Filters, seed: Row, pools: Record<Multi, s
   const installation = installations.get(e.installation_id)!.view
   switch (kind) {
     case 'state':
-      return { state: pick(['active', 'suspended']) }
+      return { state: int(2) ? [pick(['active', 'suspended'])] : ['active', 'suspended'] }
     case 'environment':
-      return { environment: int(2) ? e.environment : e.environment.toLowerCase() }
+      return { environment: [int(2) ? e.environment : e.environment.toLowerCase(), ...(int(2) ? ['QA'] : [])] }
     case 'installation_description': {
       const text: string = installation.description
       const mode = pick(['exact', 'contains', 'startswith'])

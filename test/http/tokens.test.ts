@@ -197,7 +197,15 @@ describe('GET /api/tokens', () => {
     expect(await of('active')).toEqual([ids.l1, ids.lp1, ids.lp2])
     expect(await of('revoked')).toEqual([ids.l2])
     expect(await of('expired')).toEqual([ids.expired])
-    expectProblem(await h.request('GET', '/api/tokens?state=suspended'), 400)
+    const unknown = await h.request('GET', '/api/tokens?state=suspended')
+    expectProblem(unknown, 400)
+    expect(unknown.body.detail).toBe('query.state: state must be active, revoked or expired')
+    // valibot's own messages quote what they received (a token sent by mistake, here): never echoed.
+    const secret = (await h.request('POST', '/api/tokens', { body: { organization_id: L, role: 'viewer' } })).body.secret as string
+    const misplaced = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: L, supported_environments: secret } })
+    expectProblem(misplaced, 400)
+    expect(JSON.stringify(misplaced.body)).not.toContain(secret)
+    expect(misplaced.body.detail).toBe('body.supported_environments: Invalid type: Expected Object but received a string')
     expectProblem(await h.request('GET', '/api/tokens?organization_ids=x'), 400)
   })
 

@@ -24,9 +24,11 @@ export function parseTime(text: string, round: 'up' | 'down'): number | null {
   if (!m) return null
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number]
   // Second 60 is a leap second (RFC 3339): the same instant as the next minute's first, as in Unix time.
-  const millis = Date.UTC(year, month - 1, day, hour, minute, second)
-  const date = new Date(Date.UTC(year, month - 1, day))
-  // Date.UTC rolls over (February 30th is March 2nd): only a date that reads back the same is real.
+  // setUTCFullYear, not Date.UTC, which reads the years 0 to 99 as 1900 to 1999.
+  const date = new Date(0)
+  date.setUTCFullYear(year, month - 1, day)
+  const millis = date.getTime() + ((hour * 60 + minute) * 60 + second) * 1000
+  // Dates roll over (February 30th is March 2nd): only a date that reads back the same is real.
   if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 60) return null
   const offsetMinutes = m[8] ? 0 : (m[9] === '-' ? -1 : 1) * (Number(m[10]) * 60 + Number(m[11]))
   if (!m[8] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return null
@@ -48,8 +50,9 @@ const Time = (name: string, round: 'up' | 'down') =>
     v.pipe(
       v.string(),
       documentedAs(TIME_FORM),
-      v.transform((text) => parseTime(text.trim(), round) ?? -1),
-      v.minValue(0, `${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
+      v.transform((text) => parseTime(text.trim(), round)),
+      // Any time the two forms can write, 1970 or not: a bound before it simply matches every event (or none).
+      v.number(`${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
     ),
   )
 

@@ -31,7 +31,8 @@ export function startAuditRetention(storage: Storage, retentionSeconds: number, 
   let running: Promise<void> | null = null
   const pass = () => {
     if (running) return // the last pass is still at it
-    running = dropEventsBefore(storage, (Date.now() - retentionSeconds * 1000) * 1000)
+    // No event is older than 1970: a retention reaching past it drops nothing (and PostgreSQL's bigint could not hold the time).
+    running = dropEventsBefore(storage, Math.max(0, (Date.now() - retentionSeconds * 1000) * 1000))
       .then(
         (dropped) => (dropped > 0 ? logger.info(`audit retention: dropped ${dropped} event(s) older than ${retentionSeconds} s`, { dropped }) : undefined),
         (error) => logger.error('audit retention failed, will retry', { error: (error as Error)?.message ?? String(error) }),

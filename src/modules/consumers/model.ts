@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Consumer } from '../../storage/records'
-import { AnsweredUuid, RecordState, TraceId, Uuid, UuidList, pagedListFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, RecordState, StateList, TraceId, Uuid, UuidList, pagedListFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
 
 /** The owning customer; required for vendor tokens, implied by the others. */
 export const OwningCustomer = v.optional(
@@ -18,7 +18,7 @@ export const ConsumerListQuery = v.object({
   installation_ids: UuidList,
   application_ids: UuidList,
   enrollment_ids: UuidList,
-  state: v.optional(v.picklist(['active', 'suspended'], 'state must be active or suspended')),
+  state: StateList(['active', 'suspended']),
   ...pagingQuery,
 })
 export type ConsumerListInput = v.InferOutput<typeof ConsumerListQuery>

@@ -32,7 +32,7 @@ export class ConsumerService {
       this.storage.list({
         table: 'consumers',
         scope: p.customerId,
-        where: q.state ? [...where, { field: 'state', in: [q.state] }] : where,
+        where: q.state?.length ? [...where, { field: 'state', in: q.state }] : where,
         page: pageOf(q),
         order: q.order,
       }),

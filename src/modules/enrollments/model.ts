@@ -4,8 +4,10 @@ import {
   AnsweredEnvironmentName,
   AnsweredUuid,
   Description,
+  EnvironmentFilter,
   EnvironmentName,
   RecordState,
+  StateList,
   Timestamp,
   TraceId,
   Uuid,
@@ -35,8 +37,8 @@ export const EnrollmentListQuery = v.object({
   installation_ids: UuidList,
   application_ids: UuidList,
   enrollment_ids: UuidList,
-  environment: v.optional(EnvironmentName),
-  state: v.optional(v.picklist(['active', 'suspended'], 'state must be active or suspended')),
+  environment: EnvironmentFilter,
+  state: StateList(['active', 'suspended']),
   ...pagingQuery,
 })
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>

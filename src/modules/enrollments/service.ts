@@ -138,7 +138,10 @@ export class EnrollmentService {
       { on: { field: 'enrollment_id' }, names: 'enrollments', ids: q.enrollment_ids },
     ])
     return then(filters, (where) => {
-      const tests = [...(q.environment ? [{ field: 'environment' as const, in: [q.environment] }] : []), ...(q.state ? [{ field: 'state' as const, in: [q.state] }] : [])]
+      const tests = [
+        ...(q.environment?.length ? [{ field: 'environment' as const, in: q.environment }] : []),
+        ...(q.state?.length ? [{ field: 'state' as const, in: q.state }] : []),
+      ]
       return this.storage.list({ table: 'enrollments', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
     })
   }

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Installation } from '../../storage/records'
-import { AnsweredUuid, Description, SearchText, TraceId, Uuid, UuidList, pageFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, Description, SearchText, StateList, TraceId, Uuid, UuidList, pageFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
 import { OwningCustomer } from '../consumers/model'
 
 export const CreateInstallationBody = v.object({
@@ -23,7 +23,7 @@ export const InstallationListQuery = v.object({
   application_ids: UuidList,
   enrollment_ids: UuidList,
   /** `active` means unregistered or verified (docs/api.md, "Lists and paging"). */
-  state: v.optional(v.picklist(['active', 'suspended', 'unregistered', 'verified'], 'state must be active, suspended, unregistered or verified')),
+  state: StateList(['active', 'suspended', 'unregistered', 'verified']),
   ...pagingQuery,
 })
 export type InstallationListInput = v.InferOutput<typeof InstallationListQuery>

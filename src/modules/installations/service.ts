@@ -9,7 +9,7 @@ import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
 
 /** Which states each `state` filter value covers (CONTRACT section 6: `active` is not suspended). */
-const STATE_FILTER: Record<NonNullable<InstallationListInput['state']>, readonly Installation['state'][]> = {
+const STATE_FILTER: Record<NonNullable<InstallationListInput['state']>[number], readonly Installation['state'][]> = {
   active: ['unregistered', 'verified'],
   suspended: ['suspended'],
   unregistered: ['unregistered'],
@@ -70,7 +70,7 @@ export class InstallationService {
       if (q.installation_description !== undefined) {
         tests.push({ field: 'description', match: q.installation_desc_search_mode, text: q.installation_description })
       }
-      if (q.state) tests.push({ field: 'state', in: STATE_FILTER[q.state] })
+      if (q.state?.length) tests.push({ field: 'state', in: [...new Set(q.state.flatMap((state) => STATE_FILTER[state]))] })
       return this.storage.list({ table: 'installations', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
     })
   }

@@ -143,7 +143,7 @@ export const MAX_FILTER_VALUES = 100
 /** Values of one filter as sent, duplicates and blanks included: splitting stops one past this. */
 export const MAX_FILTER_VALUES_SENT = 1_000
 
-const distinct = (values: readonly string[]) => [...new Set(values)]
+const distinct = <T>(values: readonly T[]): T[] => [...new Set(values)]
 
 /**
  * A multi-value query filter: repeated (`?ids=a&ids=b`) and comma-separated (`?ids=a,b`) alike;
@@ -168,11 +168,18 @@ export const multiValue = <S extends v.GenericSchema<string, string>>(item: S, i
       v.check((values) => values.length <= MAX_FILTER_VALUES, `At most ${MAX_FILTER_VALUES} different values`),
       v.array(item),
       // Again after the item's normalisation: `A` and `a` name the same id.
-      v.transform((values: string[]) => distinct(values)),
+      v.transform((values: v.InferOutput<S>[]) => distinct(values)),
     ),
   )
 
 export const UuidList = multiValue(Uuid, { type: 'string', format: 'uuid', pattern: UUID_ANY_CASE.source })
+
+/** The enrollment list's `environment` filter: several names, any of which matches (CONTRACT section 6). */
+export const EnvironmentFilter = multiValue(EnvironmentName, ENVIRONMENT_NAME_FORM)
+
+/** A list's `state` filter (CONTRACT section 6: every list filter takes several values): any of `states`. */
+export const StateList = <const S extends readonly [string, ...string[]]>(states: S) =>
+  multiValue(v.picklist(states, `state must be ${states.slice(0, -1).join(', ')}${states.length > 2 ? ',' : ''} or ${states.at(-1)}`), { type: 'string', enum: [...states] })
 
 /** A whole number in a query string, documented as the integer it stands for (with its default). */
 const positiveInteger = (max: number, name: string, byDefault?: number) =>
