@@ -67,6 +67,14 @@ describe('usage', () => {
     })
   }
 
+  test("help COMMAND and --help COMMAND print that command's usage, exit 0", async () => {
+    for (const help of ['help', '--help', '-h']) {
+      const result = await keyward([help, 'issue-token'])
+      expect(result).toMatchObject({ code: 0, stderr: '' })
+      expect(result.stdout).toContain('Usage: keyward issue-token')
+    }
+  })
+
   test('--version prints the program version, the data format and the database schema versions, exit 0', async () => {
     expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})\n`, stderr: '' })
   })
@@ -78,6 +86,10 @@ describe('usage', () => {
     ['a positional argument', ['serve', 'extra'], /extra/],
     ['a flag without its value', ['serve', '--port'], /port/],
     ['a bad port', ['serve', '--port', 'http'], /invalid --port 'http'/],
+    // Wherever the unknown flag stands: after --version or --help as after a command's --help.
+    ['an unknown flag after --version', ['--version', '--frobnicate'], /unexpected argument '--frobnicate'/],
+    ['an unknown flag after --help', ['--help', '--frobnicate'], /unexpected argument '--frobnicate'/],
+    ["an unknown flag after a command's --help", ['serve', '--help', '--frobnicate'], /frobnicate/],
   ]
   for (const [name, args, message] of misuse) {
     test(`${name}: usage on stderr, nothing on stdout, exit 2`, async () => {
