@@ -7,7 +7,7 @@ import { foundation, withTraceId } from './http/foundation'
 import { doc, openApiDocument, OpenApiDocumentAnswer } from './http/openapi'
 import { DOCS_SCRIPT_PATH, docsPageResponse, docsScriptResponse } from './http/docs-page'
 import { cors } from './http/cors'
-import { documentCharge, unmatchedCharge, type AppDeps, type AppOptions } from './http/context'
+import { addressCharge, type AppDeps, type AppOptions } from './http/context'
 import { operationsRoutes } from './http/operations'
 import { requestObserver, type Route } from './http/observe'
 import { createLogger } from './ops/logger'
@@ -49,7 +49,8 @@ function routes(deps: AppDeps) {
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
   const tokens = new TokenService(deps.storage)
-  const chargeDocument = documentCharge(deps)
+  // Requests that no checked token pays for: unknown paths, the documents, CORS preflights.
+  const chargeAddress = addressCharge(deps)
   // The app's routes, for the request log's route templates: read on the first request.
   let routeList: () => readonly Route[] = () => []
   // Paths exactly as documented: without it, every route also answered with a trailing slash
@@ -57,14 +58,14 @@ function routes(deps: AppDeps) {
   const app = new Elysia({ strictPath: true })
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
-    .use(foundation(deps.logger, (value) => deps.storage.settle(value), unmatchedCharge(deps)))
+    .use(foundation(deps.logger, (value) => deps.storage.settle(value), chargeAddress))
     // Only when configured: a global hook costs every request (see `withTraceId`).
-    .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins) : new Elysia())
+    .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins, chargeAddress) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {
       detail: doc({ operationId: 'getHealth', summary: 'Liveness', tag: 'service', public: true, responses: { 200: HealthAnswer } }),
     })
     .use(operationsRoutes(deps))
-    .get('/docs', ({ request, set }) => (withTraceId(set), chargeDocument(request, set), docsPageResponse()), {
+    .get('/docs', ({ request, set }) => (withTraceId(set), chargeAddress(request, set), docsPageResponse()), {
       detail: doc({
         operationId: 'getDocsPage',
         summary: 'This document as a page',
@@ -74,7 +75,7 @@ function routes(deps: AppDeps) {
         responses: { 200: { description: 'An HTML page rendering /openapi.json (served from the binary, works offline)', contentType: 'text/html' } },
       }),
     })
-    .get(DOCS_SCRIPT_PATH, ({ request, set }) => (withTraceId(set), chargeDocument(request, set), docsScriptResponse()), {
+    .get(DOCS_SCRIPT_PATH, ({ request, set }) => (withTraceId(set), chargeAddress(request, set), docsScriptResponse()), {
       detail: doc({
         operationId: 'getDocsScript',
         summary: "The docs page's renderer",
@@ -99,7 +100,7 @@ function routes(deps: AppDeps) {
     document ??= JSON.stringify(openApiDocument(app.routes, VERSION, deps.config.publicUrl))
     return new Response(document, { headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(document)) } })
   }
-  return app.get('/openapi.json', ({ request, set }) => (withTraceId(set), chargeDocument(request, set), documentResponse()), {
+  return app.get('/openapi.json', ({ request, set }) => (withTraceId(set), chargeAddress(request, set), documentResponse()), {
     detail: doc({ operationId: 'getOpenApiDocument', summary: 'This document', tag: 'service', public: true, limited: true, responses: { 200: OpenApiDocumentAnswer } }),
   })
 }

@@ -15,7 +15,6 @@ import type { Actor } from '../modules/shared/audit'
 import type { Logger } from '../ops/logger'
 import type { Metrics } from '../ops/metrics'
 import type { RateLimiter } from '../ops/rate-limit'
-import { ApiError } from './errors'
 import { rateLimits, type ChargeRequest } from './rate-limits'
 import { noteAuthenticated } from './observe'
 
@@ -70,9 +69,11 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
   // request header into a plain object on every request.
   const authorization = request.headers.get('authorization') ?? undefined
   if (!charge) return then(authenticate(deps.storage, deps.verifier, authorization), accepted)
-  // Without a valid token, the client's address pays: a 401 while it has requests left, then 429.
+  // Without a verified token, the client's address pays: a 401 while it has requests left, then 429.
+  // So does a token that could not be checked (the database is down: a 503), so that a flood of
+  // made-up tokens is limited then too, and its answers carry the RateLimit headers.
   const refused = (error: unknown): never => {
-    if (error instanceof ApiError && error.status === 401) charge(addressKey(deps, request), set)
+    charge(addressKey(deps, request), set)
     throw error
   }
   let principal: Maybe<Principal>
@@ -84,24 +85,18 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
   return principal instanceof Promise ? principal.then(accepted, refused) : accepted(principal)
 }
 
-/**
- * Charges a request that no route answers to its client's address, whatever its path (`/api`,
- * `/API/...`, `/nothing`): it has no token that was checked, so a flood of unknown paths is limited
- * like one without a token (CONTRACT section 11), and its 404 carries the RateLimit headers.
- * Undefined when there are no limits.
- */
-export function unmatchedCharge(deps: AppDeps): ((request: Request, set: { headers: Record<string, unknown> }) => void) | undefined {
-  if (!deps.rateLimiter) return undefined
-  const charge = rateLimits(deps.rateLimiter)
-  return (request, set) => charge(addressKey(deps, request), set)
-}
+/** Charges a request to its client's address (`addressCharge`): sets the RateLimit headers, or throws the 429. */
+export type ChargeAddress = (request: Request, set: { headers: Record<string, unknown> }) => void
 
 /**
- * Charges a request for one of the documents (`/docs`, its script, `/openapi.json`: public, and
- * costlier than a probe) to its client's address, like a request without a valid token. The probes
- * (`/healthz`, `/readyz`) are not limited: a load balancer must always get its answer.
+ * Charges a request that no checked token pays for to its client's address, like a request without
+ * a valid token (CONTRACT section 11), so that its answer carries the RateLimit headers: a request
+ * no route answers, whatever its path (`/api`, `/API/...`, `/nothing`); one for the documents
+ * (`/docs`, its script, `/openapi.json`: public, and costlier than a probe); a CORS preflight. The
+ * probes (`/healthz`, `/readyz`) are not limited: a load balancer must always get its answer.
+ * Charges nothing when there are no limits.
  */
-export function documentCharge(deps: AppDeps): (request: Request, set: { headers: Record<string, unknown> }) => void {
+export function addressCharge(deps: AppDeps): ChargeAddress {
   if (!deps.rateLimiter) return () => {}
   const charge = rateLimits(deps.rateLimiter)
   return (request, set) => charge(addressKey(deps, request), set)

@@ -11,6 +11,7 @@ import type { Logger } from '../ops/logger'
 import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 import { noteBytesOut } from './observe'
 import { JsonBytes } from './json-bytes'
+import type { ChargeAddress } from './context'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -81,13 +82,13 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
 
 /**
  * `settle`: the storage's (`Storage.settle`), for refusals that may rest on a change not durable
- * yet. `chargeUnmatched`: the rate limit of a request no route answers (`unmatchedCharge` in
+ * yet. `chargeUnmatched`: the rate limit of a request no route answers (`addressCharge` in
  * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
  */
-export const foundation = (logger: Logger, settle: Settle, chargeUnmatched?: (request: Request, set: { headers: Record<string, unknown> }) => void) =>
+export const foundation = (logger: Logger, settle: Settle, chargeUnmatched: ChargeAddress) =>
   new Elysia({ name: 'foundation' })
     .onError({ as: 'global' }, ({ code, error, request, set }) => {
-      if (code === 'NOT_FOUND' && chargeUnmatched) {
+      if (code === 'NOT_FOUND') {
         try {
           chargeUnmatched(request, set)
         } catch (limited) {

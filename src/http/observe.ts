@@ -73,7 +73,8 @@ function routeMatcher(routes: readonly Route[]): (method: string, path: string) 
   const patterns = routes.map((route) => ({
     method: route.method,
     path: route.path,
-    pattern: new RegExp(`^${route.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}/?$`),
+    // Exactly, as the routes match (strictPath, src/app.ts): a trailing slash is an unknown route.
+    pattern: new RegExp(`^${route.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+')}$`),
   }))
   return (method, path) => {
     const routeMethod = method === 'HEAD' ? 'GET' : method

@@ -4,16 +4,17 @@
  * carries Access-Control-Allow-Origin; other origins get no CORS headers.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createHarness, type Harness } from '../support/harness'
+import { createHarness, CLIENT_ADDRESS_HEADER, type Harness } from '../support/harness'
+import { RateLimiter } from '../../src/ops/rate-limit'
 
 const CONSOLE = 'https://console.example.com'
 
 /** A preflight is the CORS protocol, not an API operation: sent past the harness's document check. */
-const preflight = (h: Harness, origin: string, path = '/api/organizations') =>
+const preflight = (h: Harness, origin: string, path = '/api/organizations', address = 'test-client') =>
   h.app.handle(
     new Request(`http://localhost${path}`, {
       method: 'OPTIONS',
-      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type', [CLIENT_ADDRESS_HEADER]: address },
     }),
   )
 
@@ -64,6 +65,32 @@ describe('with --cors-origin', () => {
   test('an OPTIONS request that is not a preflight is an unknown route (404)', async () => {
     const res = await h.app.handle(new Request('http://localhost/api/organizations', { method: 'OPTIONS', headers: { origin: CONSOLE } }))
     expect(res.status).toBe(404)
+  })
+})
+
+describe('with --cors-origin and rate limits', () => {
+  let h: Harness
+  // 2 requests a second (bursts of 4), on a clock that does not move.
+  beforeAll(async () => (h = await createHarness({ corsOrigins: [CONSOLE], rateLimiter: new RateLimiter(2, 100, () => 0) })))
+  afterAll(() => h.close())
+
+  test('a preflight is charged to its client address like a request without a token: the headers, then 429', async () => {
+    for (let i = 0; i < 4; i++) {
+      const res = await preflight(h, CONSOLE, '/api/organizations', '192.0.2.9')
+      expect(res.status).toBe(204)
+      expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+      expect(res.headers.get('ratelimit')).toBe(`"default";r=${3 - i};t=${Math.ceil((i + 1) / 2)}`)
+      expect(res.headers.get('access-control-allow-origin')).toBe(CONSOLE)
+      expect(res.headers.get('vary')).toBe('Origin')
+    }
+    const refused = await preflight(h, CONSOLE, '/api/organizations', '192.0.2.9')
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).toBe('1')
+    expect(refused.headers.get('access-control-allow-origin')).toBe(CONSOLE)
+    expect(((await refused.json()) as { code: string }).code).toBe('rate_limited')
+    // The same address's requests without a token share the bucket; another address has its own.
+    expect((await h.request('GET', '/api/organizations', { token: null, headers: { [CLIENT_ADDRESS_HEADER]: '192.0.2.9' } })).status).toBe(429)
+    expect((await preflight(h, CONSOLE, '/api/organizations', '192.0.2.10')).status).toBe(204)
   })
 })
 

@@ -14,6 +14,8 @@ import { TokenVerifier } from '../../src/auth/tokens'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { createLogger } from '../../src/ops/logger'
 import { Metrics } from '../../src/ops/metrics'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+import { expectProblem } from '../support/actors'
 import type { FileHandle } from 'node:fs/promises'
 
 let h: Harness
@@ -162,6 +164,8 @@ describe('the request log', () => {
         await harness.request('GET', '/api/organizations', { token: 'kw_wrong_token_value' }),
         await harness.request('GET', '/healthz', { token: null }),
         await harness.request('GET', `/api/unknown/${consumer}`, { token: null }),
+        // A trailing slash is an unknown route (exact paths): filed as one, not as the list's 404.
+        await harness.request('GET', '/api/organizations/', { token }),
         await harness.request('POST', '/api/consumers', { body: { consumer_id: consumer, organization_id: harness.vendorId, api_key: 'secret-api-key' } }),
         // With a valid token: a problem (its length is its own, not a noted one) and a list.
         await harness.request('GET', `/api/consumers/${crypto.randomUUID()}`, { token }),
@@ -183,12 +187,13 @@ describe('the request log', () => {
         ['GET', '/api/organizations'],
         ['GET', '/healthz'],
         ['GET', 'unmatched'],
+        ['GET', 'unmatched'],
         ['POST', '/api/consumers'],
         ['GET', '/api/consumers/:consumer_id'],
         ['GET', '/api/consumers'],
       ])
       // Answered at once (a read) or later (a write, which reads its body first): the token behind each.
-      for (const i of [0, 4, 5, 6]) expect(lines[i]).toMatchObject({ organization_id: harness.vendorId, token_id: expect.stringMatching(UUID_LOWER) })
+      for (const i of [0, 5, 6, 7]) expect(lines[i]).toMatchObject({ organization_id: harness.vendorId, token_id: expect.stringMatching(UUID_LOWER) })
       expect(lines[1].organization_id).toBeUndefined()
       expect(lines[1].token_id).toBeUndefined()
       const everything = harness.logged.join('')
@@ -266,6 +271,27 @@ describe('rate limits', () => {
       // A valid token from the limited address is charged to the token, not the address, on its
       // first use here too (CONTRACT section 11: each token may make its N requests a second).
       expect((await from('192.0.2.1', harness.vendorToken)).status).toBe(200)
+    } finally {
+      await harness.close()
+    }
+  })
+
+  test('a token that cannot be checked (the database is down) is charged to the client address: 503 with the headers, then 429', async () => {
+    const { harness } = await limited()
+    try {
+      harness.storage.findCredential = () => {
+        throw new DatabaseUnavailableError(new Error('connection refused'))
+      }
+      const from = (address: string) => harness.request('GET', '/api/organizations', { headers: { [CLIENT_ADDRESS_HEADER]: address } })
+      for (let i = 0; i < 4; i++) {
+        const res = await from('192.0.2.8')
+        expectProblem(res, 503, 'database_unavailable')
+        expect(res.headers.get('ratelimit-policy')).toBe('"default";q=4;w=1')
+        expect(res.headers.get('ratelimit')).toBe(`"default";r=${3 - i};t=${Math.ceil((i + 1) / 2)}`)
+      }
+      const refused = await from('192.0.2.8')
+      expectProblem(refused, 429, 'rate_limited')
+      expect(refused.headers.get('retry-after')).toBe('1')
     } finally {
       await harness.close()
     }
