@@ -4,6 +4,11 @@
  * checked first (every checksum, the data format); only then is anything written: each file under a
  * temporary name, fsynced, renamed, mode 0600, the dir 0700 and fsynced.
  *
+ * It writes under the data dir's lock, as `serve` and `init` do (CONTRACT section 12): a `serve`
+ * started on the dir meanwhile either waits its turn and finds the restored data, or holds the
+ * lock first and the restore is refused; never does a first start initialise the dir while the
+ * restore writes into it, and then overwrite what was restored with its own snapshot.
+ *
  * The snapshot goes first, and it holds everything: a restore cut short before its rename leaves at
  * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would
  * take for new and initialise; cut short after it, the dir is whole (its format is then told from
@@ -14,7 +19,8 @@ import { open, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
 import { FORMAT_FILE, parseDataFormat } from '../store/format'
-import { DataDirError, inspectDataDir, prepareDataDir } from '../store/data-dir'
+import { DataDirError, holdsKeywardData, inspectDataDir, prepareDataDir } from '../store/data-dir'
+import { acquireDataDirLock } from '../store/lock'
 import { fsyncDir } from '../store/fs-util'
 import { SECRET_FILE } from '../store/paths'
 import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
@@ -32,8 +38,9 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   if (!options.data) throw new UsageError('--data is required')
   const { from, data } = options
   if (!(await stat(from).then((info) => info.isFile(), () => false))) throw new Error(`backup ${from} does not exist or is not a file`)
-  // The checks of every data dir (CONTRACT section 12: a real directory, owned by this user), and empty.
-  if ((await inspectDataDir(data)) === 'keyward') throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
+  // The checks of every data dir (CONTRACT section 12: a real directory, owned by this user), and no data in it.
+  await inspectDataDir(data)
+  await refuseKeywardData(data)
 
   const members = await checkArchive(from, [...BACKUP_FILES, SECRET_FILE])
   const member = (name: string) => {
@@ -45,10 +52,22 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   parseDataFormat((await readMember(from, formatMember, 64)).toString('utf8'), `${from}: ${FORMAT_FILE}`, `backup ${from}`)
 
   await prepareDataDir(data)
-  for (const name of BACKUP_FILES) await restoreFile(from, member(name), join(data, name))
-  await fsyncDir(data)
+  const lock = acquireDataDirLock(data)
+  try {
+    // Again under the lock: a server may have started, initialised the dir and stopped since.
+    await refuseKeywardData(data)
+    for (const name of BACKUP_FILES) await restoreFile(from, member(name), join(data, name))
+    await fsyncDir(data)
+  } finally {
+    lock.release()
+  }
   process.stdout.write(`keyward: restored ${from} into data dir ${data}\n`)
   return 0
+}
+
+/** A dir holding keyward's data is not restored into; one holding only the lock (and what a start that died left) is. */
+async function refuseKeywardData(data: string): Promise<void> {
+  if (await holdsKeywardData(data)) throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
 }
 
 async function restoreFile(archive: string, member: ArchiveMember, path: string): Promise<void> {

@@ -83,6 +83,11 @@ async function checkLegacySecret(dir: string, uid: number): Promise<void> {
   }
 }
 
+/** Whether the dir (checked by `inspectDataDir`) holds keyward's data: a snapshot, a log segment or a legacy `secret`. */
+export async function holdsKeywardData(dir: string): Promise<boolean> {
+  return (await readdir(dir).catch((error: unknown) => (isErrnoCode(error, 'ENOENT') ? [] : Promise.reject(error)))).some(isKeywardData)
+}
+
 /** A data dir to read (verify, backup): keyward's, checked as every command checks it (CONTRACT section 12). */
 export async function requireKeywardDataDir(dir: string): Promise<void> {
   const contents = await inspectDataDir(dir)

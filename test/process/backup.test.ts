@@ -15,6 +15,7 @@ import { dump } from '../support/sample-data.ts'
 import { flip } from '../support/damaged-dir.ts'
 import { writeArchive } from '../../src/store/backup-archive.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
+import { acquireDataDirLock, LOCK_FILE } from '../../src/store/lock.ts'
 
 setDefaultTimeout(30000)
 
@@ -66,7 +67,8 @@ async function restoreAndServe(archive: string): Promise<ServerProcess & { reado
   const restored = await keyward(['restore', '--from', archive, '--data', data])
   expect(restored).toMatchObject({ code: 0, stderr: '' })
   expect(modeOf(data)).toBe(0o700)
-  expect(readdirSync(data).sort()).toEqual(['format', 'snapshot.json']) // no secret: tokens are recorded
+  // No secret (tokens are recorded); the lock the restore wrote under stays, as every lock file does (src/store/lock.ts).
+  expect(readdirSync(data).sort()).toEqual(['format', LOCK_FILE, 'snapshot.json'])
   for (const name of readdirSync(data)) expect([name, modeOf(join(data, name))]).toEqual([name, 0o600])
   return { ...(await startServer(data)), data }
 }
@@ -214,6 +216,23 @@ describe('restore refuses, and writes nothing', () => {
     writeFileSync(join(dotted, '.keep'), '')
     expect((await keyward(['restore', '--from', await good(), '--data', dotted])).code).toBe(0)
     expect(modeOf(dotted)).toBe(0o700)
+  })
+
+  test("a dir whose lock another process holds (a server starting on it): exit 1, nothing written; the lock alone is no data", async () => {
+    const target = newPath('starting')
+    mkdirSync(target, { mode: 0o700 })
+    const held = acquireDataDirLock(target)
+    try {
+      const result = await keyward(['restore', '--from', await good(), '--data', target])
+      expect(result.code).toBe(1)
+      expect(result.stderr).toContain(`data dir ${target} is already in use by another running keyward`)
+      expect(readdirSync(target)).toEqual([LOCK_FILE])
+    } finally {
+      held.release()
+    }
+    // Once it is free, the dir (holding the lock file only) is restored into.
+    expect((await keyward(['restore', '--from', await good(), '--data', target])).code).toBe(0)
+    expect((await keyward(['verify', '--data', target])).code).toBe(0)
   })
 
   test('a damaged archive: a flipped byte in a file, in a header, in the checksums; cut short; not an archive', async () => {
