@@ -33,7 +33,7 @@ export async function serveDatabase(url: string, logger: Logger, options: Postgr
     where: { database: where, schema_version: SCHEMA_VERSION },
     stopping: 'finishing requests in flight',
     // The embedded store's "snapshot now": nothing to do here, but not the process's end either.
-    signals: { SIGUSR1: () => logger.info('SIGUSR1: no snapshot in database mode (backups are the database\'s); nothing done') },
+    onSigusr1: () => logger.info('SIGUSR1: no snapshot in database mode (backups are the database\'s); nothing done'),
     close: () => storage.close(),
   }
 }

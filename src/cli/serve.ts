@@ -13,7 +13,8 @@ import { checkPublicUrl, parsePort, readTlsFiles, reservePort, type ReservedPort
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
 import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
-import { serveUntilStopped, type OpenedStorage, type ServerSettings } from './serving'
+import { VERSION } from '../version'
+import { listenForSignals, serveUntilStopped, type OpenedStorage, type ServerSettings } from './serving'
 
 export interface ServeOptions {
   readonly data: string
@@ -92,6 +93,11 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const retentionSeconds = durationSeconds('audit-retention', options.auditRetention, '400d')
   const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
   const maxConnections = parseDatabaseConnections(options.databaseConnections ?? '16')
+  // From here on a signal stops the server gracefully, even while it recovers (src/cli/serving.ts).
+  const signals = listenForSignals(logger)
+  // Said at once (not batched): opening a big data dir takes seconds before the next line (`recovered`).
+  logger.info('starting', { version: VERSION, pid: process.pid })
+  await logger.flush()
   let reserved: ReservedPort | undefined
   try {
     const tls = readTlsFiles(options.tlsCert, options.tlsKey)
@@ -103,7 +109,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
     const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
     const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs, maxConnections }) : await openDataDir(options, logger)
-    return await serveUntilStopped(opened, settings)
+    return await serveUntilStopped(opened, settings, signals)
   } catch (error) {
     if (error instanceof UsageError) throw error
     // Once the log exists, a failure is one of its lines (a port in use, damage, a dir in use...).
@@ -142,7 +148,7 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
       storage,
       where: { data_dir: options.data, data_format: DATA_FORMAT },
       stopping: 'finishing requests in flight, writing a snapshot',
-      signals: { SIGUSR1: () => snapshotNow(opened, logger) },
+      onSigusr1: () => snapshotNow(opened, logger),
       close: async () => {
         try {
           await control?.stop(false)

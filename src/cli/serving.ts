@@ -1,7 +1,8 @@
 /**
  * What `serve` does once its storage is open, in either mode (src/cli/serve.ts: a data dir;
  * src/cli/serve-database.ts: a database): make the app, listen on the reserved port, announce it,
- * run audit retention, and stop gracefully on SIGINT, SIGTERM or SIGHUP. Its log: src/ops/logger.ts.
+ * run audit retention, and stop gracefully on SIGINT, SIGTERM or SIGHUP (`listenForSignals`, from the
+ * start of `serve`). Its log: src/ops/logger.ts.
  */
 import { readFileSync } from 'node:fs'
 import { createApp } from '../app'
@@ -42,16 +43,25 @@ export interface OpenedStorage {
   readonly where: LogFields
   /** What the stop line says is being done. */
   readonly stopping: string
-  /** Other signals and what they do (SIGUSR1: a snapshot, in embedded mode). */
-  readonly signals?: Partial<Record<NodeJS.Signals, () => void>>
+  /** What SIGUSR1 does while serving (a snapshot, in embedded mode). */
+  readonly onSigusr1: () => void
   /** Closes the storage and whatever else the mode holds (the lock, the control socket). */
   close(): Promise<void>
 }
 
-/** Serves until SIGINT, SIGTERM or SIGHUP, then stops gracefully; the exit code. */
-export async function serveUntilStopped(opened: OpenedStorage, settings: ServerSettings): Promise<number> {
+/**
+ * Serves until SIGINT, SIGTERM or SIGHUP, then stops gracefully; the exit code. A stop asked for
+ * while the storage was opened (`signals`) is done now, without serving.
+ */
+export async function serveUntilStopped(opened: OpenedStorage, settings: ServerSettings, signals: ServeSignals): Promise<number> {
   const { storage } = opened
   const { logger, config } = settings
+  signals.serving(opened)
+  if (signals.stopRequested) {
+    await opened.close()
+    logger.info('stopped')
+    return 0
+  }
   let listening: ReturnType<typeof listenOnReservedPort>
   try {
     const app = createApp({
@@ -74,8 +84,6 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
   if (warning) logger.warn(warning)
   // Every instance of database mode runs it too: each batch skips rows another instance is deleting.
   const retention = startAuditRetention(storage, settings.retentionSeconds, logger)
-  // Listening for signals before saying so: a supervisor may stop us the moment it reads that line.
-  const stopRequested = stopSignal(logger, opened)
   logger.info('listening', {
     address,
     version: VERSION,
@@ -84,7 +92,7 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
     rate_limit: settings.rateLimit,
     audit_retention_seconds: settings.retentionSeconds,
   })
-  await stopRequested
+  await signals.stopped
   try {
     await server.stop(false)
     await retention.stop()
@@ -95,26 +103,49 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
   return 0
 }
 
-/** Resolves on the first SIGINT, SIGTERM or SIGHUP; the mode's other signals meanwhile. */
-function stopSignal(logger: Logger, opened: OpenedStorage): Promise<void> {
-  return new Promise<void>((resolve) => {
-    let stopping = false
-    const stop = (signal: NodeJS.Signals) => {
-      // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
-      // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
-      if (stopping) return logger.info(`${signal}: already stopping`, { signal })
-      stopping = true
-      logger.info(`${signal}: ${opened.stopping}`, { signal })
-      resolve()
-    }
-    process.on('SIGINT', stop)
-    process.on('SIGTERM', stop)
-    // A hangup (the terminal closed, a supervisor's stop) stops like SIGTERM: the log's waiting
-    // lines and the snapshot are written, instead of the process dying where it stands. Unless it
-    // was ignored when we started (`nohup`): a handler would undo that.
-    if (!ignoredAtStart('SIGHUP')) process.on('SIGHUP', stop)
-    for (const [signal, action] of Object.entries(opened.signals ?? {})) process.on(signal, action)
-  })
+/** The signals of a `serve`, listened to from its start (`listenForSignals`). */
+export interface ServeSignals {
+  /** Resolves on the first SIGINT, SIGTERM or SIGHUP. */
+  readonly stopped: Promise<void>
+  readonly stopRequested: boolean
+  /** The storage is open: what a stop says it does, and what SIGUSR1 does, from now on. */
+  serving(opened: OpenedStorage): void
+}
+
+/**
+ * Listens for the signals of `serve` from its first moment: their default action kills the process,
+ * and opening a big data dir takes seconds (a million records: README "Performance"), during which a
+ * supervisor's SIGTERM or a backup script's SIGUSR1 must not kill it. A stop asked for then is done
+ * as soon as the storage is open (`serveUntilStopped`); a SIGUSR1 then is logged and does nothing
+ * (the snapshot it asks for is written by the start itself, or by the stop).
+ */
+export function listenForSignals(logger: Logger): ServeSignals {
+  let stopRequested = false
+  let opened: OpenedStorage | undefined
+  let resolveStopped: () => void = () => {}
+  const stopped = new Promise<void>((resolve) => (resolveStopped = resolve))
+  const stop = (signal: NodeJS.Signals) => {
+    // A repeated signal (a second Ctrl-C, an impatient supervisor) must not kill the shutdown half
+    // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
+    if (stopRequested) return logger.info(`${signal}: already stopping`, { signal })
+    stopRequested = true
+    logger.info(`${signal}: ${opened ? opened.stopping : 'stopping as soon as the storage is open'}`, { signal })
+    resolveStopped()
+  }
+  process.on('SIGINT', stop)
+  process.on('SIGTERM', stop)
+  // A hangup (the terminal closed, a supervisor's stop) stops like SIGTERM: the log's waiting
+  // lines and the snapshot are written, instead of the process dying where it stands. Unless it
+  // was ignored when we started (`nohup`): a handler would undo that.
+  if (!ignoredAtStart('SIGHUP')) process.on('SIGHUP', stop)
+  process.on('SIGUSR1', () => (opened ? opened.onSigusr1() : logger.info('SIGUSR1: still starting; nothing done', { signal: 'SIGUSR1' })))
+  return {
+    stopped,
+    get stopRequested() {
+      return stopRequested
+    },
+    serving: (storage) => void (opened = storage),
+  }
 }
 
 /** Signal numbers, of the signals asked about (`ignoredAtStart`). */
