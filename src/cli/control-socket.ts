@@ -8,10 +8,9 @@
  * `{"answer": ...}`, or `{"unknown": message}` (exit 2), or `{"failed": message}` (exit 1).
  */
 import type { Logger } from '../ops/logger'
-import { chmodSync, rmSync } from 'node:fs'
+import { chmodSync, closeSync, existsSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import * as v from 'valibot'
-import type { Server } from 'bun'
 import { isErrnoCode } from '../store/fs-util'
 import { TokenCommand, UnknownRecordError, type TokenCommandAnswer } from './token-commands'
 
@@ -23,22 +22,41 @@ const MAX_SOCKET_PATH_BYTES = 107
 
 export const controlSocketPath = (dir: string) => join(dir, CONTROL_SOCKET_FILE)
 
+/**
+ * A path to `dir`'s control socket that the kernel takes (a socket's path holds at most 107 bytes),
+ * and what to close once done with it: the path itself, or for a longer one on Linux the same file
+ * through a descriptor of the dir (`/proc/self/fd/N/control.sock`, resolved by the kernel like any
+ * path), so that a data dir deep in a tree still has its socket. Null where neither works.
+ */
+function socketAddress(dir: string): { readonly path: string; close(): void } | null {
+  const path = controlSocketPath(dir)
+  if (Buffer.byteLength(path) <= MAX_SOCKET_PATH_BYTES) return { path, close: () => {} }
+  if (!existsSync('/proc/self/fd')) return null
+  const fd = openSync(dir, 'r')
+  return { path: `/proc/self/fd/${fd}/${CONTROL_SOCKET_FILE}`, close: () => closeSync(fd) }
+}
+
 type Perform = (command: TokenCommand) => Promise<TokenCommandAnswer>
+
+export interface ControlSocket {
+  stop(): Promise<void>
+}
 
 /**
  * Listens on the data dir's control socket; the caller holds the data dir's lock, so a socket file
  * already there was left by a server that died and is removed first. Null (with a warning) when the
- * dir's path is too long for a socket: the server still serves, and the CLI says why it cannot reach it.
+ * dir's path is too long for a socket and the system has no /proc: the server still serves, and
+ * the CLI says why it cannot reach it.
  */
-export function serveControlSocket(dir: string, perform: Perform, logger: Logger): Server<undefined> | null {
-  const path = controlSocketPath(dir)
-  rmSync(path, { force: true })
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
-    logger.warn(`no control socket: ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
+export function serveControlSocket(dir: string, perform: Perform, logger: Logger): ControlSocket | null {
+  rmSync(controlSocketPath(dir), { force: true })
+  const address = socketAddress(dir)
+  if (address === null) {
+    logger.warn(`no control socket: ${controlSocketPath(dir)} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
     return null
   }
   const server = Bun.serve({
-    unix: path,
+    unix: address.path,
     development: false,
     maxRequestBodySize: MAX_REQUEST_BYTES,
     fetch: async (request) => {
@@ -57,8 +75,16 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
       }
     },
   })
-  chmodSync(path, 0o600)
-  return server
+  chmodSync(address.path, 0o600)
+  return {
+    stop: async () => {
+      try {
+        await server.stop(false)
+      } finally {
+        address.close()
+      }
+    },
+  }
 }
 
 /** Nobody listens there (no socket file, or one a dead server left): the server is starting or gone. */
@@ -66,10 +92,12 @@ export class ControlSocketUnreachable extends Error {}
 
 /** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
 export async function sendControlCommand(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  const address = socketAddress(dir)
+  if (address === null) throw new Error(`a server holds data dir ${dir}, but its control socket's path is longer than ${MAX_SOCKET_PATH_BYTES} bytes: run this command on a shorter path to the dir`)
   let response: Response
   try {
     response = await fetch('http://keyward/control', {
-      unix: controlSocketPath(dir),
+      unix: address.path,
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(command),
@@ -77,6 +105,8 @@ export async function sendControlCommand(dir: string, command: TokenCommand): Pr
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir))
     throw error
+  } finally {
+    address.close()
   }
   const reply = (await response.json()) as { answer?: TokenCommandAnswer; unknown?: string; failed?: string }
   if (reply.answer) return reply.answer

@@ -151,7 +151,7 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
       onSigusr1: () => snapshotNow(opened, logger),
       close: async () => {
         try {
-          await control?.stop(false)
+          await control?.stop()
           await opened.close()
         } finally {
           held.release()

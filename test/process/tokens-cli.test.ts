@@ -140,6 +140,22 @@ function writeLoad(server: ServerProcess, token: string, customer: string, clien
   return { acknowledged, stop: () => ((stopped = true), done), done }
 }
 
+describe('beside a running server', () => {
+  test('a data dir whose path is too long for a socket (over 107 bytes): its control socket is reached through the dir', async () => {
+    const data = join(newDataDir(), 'a-path-long-enough-that-its-control-socket-would-pass-the-kernel-limit-of-one-hundred-and-seven-bytes')
+    expect(Buffer.byteLength(join(data, 'control.sock'))).toBeGreaterThan(107)
+    const server = await startServer(data)
+    const { organization_id: vendorId } = initLine(server)
+    expect(server.stderr.text).not.toContain('no control socket')
+    expect(statSync(join(data, 'control.sock')).mode & 0o777).toBe(0o600)
+    const token = await issue(data, vendorId, 'viewer')
+    expect((await api(server.url, token, 'GET', `/api/organizations/${vendorId}`)).status).toBe(200)
+    expect(await keyward(['tokens', 'revoke', idOf(token), '--data', data])).toEqual({ code: 0, stdout: '', stderr: '' })
+    expect((await api(server.url, token, 'GET', `/api/organizations/${vendorId}`)).status).toBe(401)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+})
+
 describe('beside a running server, under concurrent writes', () => {
   test('the new token works at once; the revoked one is 401 before the command exits; kill -9 and restart lose nothing', async () => {
     const data = newDataDir()
