@@ -11,6 +11,7 @@ import { verifyCommand } from './cli/verify'
 import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
 import { USAGE, UsageError, wholeNumber } from './cli/usage'
 import { VERSION } from './version'
+import { canonicalDataDir } from './store/data-dir'
 import { DATA_FORMAT } from './store/format'
 import { SCHEMA_VERSION } from './storage/postgres/schema'
 
@@ -156,7 +157,10 @@ async function main(argv: string[]): Promise<number> {
   if (given.has('data') && given.has('database-url')) {
     if (name !== 'backup' && name !== 'restore') return usageError('give --data or --database-url, not both', USAGE[name])
   } else if (given.has('data')) delete values['database-url']
+  if (values.data === '') return usageError('--data is empty: give a directory, like ./data', USAGE[name])
   try {
+    // Every command works on the dir the kernel resolves the path to (src/store/data-dir.ts).
+    if (typeof values.data === 'string' && values['database-url'] === undefined) values.data = canonicalDataDir(values.data)
     return await command.run(values, positionals)
   } catch (error) {
     if (error instanceof UsageError) return usageError(namedAsSet(error.message, given, command.options), USAGE[name])

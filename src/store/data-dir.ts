@@ -4,6 +4,7 @@
  * already or holds nothing but dotfiles. Anything else is refused with a message saying what to fix,
  * before anything in it changes; a directory that is not keyward's is never chmodded.
  */
+import { realpathSync as realpathSyncJs } from 'node:fs'
 import { chmod, lstat, mkdir, readdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { isErrnoCode } from './fs-util'
@@ -15,6 +16,55 @@ export class DataDirError extends Error {
   constructor(message: string) {
     super(message)
     this.name = 'DataDirError'
+  }
+}
+
+/** The C library's realpath: the kernel's resolution, `..` after a link included (node's JavaScript one drops `a/..` as text first). */
+const realpathSync = (path: string) => realpathSyncJs.native(path)
+
+/**
+ * The data dir's path as the kernel resolves it, for every command to use from then on: the
+ * directories above it through their links (`a/..` is the parent of where `a` points, not the dir
+ * that holds `a`, as a textual `path.resolve` would have it), its own name kept, so that a link there
+ * is still refused (`inspectDataDir`). Otherwise the checks, the chmod and the files could each
+ * reach another directory. Throws DataDirError for a path that names no directory it can place.
+ */
+export function canonicalDataDir(raw: string): string {
+  const trimmed = raw.length > 1 ? raw.replace(/\/+$/, '') || '/' : raw
+  const slash = trimmed.lastIndexOf('/')
+  const name = trimmed.slice(slash + 1)
+  // `.`, `..` or `/` name a directory that exists and is no link by its own name: the kernel's answer.
+  if (name === '' || name === '.' || name === '..') return realpathOrMissing(trimmed, raw)
+  const parent = slash === -1 ? '.' : slash === 0 ? '/' : trimmed.slice(0, slash)
+  return join(existingAncestor(parent, raw), name)
+}
+
+/** `path` resolved by the kernel: its longest existing prefix through its links, then the rest as written (no `..` in it). */
+function existingAncestor(path: string, raw: string): string {
+  const parts = path.split('/')
+  for (let n = parts.length; n >= 0; n--) {
+    // The whole of it first; at last the start every path has (`/`, or the working directory).
+    const prefix = n === 0 ? (path.startsWith('/') ? '/' : '.') : parts.slice(0, n).join('/') || '/'
+    let real: string
+    try {
+      real = realpathSync(prefix)
+    } catch (error) {
+      if (isErrnoCode(error, 'ENOENT')) continue
+      throw error
+    }
+    const rest = parts.slice(n).filter((part) => part !== '' && part !== '.')
+    if (rest.includes('..')) throw new DataDirError(`data dir ${raw}: '..' after a directory that does not exist; give the path without it`)
+    return join(real, ...rest)
+  }
+  throw new DataDirError(`data dir ${raw}: the working directory does not exist`)
+}
+
+function realpathOrMissing(path: string, raw: string): string {
+  try {
+    return realpathSync(path)
+  } catch (error) {
+    if (isErrnoCode(error, 'ENOENT')) throw new DataDirError(`data dir ${raw} does not exist`)
+    throw error
   }
 }
 

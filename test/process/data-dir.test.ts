@@ -54,6 +54,28 @@ const OTHER_UID = 65534 // nobody
 const asRoot = UID === 0
 
 describe('the data dir', () => {
+  test("'..' after a link is the kernel's: the dir above where the link points, checked, made private and used as one", async () => {
+    const parent = newParent()
+    mkdirSync(join(parent, 'owned/.sub'), { recursive: true, mode: 0o755 })
+    mkdirSync(join(parent, 'elsewhere'), { mode: 0o755 })
+    symlinkSync(join(parent, 'owned/.sub'), join(parent, 'elsewhere/.lk'))
+    // `elsewhere/.lk/..` is `owned` (holding only the dotfile dir `.sub`): initialised there, and only there.
+    // (Written out: path.join would drop `.lk/..` as text.)
+    const result = await keyward(['init', '--data', `${parent}/elsewhere/.lk/..`])
+    expect(result.code).toBe(0)
+    expect(readdirSync(join(parent, 'owned'))).toContain('snapshot.json')
+    expect(statSync(join(parent, 'owned')).mode & 0o777).toBe(0o700)
+    expect(readdirSync(join(parent, 'elsewhere'))).toEqual(['.lk'])
+    expect(statSync(join(parent, 'elsewhere')).mode & 0o777).toBe(0o755)
+    // A '..' after a directory that does not exist names no place: refused, nothing made.
+    const missing = await keyward(['init', '--data', `${parent}/nope/../data`])
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toContain("'..' after a directory that does not exist")
+    expect(existsSync(join(parent, 'data'))).toBe(false)
+    // An empty path is bad usage.
+    expect((await keyward(['init', '--data', ''])).code).toBe(2)
+  })
+
   test('a symbolic link to a data dir is refused, with or without a trailing slash', async () => {
     const data = await initialised()
     const link = join(data, '..', 'link')
@@ -67,7 +89,7 @@ describe('the data dir', () => {
       keyward(['tokens', 'list', '--data', link]),
     ])
     expectRefused(plain, `data dir ${link} is a symbolic link: give keyward the path of the directory itself`)
-    expectRefused(slash, `data dir ${link}/ is a symbolic link`)
+    expectRefused(slash, `data dir ${link} is a symbolic link`) // named as the kernel resolves it
     expectRefused(init, `data dir ${link} is a symbolic link`)
     expectRefused(issued, `data dir ${link} is a symbolic link`)
     expectRefused(listed, `data dir ${link} is a symbolic link`)
