@@ -6,6 +6,7 @@
 import { PostgresStorage } from '../storage/postgres'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
+import { notShown, printSecretLine } from './stdout'
 import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
 
@@ -75,7 +76,7 @@ export async function withDatabase<R>(url: string, work: (storage: PostgresStora
 export function initDatabaseCommand(url: string, vendorDescription: string): Promise<number> {
   return withDatabase(url, async (storage) => {
     const result = (await prepareDatabase(storage, vendorDescription, true, describeDatabase(url)))!
-    process.stdout.write(JSON.stringify(result) + '\n')
+    printSecretLine(JSON.stringify(result) + '\n', notShown(result.organization_id, '--database-url URL'))
     return 0
   })
 }

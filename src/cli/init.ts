@@ -12,6 +12,7 @@ import { recordEvent } from '../modules/shared/audit'
 import { createToken } from '../modules/tokens/service'
 import { UsageError } from './usage'
 import { initDatabaseCommand } from './database'
+import { notShown, printSecretLine } from './stdout'
 
 export class AlreadyInitialisedError extends Error {}
 
@@ -57,7 +58,7 @@ export async function initCommand(options: { data: string; databaseUrl?: string 
       const result = await initialiseStorage(storage, description, 'init').catch((error) => {
         throw error instanceof AlreadyInitialisedError ? new AlreadyInitialisedError(`data dir ${options.data} is already initialised`) : error
       })
-      process.stdout.write(JSON.stringify(result) + '\n')
+      printSecretLine(JSON.stringify(result) + '\n', notShown(result.organization_id, `--data ${options.data}`))
     } finally {
       await storage.close()
     }

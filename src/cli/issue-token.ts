@@ -1,6 +1,7 @@
 /** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
 import * as v from 'valibot'
-import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole } from '../auth/tokens'
+import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
+import { printSecretLine } from './stdout'
 import { Description } from '../modules/shared/model'
 import { runTokenCommand } from './tokens'
 import { UsageError } from './usage'
@@ -25,6 +26,7 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   const description = options.description ?? null
   if (description !== null && !v.is(Description, description)) throw new UsageError('--description must be 1 to 1024 characters, not only blanks')
   const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
-  process.stdout.write(`${(answer as { token: string }).token}\n`)
+  const token = (answer as { token: string }).token
+  printSecretLine(`${token}\n`, `the token ${tokenIdOf(token)} was recorded but not shown: revoke it with keyward tokens revoke ${tokenIdOf(token)}, and issue another`)
   return 0
 }

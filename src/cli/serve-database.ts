@@ -11,6 +11,7 @@ import { SCHEMA_VERSION } from '../storage/postgres/schema'
 import type { Logger } from '../ops/logger'
 import { describeDatabase, namingDatabase, prepareDatabase } from './database'
 import type { OpenedStorage } from './serving'
+import { printFirstToken } from './stdout'
 
 /** Connects, migrates and on an empty database initialises it. */
 export async function serveDatabase(url: string, logger: Logger, options: PostgresOptions = {}): Promise<OpenedStorage> {
@@ -20,10 +21,7 @@ export async function serveDatabase(url: string, logger: Logger, options: Postgr
     const started = performance.now()
     const first = await namingDatabase(where, () => prepareDatabase(storage, 'Vendor', false, where))
     logger.info('database ready', { database: where, duration_ms: Math.round(performance.now() - started) })
-    if (first) {
-      logger.info(`initialised ${where}; the vendor admin token is on stdout, shown once: keep it`)
-      process.stdout.write(JSON.stringify(first) + '\n')
-    }
+    if (first) printFirstToken(first, logger, '--database-url URL', where)
   } catch (error) {
     await storage.close().catch(() => {})
     throw error

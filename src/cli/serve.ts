@@ -15,6 +15,7 @@ import { performTokenCommand } from './token-commands'
 import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
 import { VERSION } from '../version'
 import { listenForSignals, serveUntilStopped, type OpenedStorage, type ServerSettings } from './serving'
+import { printFirstToken } from './stdout'
 
 export interface ServeOptions {
   readonly data: string
@@ -137,9 +138,7 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
     logger.info('recovered', { data_dir: options.data, duration_ms: Math.round(performance.now() - started) })
     const storage = new EmbeddedStorage(store)
     if (!isInitialised(storage)) {
-      const first = await initialiseStorage(storage, 'Vendor', 'serve')
-      logger.info('initialised a new data dir; the vendor admin token is on stdout, shown once: keep it')
-      process.stdout.write(JSON.stringify(first) + '\n')
+      printFirstToken(await initialiseStorage(storage, 'Vendor', 'serve'), logger, `--data ${options.data}`, 'a new data dir')
     }
     // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
     const control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), logger)

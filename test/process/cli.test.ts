@@ -7,7 +7,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor } from '../support/server-process.ts'
+import { api, isDataDirLocked, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
@@ -120,6 +120,23 @@ describe('init', () => {
     expect(second.stdout).toBe('')
     expect(second.stderr).toContain('already initialised')
     expect(second.stderr).toContain(data)
+  })
+
+  test('a stdout that cannot take the token (a full disk): exit 1 saying what to do, no stack trace; issue-token alike', async () => {
+    const data = newDataDir()
+    const toFullDisk = (args: string[]) => run(['sh', '-c', 'exec "$@" > /dev/full', 'sh', ...keywardCommand(args)])
+    const init = await toFullDisk(['init', '--data', data])
+    expect(init.code).toBe(1)
+    const vendorId = /--org ([0-9a-f-]{36}) --role admin/.exec(init.stderr)?.[1]
+    expect(init.stderr).toBe(`keyward: could not write to stdout (ENOSPC): initialised, but the vendor admin token was not shown: issue one with keyward issue-token --data ${data} --org ${vendorId} --role admin\n`)
+    // As it says: the dir is initialised, and a token is issued for that vendor.
+    const issued = await keyward(['issue-token', '--data', data, '--org', vendorId!, '--role', 'admin'])
+    expect(issued.code).toBe(0)
+    const lost = await toFullDisk(['issue-token', '--data', data, '--org', vendorId!, '--role', 'viewer'])
+    expect(lost.code).toBe(1)
+    const tokenId = /tokens revoke ([0-9a-f-]{36})/.exec(lost.stderr)?.[1]
+    expect(lost.stderr).toBe(`keyward: could not write to stdout (ENOSPC): the token ${tokenId} was recorded but not shown: revoke it with keyward tokens revoke ${tokenId}, and issue another\n`)
+    expect((await keyward(['tokens', 'revoke', tokenId!, '--data', data])).code).toBe(0)
   })
 
   test('KEYWARD_DATA chooses the data dir', async () => {

@@ -1,0 +1,36 @@
+/**
+ * The line a command shows a secret on (a token, once). Written synchronously, so that a stdout
+ * that cannot take it (a full disk, a closed pipe) is the command's own failure, saying what became
+ * of the secret and what to do, instead of a stack trace after the command has finished.
+ */
+import { writeSync } from 'node:fs'
+import type { Logger } from '../ops/logger'
+
+export class SecretNotShownError extends Error {}
+
+/** Writes `line` to stdout; throws SecretNotShownError (`lost`: what to do now) if it cannot. */
+export function printSecretLine(line: string, lost: string): void {
+  const bytes = Buffer.from(line)
+  try {
+    for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
+  } catch (error) {
+    throw new SecretNotShownError(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
+  }
+}
+
+/** What to do when the first token could not be shown: the store is initialised, and only the CLI can make another. */
+export const notShown = (vendorId: string, store: string) =>
+  `initialised, but the vendor admin token was not shown: issue one with keyward issue-token ${store} --org ${vendorId} --role admin`
+
+/**
+ * `serve`'s first start prints the vendor token (`first`) like `init`; if stdout cannot take it the
+ * server serves on (a token can be issued beside it), and its log says so instead of "on stdout".
+ */
+export function printFirstToken(first: { organization_id: string }, logger: Logger, store: string, where: string): void {
+  try {
+    printSecretLine(JSON.stringify(first) + '\n', notShown(first.organization_id, store))
+    logger.info(`initialised ${where}; the vendor admin token is on stdout, shown once: keep it`)
+  } catch (error) {
+    logger.error((error as Error).message, { organization_id: first.organization_id })
+  }
+}
