@@ -2,7 +2,9 @@
  * `keyward init`, and the first-run initialisation of `serve`: the vendor organization and a vendor
  * admin token, recorded with their audit events in one transaction, the token printed once.
  */
+import * as v from 'valibot'
 import { Store } from '../store/store'
+import { Description } from '../modules/shared/model'
 import { EmbeddedStorage } from '../storage/embedded'
 import type { Storage } from '../storage/storage'
 import { acquireDataDirLock } from '../store/lock'
@@ -48,7 +50,8 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
 
 export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
   const description = options.vendorDescription.trim()
-  if (description.length === 0 || description.length > 1024) throw new UsageError('--vendor-description must be 1 to 1024 characters')
+  // The API's rule for a description (an organization's, here), so that the vendor's can be sent back unchanged.
+  if (!v.is(Description, description)) throw new UsageError('--vendor-description must be 1 to 1024 characters, not only blanks or invisible ones')
   if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
   await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)

@@ -139,6 +139,16 @@ describe('init', () => {
     expect((await keyward(['tokens', 'revoke', tokenId!, '--data', data])).code).toBe(0)
   })
 
+  test("--vendor-description follows the API's rule for a description: code points counted, invisible text refused (exit 2)", async () => {
+    const emoji = '😀'.repeat(600) // 600 characters, 1,200 UTF-16 units
+    const data = newDataDir()
+    expect((await keyward(['init', '--data', data, '--vendor-description', emoji])).code).toBe(0)
+    for (const bad of ['\u200b', ' ', 'x'.repeat(1025)]) {
+      const refused = await keyward(['init', '--data', newDataDir(), '--vendor-description', bad])
+      expect([refused.code, refused.stderr]).toEqual([2, expect.stringContaining('--vendor-description must be 1 to 1024 characters')])
+    }
+  })
+
   test('KEYWARD_DATA chooses the data dir', async () => {
     const data = newDataDir()
     const result = await keyward(['init'], { KEYWARD_DATA: data })
