@@ -40,6 +40,8 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   refuseInDatabaseMode('backup', options)
   if (!options.out) throw new UsageError('--out is required')
   const out = resolve(options.out)
+  // Before the work: the archive replaces a file there, never a directory.
+  if (await stat(out).then((info) => info.isDirectory(), () => false)) throw new Error(`--out ${options.out} is a directory: name the archive file to write, like ${join(options.out, 'keyward.tar')}`)
   const checked = await checkDataDir(options.data)
 
   // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700.

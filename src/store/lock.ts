@@ -18,7 +18,9 @@ export type DataDirLock = { release(): void }
 
 export class DataDirLockedError extends Error {
   constructor(readonly dir: string) {
-    super(`data dir ${dir} is already in use by another running keyward (it holds the lock on ${join(dir, LOCK_FILE)}); stop that one first`)
+    super(
+      `data dir ${dir} is already in use by another running keyward (a server, or a command such as tokens, issue-token or restore; it holds the lock on ${join(dir, LOCK_FILE)}): stop that one first, or wait for it to end`,
+    )
     this.name = 'DataDirLockedError'
   }
 }
@@ -28,7 +30,15 @@ export function acquireDataDirLock(dir: string): DataDirLock {
   const path = join(dir, LOCK_FILE)
   // O_NOFOLLOW: the lock is the dir's own file, never one a link points to. The fd is close-on-exec
   // (Bun opens every file so), so no child process can inherit the lock and keep it alive.
-  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ELOOP') throw new Error(`${path} is a symbolic link: the lock must be the data dir's own file; delete the link`)
+    if (code === 'EACCES') throw new Error(`${path} cannot be opened (EACCES): it must be a file of the user running keyward; delete it, or chown it to that user`)
+    throw error
+  }
   const error = tryLockExclusive(fd)
   if (error !== null) {
     closeSync(fd)

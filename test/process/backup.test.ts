@@ -7,7 +7,7 @@
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { open } from 'node:fs/promises'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { api, initLine, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
@@ -184,6 +184,20 @@ describe('backup of a stopped dir', () => {
       expect(result.stderr).toContain('pg_dump')
     }
     expect(existsSync(out)).toBe(false)
+  })
+})
+
+describe('backup refuses', () => {
+  test('an --out that is a directory: exit 1 before any work, nothing written there', async () => {
+    const data = newPath('source')
+    copyFixture('format-2-stopped', data)
+    const out = newPath('backups')
+    mkdirSync(out)
+    const result = await keyward(['backup', '--data', data, '--out', out])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(`--out ${out} is a directory: name the archive file to write, like ${join(out, 'keyward.tar')}`)
+    expect(readdirSync(out)).toEqual([])
+    expect(readdirSync(dirname(out)).filter((name) => name.startsWith('.keyward-backup-'))).toEqual([])
   })
 })
 

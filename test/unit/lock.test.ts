@@ -46,7 +46,7 @@ function expectLocked(): void {
   }
   expect(caught).toBeInstanceOf(DataDirLockedError)
   expect((caught as Error).message).toBe(
-    `data dir ${dir} is already in use by another running keyward (it holds the lock on ${lockPath}); stop that one first`,
+    `data dir ${dir} is already in use by another running keyward (a server, or a command such as tokens, issue-token or restore; it holds the lock on ${lockPath}): stop that one first, or wait for it to end`,
   )
 }
 
@@ -111,7 +111,7 @@ describe('acquireDataDirLock', () => {
 
   test('a symbolic link in place of the lock file is refused, not followed', () => {
     symlinkSync(join(dir, 'elsewhere'), lockPath)
-    expect(() => acquire()).toThrow(expect.objectContaining({ code: 'ELOOP' }))
+    expect(() => acquire()).toThrow(`${lockPath} is a symbolic link: the lock must be the data dir's own file; delete the link`)
     expect(existsSync(join(dir, 'elsewhere'))).toBe(false)
   })
 
