@@ -87,6 +87,9 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
   }
 }
 
+/** How long a command waits for the server's answer: a change takes milliseconds; a server stopped (SIGSTOP) or stuck never answers. */
+const ANSWER_TIMEOUT_MS = 30_000
+
 /** Nobody listens there (no socket file, or one a dead server left): the server is starting or gone. */
 export class ControlSocketUnreachable extends Error {}
 
@@ -101,9 +104,13 @@ export async function sendControlCommand(dir: string, command: TokenCommand): Pr
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(command),
+      signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
     })
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir))
+    if ((error as Error)?.name === 'TimeoutError') {
+      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${ANSWER_TIMEOUT_MS / 1000} s (is it stopped or stuck?); the command may or may not have been done: check with keyward tokens list`)
+    }
     throw error
   } finally {
     address.close()
