@@ -124,21 +124,24 @@ const commands = {
   },
 } as const
 
+/** One of the commands above (its own key: `toString` or `__proto__` is none). */
+const isCommand = (name: string): name is keyof typeof commands => Object.hasOwn(commands, name)
+
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   // Nothing may follow them but, for help, one command (`keyward help serve`): an unknown flag is bad
   // usage wherever it stands (CONTRACT section 1), as it is after a command's --help.
   if (first === '--help' || first === '-h' || first === 'help') {
     if (rest.length === 0) return print(USAGE.main)
-    if (rest.length === 1 && rest[0]! in commands) return print(USAGE[rest[0] as keyof typeof commands])
-    return usageError(`unexpected argument '${rest.find((arg) => !(arg in commands)) ?? rest[1]}'`, USAGE.main)
+    if (rest.length === 1 && isCommand(rest[0]!)) return print(USAGE[rest[0]])
+    return usageError(`unexpected argument '${rest.find((arg) => !isCommand(arg)) ?? rest[1]}'`, USAGE.main)
   }
   if (first === '--version' || first === '-v') {
     if (rest.length > 0) return usageError(`unexpected argument '${rest[0]}'`, USAGE.main)
     return print(`keyward ${VERSION} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})`)
   }
-  if (!first || !(first in commands)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
-  const name = first as keyof typeof commands
+  if (!first || !isCommand(first)) return usageError(first ? `unknown command '${first}'` : 'no command given', USAGE.main)
+  const name = first
   const command = commands[name]
   let values: Record<string, unknown>
   let positionals: string[]

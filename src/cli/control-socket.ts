@@ -19,6 +19,7 @@ export const CONTROL_SOCKET_FILE = 'control.sock'
 const MAX_REQUEST_BYTES = 16 * 1024
 /** The kernel's limit on a socket's path (sun_path, with its terminating zero). */
 const MAX_SOCKET_PATH_BYTES = 107
+const tooLong = (dir: string) => `${controlSocketPath(dir)} is longer than ${MAX_SOCKET_PATH_BYTES} bytes`
 
 export const controlSocketPath = (dir: string) => join(dir, CONTROL_SOCKET_FILE)
 
@@ -52,7 +53,7 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
   rmSync(controlSocketPath(dir), { force: true })
   const address = socketAddress(dir)
   if (address === null) {
-    logger.warn(`no control socket: ${controlSocketPath(dir)} is longer than ${MAX_SOCKET_PATH_BYTES} bytes; issue-token and tokens will not work beside this server`)
+    logger.warn(`no control socket: ${tooLong(dir)}; issue-token and tokens will not work beside this server`)
     return null
   }
   const server = Bun.serve({
@@ -96,7 +97,7 @@ export class ControlSocketUnreachable extends Error {}
 /** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
 export async function sendControlCommand(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
   const address = socketAddress(dir)
-  if (address === null) throw new Error(`a server holds data dir ${dir}, but its control socket's path is longer than ${MAX_SOCKET_PATH_BYTES} bytes: run this command on a shorter path to the dir`)
+  if (address === null) throw new Error(`a server holds data dir ${dir}, but its control socket ${tooLong(dir)}: run this command on a shorter path to the dir`)
   let response: Response
   try {
     response = await fetch('http://keyward/control', {
@@ -109,7 +110,7 @@ export async function sendControlCommand(dir: string, command: TokenCommand): Pr
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir))
     if ((error as Error)?.name === 'TimeoutError') {
-      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${ANSWER_TIMEOUT_MS / 1000} s (is it stopped or stuck?); the command may or may not have been done: check with keyward tokens list`)
+      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${ANSWER_TIMEOUT_MS / 1000} s (is it stopped or stuck?); the command may or may not have been done: check with keyward tokens list --data ${dir}`)
     }
     throw error
   } finally {

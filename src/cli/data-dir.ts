@@ -42,7 +42,9 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
       return await sendControlCommand(dir, command)
     } catch (error) {
       if (!(error instanceof ControlSocketUnreachable)) throw error
-      if (Date.now() > deadline) throw new Error(`a server holds data dir ${dir}, but its control socket ${error.message} does not answer`)
+      if (Date.now() > deadline) {
+        throw new Error(`another keyward holds data dir ${dir} (a server, or a command such as restore), and no control socket answers at ${error.message}`)
+      }
     }
     await Bun.sleep(RETRY_MS)
   }

@@ -27,6 +27,7 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   if (description !== null && !v.is(Description, description)) throw new UsageError('--description must be 1 to 1024 characters, not only blanks')
   const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
   const token = (answer as { token: string }).token
-  printSecretLine(`${token}\n`, `the token ${tokenIdOf(token)} was recorded but not shown: revoke it with keyward tokens revoke ${tokenIdOf(token)}, and issue another`)
+  const store = options.databaseUrl ? '--database-url URL' : `--data ${options.data}`
+  printSecretLine(`${token}\n`, `the token ${tokenIdOf(token)} was recorded but not shown: revoke it with keyward tokens revoke ${tokenIdOf(token)} ${store}, and issue another`)
   return 0
 }

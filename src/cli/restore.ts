@@ -5,9 +5,9 @@
  * temporary name, fsynced, renamed, mode 0600, the dir 0700 and fsynced.
  *
  * It writes under the data dir's lock, as `serve` and `init` do (CONTRACT section 12): a `serve`
- * started on the dir meanwhile either waits its turn and finds the restored data, or holds the
- * lock first and the restore is refused; never does a first start initialise the dir while the
- * restore writes into it, and then overwrite what was restored with its own snapshot.
+ * started on the dir meanwhile is refused (the lock is held), or holds the lock first and the
+ * restore is refused; never does a first start initialise the dir while the restore writes into
+ * it, and then overwrite what was restored with its own snapshot.
  *
  * The snapshot goes first, and it holds everything: a restore cut short before its rename leaves at
  * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would

@@ -95,7 +95,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
   const maxConnections = parseDatabaseConnections(options.databaseConnections ?? '16')
   // From here on a signal stops the server gracefully, even while it recovers (src/cli/serving.ts).
-  const signals = listenForSignals(logger)
+  const signals = listenForSignals(logger, Boolean(options.databaseUrl))
   // Said at once (not batched): opening a big data dir takes seconds before the next line (`recovered`).
   logger.info('starting', { version: VERSION, pid: process.pid })
   await logger.flush()

@@ -117,9 +117,12 @@ export interface ServeSignals {
  * and opening a big data dir takes seconds (a million records: README "Performance"), during which a
  * supervisor's SIGTERM or a backup script's SIGUSR1 must not kill it. A stop asked for then is done
  * as soon as the storage is open (`serveUntilStopped`); a SIGUSR1 then is logged and does nothing
- * (the snapshot it asks for is written by the start itself, or by the stop).
+ * (the snapshot it asks for is written by the start itself, or by the stop). With `exitWhileStarting`
+ * (database mode) a stop before the storage is open ends the process at once, exit 0: its start may
+ * wait without end (for another instance's migration lock), and nothing of it needs finishing (its
+ * migration and initialisation are transactions, rolled back with the connection).
  */
-export function listenForSignals(logger: Logger): ServeSignals {
+export function listenForSignals(logger: Logger, exitWhileStarting: boolean): ServeSignals {
   let stopRequested = false
   let opened: OpenedStorage | undefined
   let resolveStopped: () => void = () => {}
@@ -129,6 +132,10 @@ export function listenForSignals(logger: Logger): ServeSignals {
     // way, skipping the snapshot and exit code 0. SIGKILL still forces it (the log is safe).
     if (stopRequested) return logger.info(`${signal}: already stopping`, { signal })
     stopRequested = true
+    if (!opened && exitWhileStarting) {
+      logger.info(`${signal}: stopping now, before the database is ready (nothing was served)`, { signal })
+      process.exit(0) // the log's waiting lines are written on exit (src/ops/logger.ts)
+    }
     logger.info(`${signal}: ${opened ? opened.stopping : 'stopping as soon as the storage is open'}`, { signal })
     resolveStopped()
   }

@@ -26,7 +26,7 @@ Usage:
   keyward verify [--data DIR | --database-url URL]
   keyward --help | --version
 
-Run 'keyward <command> --help' for a command's options.`,
+Run 'keyward <command> --help' (or 'keyward help <command>') for a command's options.`,
   serve: `Usage: keyward serve [options]
 
 Serves the API. On an empty data dir (or database) it first initialises it (like 'init') and

@@ -123,14 +123,18 @@ function validate<S extends v.GenericSchema>(schema: S, value: unknown, where: s
   if (result.success) return result.output
   const errors: FieldError[] = result.issues.slice(0, MAX_FIELD_ERRORS).map((issue) => ({
     path: [where, ...(issue.path ?? []).map((item) => String(item.key))].join('.'),
-    // valibot's own type errors quote a string they received: a token sent by mistake would be
-    // echoed. keyward's messages (a picklist's "state must be ...") never quote it, and are kept.
-    message: typeof issue.input === 'string' && issue.message.includes(issue.received) ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
+    // valibot's own messages ("Invalid type: Expected ... but received "<the input>"") quote a
+    // string they received: a token sent by mistake would be echoed. keyward's own (a picklist's
+    // "state must be ...") are kept.
+    message: typeof issue.input === 'string' && isValibotMessage(issue) ? `Invalid type: Expected ${issue.expected} but received a string` : issue.message,
   }))
   const first = errors[0]!
   const more = result.issues.length - errors.length
   return fail(errors, `${first.path}: ${first.message}${more > 0 ? ` (and ${more} more problems, not listed)` : ''}`)
 }
+
+/** A message valibot wrote itself, no message of keyward's given: `Invalid <what>: Expected <expected> but received <received>`. */
+const isValibotMessage = (issue: v.BaseIssue<unknown>) => issue.message.startsWith('Invalid ') && issue.message.endsWith(`but received ${issue.received}`)
 
 function fail(errors: FieldError[], detail: string): never {
   throw badRequest('validation_failed', detail, errors)

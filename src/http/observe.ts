@@ -151,7 +151,13 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     // Bun's router gives the requests of its routes `params`; Elysia's router (no route matched,
     // or `app.handle`) handles every route with one handler: matched per request.
     if ((request as { params?: unknown }).params === undefined) return (general ??= observe(handler, undefined))
-    const wrapped = observe(handler, routeObserver(request.method, templateOf(request)))
+    const template = templateOf(request)
+    // Bun routes the path as sent, but `request.url` reads it normalised: `/api/organizations/.`
+    // reaches the `:organization_id` route (a 400) and reads back as `/api/organizations/`, which no
+    // template matches. Such a request is observed alone, and the handler waits for a request that
+    // names its route; the route of a later one is then known for it too.
+    if (template === UNMATCHED_ROUTE) return observe(handler, routeObserver(request.method, template))
+    const wrapped = observe(handler, routeObserver(request.method, template))
     byHandler.set(handler, wrapped)
     return wrapped
   }

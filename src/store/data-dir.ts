@@ -30,10 +30,12 @@ const realpathSync = (path: string) => realpathSyncJs.native(path)
  * reach another directory. Throws DataDirError for a path that names no directory it can place.
  */
 export function canonicalDataDir(raw: string): string {
-  const trimmed = raw.length > 1 ? raw.replace(/\/+$/, '') || '/' : raw
+  // Trailing slashes and `.`s name the dir before them (`link/.` is `link`, refused as a link).
+  const trimmed = raw.replace(/(?:\/\.?)+$/, '') || (raw.startsWith('/') ? '/' : '.')
   const slash = trimmed.lastIndexOf('/')
   const name = trimmed.slice(slash + 1)
-  // `.`, `..` or `/` name a directory that exists and is no link by its own name: the kernel's answer.
+  // `.`, `..` or `/` name a directory that exists and is no link by its own name (`..` is where the
+  // kernel's path leads, a link before it followed, as every command will follow it): its answer.
   if (name === '' || name === '.' || name === '..') return realpathOrMissing(trimmed, raw)
   const parent = slash === -1 ? '.' : slash === 0 ? '/' : trimmed.slice(0, slash)
   return join(existingAncestor(parent, raw), name)

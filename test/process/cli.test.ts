@@ -81,6 +81,8 @@ describe('usage', () => {
 
   const misuse: [string, string[], RegExp][] = [
     ['an unknown command', ['frobnicate'], /unknown command 'frobnicate'/],
+    ["a name every object has (not a command)", ['toString'], /unknown command 'toString'/],
+    ['help for a name every object has', ['help', '__proto__'], /unexpected argument '__proto__'/],
     ['no command', [], /no command/],
     ['an unknown flag', ['init', '--frobnicate'], /frobnicate/],
     ['a positional argument', ['serve', 'extra'], /extra/],
@@ -135,7 +137,7 @@ describe('init', () => {
     const lost = await toFullDisk(['issue-token', '--data', data, '--org', vendorId!, '--role', 'viewer'])
     expect(lost.code).toBe(1)
     const tokenId = /tokens revoke ([0-9a-f-]{36})/.exec(lost.stderr)?.[1]
-    expect(lost.stderr).toBe(`keyward: could not write to stdout (ENOSPC): the token ${tokenId} was recorded but not shown: revoke it with keyward tokens revoke ${tokenId}, and issue another\n`)
+    expect(lost.stderr).toBe(`keyward: could not write to stdout (ENOSPC): the token ${tokenId} was recorded but not shown: revoke it with keyward tokens revoke ${tokenId} --data ${data}, and issue another\n`)
     expect((await keyward(['tokens', 'revoke', tokenId!, '--data', data])).code).toBe(0)
   })
 

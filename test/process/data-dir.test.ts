@@ -76,23 +76,25 @@ describe('the data dir', () => {
     expect((await keyward(['init', '--data', ''])).code).toBe(2)
   })
 
-  test('a symbolic link to a data dir is refused, with or without a trailing slash', async () => {
+  test('a symbolic link to a data dir is refused, with or without a trailing slash or dot', async () => {
     const data = await initialised()
     const link = join(data, '..', 'link')
     symlinkSync(data, link)
     const issue = ['issue-token', '--data', link, '--org', '00000000-0000-4000-8000-000000000000', '--role', 'admin']
-    const [plain, slash, init, issued, listed] = await Promise.all([
+    const [plain, slash, init, issued, listed, dotted] = await Promise.all([
       serve(link),
       serve(`${link}/`),
       keyward(['init', '--data', link]),
       keyward(issue),
       keyward(['tokens', 'list', '--data', link]),
+      keyward(['tokens', 'list', '--data', `${link}/./`]),
     ])
     expectRefused(plain, `data dir ${link} is a symbolic link: give keyward the path of the directory itself`)
     expectRefused(slash, `data dir ${link} is a symbolic link`) // named as the kernel resolves it
     expectRefused(init, `data dir ${link} is a symbolic link`)
     expectRefused(issued, `data dir ${link} is a symbolic link`)
     expectRefused(listed, `data dir ${link} is a symbolic link`)
+    expectRefused(dotted, `data dir ${link} is a symbolic link`) // `link/.` names the link too
   })
 
   test.skipIf(!asRoot)('a dir owned by another user is refused and left as it was (run as root: the owner must be the running uid)', async () => {

@@ -13,8 +13,8 @@ import { SQL } from 'bun'
 import { existsSync, rmSync } from 'node:fs'
 import { tempDir } from '../support/harness'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
-import { SCHEMA_VERSION } from '../../src/storage/postgres/schema'
-import { api, initLine, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
+import { MIGRATION_LOCK_KEY, SCHEMA_VERSION } from '../../src/storage/postgres/schema'
+import { api, initLine, keywardCommand, killServers, run, spawnServer, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
 const canRun = await databaseTestsCanRun()
 
@@ -71,6 +71,31 @@ describe('--database-url', () => {
     const listed = await run(keywardCommand(['tokens', 'list', '--database-url', url.toString()]))
     expect([listed.code, listed.stderr]).toEqual([1, expect.stringContaining(`on ${url.hostname}:1: the database cannot be reached`)])
     expect(result.stdout).toBe('')
+  })
+})
+
+describe.skipIf(!canRun)('a stop while the start waits', () => {
+  test("for another instance's migration lock: the process ends at once, exit 0, nothing initialised", async () => {
+    const db = await createTestDatabase()
+    // Holds the lock as an instance migrating the schema does, for as long as the test needs.
+    const holder = new SQL({ url: db.url, max: 1 })
+    try {
+      await holder.unsafe(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`)
+      const server = spawnServer({ databaseUrl: db.url })
+      const deadline = Date.now() + 15_000
+      const waiting = async () => (await holder.unsafe(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))[0].n > 0
+      while (!(await waiting())) {
+        if (Date.now() > deadline || server.proc.exitCode !== null) throw new Error(`the server is not waiting for the lock; stderr:\n${server.stderr.text}`)
+        await Bun.sleep(10) // polling a condition, bounded
+      }
+      expect(await stopServer(server, 'SIGTERM')).toBe(0)
+      expect(server.stdout.text).toBe('') // no token: nothing was initialised
+      expect(server.stderr.text).toContain('SIGTERM: stopping now, before the database is ready (nothing was served)')
+      expect((await holder.unsafe(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`))[0].n).toBe(0)
+    } finally {
+      await holder.close()
+      await db.drop()
+    }
   })
 })
 

@@ -179,7 +179,7 @@ export const EnvironmentFilter = multiValue(EnvironmentName, ENVIRONMENT_NAME_FO
 
 /** A list's `state` filter (CONTRACT section 6: every list filter takes several values): any of `states`. */
 export const StateList = <const S extends readonly [string, ...string[]]>(states: S) =>
-  multiValue(v.picklist(states, `state must be ${states.slice(0, -1).join(', ')}${states.length > 2 ? ',' : ''} or ${states.at(-1)}`), { type: 'string', enum: [...states] })
+  multiValue(v.picklist(states, `state must be ${states.slice(0, -1).join(', ')} or ${states.at(-1)}`), { type: 'string', enum: [...states] })
 
 /** A whole number in a query string, documented as the integer it stands for (with its default). */
 const positiveInteger = (max: number, name: string, byDefault?: number) =>
