@@ -293,6 +293,18 @@ describe('request bodies', () => {
     expect((await h.request('GET', `/api/organizations/${partner}`)).body.organization.state).toBe('active')
   })
 
+  test('415 for a body with a Content-Encoding (gzip, br, ...): never read as if it were plain; identity is plain', async () => {
+    const body = JSON.stringify({ description: 'coded', parent_id: h.vendorId })
+    const before = await organizationCount()
+    for (const coding of ['gzip', 'br', 'deflate', 'x-unknown', 'gzip, identity']) {
+      const res = await raw('POST', '/api/organizations', { body, headers: { 'content-type': 'application/json', 'content-encoding': coding } })
+      expectProblem(res, 415, 'unsupported_media_type')
+    }
+    expect(await organizationCount()).toBe(before)
+    const plain = await raw('POST', '/api/organizations', { body, headers: { 'content-type': 'application/json', 'content-encoding': 'Identity' } })
+    expect(plain.status).toBe(201)
+  })
+
   test('application/json with parameters or in another case is accepted', async () => {
     for (const contentType of ['application/json; charset=utf-8', 'Application/JSON', 'application/json;charset=UTF-8']) {
       const res = await raw('POST', '/api/organizations', {
