@@ -17,7 +17,37 @@ export function then<T, R>(value: Maybe<T>, next: (value: T) => Maybe<R>): Maybe
 }
 
 /** How long one turn of the event loop may spend on `mapInTurns` before giving the loop back. */
-export const TURN_BUDGET_MS = 4
+export const TURN_BUDGET_MS = 1
+
+/** Long tasks waiting to go on (`nextTurn`), first in line first; and whether a turn is booked for the first. */
+const waitingTasks: (() => void)[] = []
+let turnBooked = false
+
+function goOn(): void {
+  turnBooked = false
+  waitingTasks.shift()?.()
+  if (waitingTasks.length > 0) bookTurn()
+}
+
+function bookTurn(): void {
+  if (turnBooked) return
+  turnBooked = true
+  setImmediate(goOn)
+}
+
+/**
+ * Gives the event loop back; resolves when it is this task's turn to go on. The long tasks of
+ * requests (big answers, walks over many records) wait in one line and go on one per turn of the
+ * loop, each for a slice of at most TURN_BUDGET_MS, so that another request waits for one slice at
+ * most, however many of them run at once (docs/security.md, "Big answers"). Each waiting on its own
+ * setImmediate, they all took a slice in every turn, and a request waited for all of them.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    waitingTasks.push(resolve)
+    bookTurn()
+  })
+}
 
 /**
  * `items.map(each)`, giving the event loop back whenever a turn has spent TURN_BUDGET_MS on it: a
@@ -39,7 +69,7 @@ export function mapInTurns<T, R>(items: readonly T[], each: (item: T) => R): May
   }
   if (turn()) return mapped
   return (async () => {
-    do await new Promise<void>((resolve) => setImmediate(resolve))
+    do await nextTurn()
     while (!turn())
     return mapped
   })()

@@ -33,3 +33,36 @@ test('what takes longer gives the event loop back between turns, and keeps its o
   expect(ranMeanwhile[0]!).toBeGreaterThan(0)
   expect(ranMeanwhile[0]!).toBeLessThan(items.length)
 })
+
+test('long tasks running at once go on one per turn of the event loop: another request waits for one slice, not one of each', async () => {
+  const order: string[] = []
+  let turns = 0
+  let stopped = false
+  // Another request's work, one per turn of the loop, while three big answers are built.
+  const loopTurns = () => {
+    if (stopped) return
+    turns++
+    order.push('turn')
+    setImmediate(loopTurns)
+  }
+  setImmediate(loopTurns)
+  const task = (name: string) =>
+    mapInTurns(
+      Array.from({ length: 64 }, (_, i) => i),
+      (i) => {
+        // A slice is 16 items (the clock is read every 16): four slices each.
+        busy(TURN_BUDGET_MS / 12)
+        if (i % 16 === 0) order.push(name)
+        return i
+      },
+    )
+  const built = await Promise.all([task('A'), task('B'), task('C')])
+  stopped = true
+  expect(built.map((items) => items.length)).toEqual([64, 64, 64])
+  // After the first slices (run as each task started), never two slices in one turn of the loop.
+  const afterStart = order.slice(order.indexOf('turn'))
+  for (let i = 1; i < afterStart.length; i++) expect([afterStart[i - 1], afterStart[i]]).not.toEqual([expect.stringMatching(/^[ABC]$/), expect.stringMatching(/^[ABC]$/)])
+  // Each task's three later slices, each in a turn of its own.
+  expect(afterStart.filter((entry) => entry !== 'turn')).toHaveLength(9)
+  expect(turns).toBeGreaterThanOrEqual(9)
+})

@@ -9,7 +9,7 @@
 import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
-import { mapInTurns, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { mapInTurns, nextTurn, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */
@@ -63,7 +63,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await new Promise<void>((resolve) => setImmediate(resolve))
+      await nextTurn()
       // Renumbered (a rebuild, never in normal operation): the candidates mean nothing now.
       if (table.generation !== generation) return listAuditEvents(table, query)
     } while (!walk.step())

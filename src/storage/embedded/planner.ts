@@ -14,7 +14,7 @@
 import type { Table } from '../../store/table'
 import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
 import type { Enrollment, RecordOf, TableName } from '../records'
-import type { Condition, ListQuery, Maybe, Page } from '../storage'
+import { nextTurn, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { auditEventExists, listAuditEvents } from './audit-query'
 
 export interface Filter<T> {
@@ -67,7 +67,7 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await new Promise<void>((resolve) => setImmediate(resolve))
+      await nextTurn()
     } while (!walk.step())
     return finish()
   })()
