@@ -10,10 +10,65 @@ export interface FieldError {
   readonly message: string
 }
 
-export class ApiError extends Error {
+/**
+ * Every problem's `code`, by status (docs/api.md, "Status codes and errors"): the values clients may
+ * switch on, listed in /openapi.json. An ApiError takes only a code of its status from here, so a
+ * new code cannot be answered without being listed.
+ */
+export const PROBLEM_CODES = {
+  400: [
+    'invalid_json',
+    'body_required',
+    'validation_failed',
+    'too_many_parameters',
+    'invalid_identifier',
+    'parent_required',
+    'invalid_parent',
+    'environments_not_allowed',
+    'not_a_customer',
+    'organization_required',
+    'unknown_environment',
+    'invalid_public_key',
+    'enrollment_mismatch',
+  ],
+  401: ['unauthorized'],
+  403: ['forbidden'],
+  404: ['not_found'],
+  409: [
+    'already_revoked',
+    'already_in_state',
+    'invalid_transition',
+    'vendor_always_active',
+    'environment_exists',
+    'too_many_environments',
+    'too_many_partners',
+    'too_many_applications',
+    'environment_not_supported',
+    'environment_is_default',
+    'environment_in_use',
+    'last_environment',
+    'environment_has_keysets',
+    'id_owned_by_another_customer',
+    'already_enrolled',
+    'consumer_suspended',
+    'installation_suspended',
+    'enrollment_suspended',
+  ],
+  413: ['payload_too_large'],
+  415: ['unsupported_media_type'],
+  429: ['rate_limited'],
+  500: ['internal_error'],
+  503: ['storage_unavailable', 'database_unavailable'],
+} as const
+
+export type ProblemStatus = keyof typeof PROBLEM_CODES
+/** The codes of `S` (all of them by default). */
+export type ProblemCode<S extends ProblemStatus = ProblemStatus> = (typeof PROBLEM_CODES)[S][number]
+
+export class ApiError<S extends ProblemStatus = ProblemStatus> extends Error {
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly status: S,
+    readonly code: ProblemCode<S>,
     readonly detail: string,
     readonly errors?: readonly FieldError[],
   ) {
@@ -22,18 +77,18 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (code: string, detail: string, errors?: readonly FieldError[]) => new ApiError(400, code, detail, errors)
+export const badRequest = (code: ProblemCode<400>, detail: string, errors?: readonly FieldError[]) => new ApiError(400, code, detail, errors)
 export const unauthorized = (detail = 'A valid bearer token is required.') => new ApiError(401, 'unauthorized', detail)
 export const forbidden = (detail: string) => new ApiError(403, 'forbidden', detail)
 export const notFound = (what: string) => new ApiError(404, 'not_found', `${what} was not found.`)
-export const conflict = (code: string, detail: string) => new ApiError(409, code, detail)
+export const conflict = (code: ProblemCode<409>, detail: string) => new ApiError(409, code, detail)
 
 /** The body of every error answer (GET /openapi.json shows it as `Problem`). */
 export const ProblemBody = v.strictObject({
   type: v.literal('about:blank'),
   title: v.pipe(v.string(), v.description('The HTTP reason phrase.')),
   status: v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599)),
-  code: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]*$/), v.description('Stable: clients may switch on it.'), v.examples(['not_found'])),
+  code: v.pipe(v.picklist(Object.values(PROBLEM_CODES).flat()), v.description('Stable: clients may switch on it (docs/api.md lists them by status).'), v.examples(['not_found'])),
   detail: v.string(),
   trace_id: v.pipe(v.string(), v.uuid(), v.description('Equal to the x-trace-id header.')),
   errors: v.optional(
@@ -46,8 +101,8 @@ export const ProblemBody = v.strictObject({
 })
 
 export function problemResponse(
-  status: number,
-  code: string,
+  status: ProblemStatus,
+  code: ProblemCode,
   detail: string,
   traceId: string,
   errors?: readonly FieldError[],

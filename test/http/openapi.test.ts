@@ -9,6 +9,8 @@ import Ajv2020 from 'ajv/dist/2020'
 import { answerChecker } from '../support/openapi-check'
 import { MAX_FILTER_VALUES } from '../../src/modules/shared/model'
 import { AUDIT_ACTIONS } from '../../src/modules/shared/audit'
+import { PROBLEM_CODES } from '../../src/http/errors'
+import { readFileSync } from 'node:fs'
 
 let h: Harness
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -159,6 +161,15 @@ describe('the document', () => {
     expect(document.components.schemas.Consumer.additionalProperties).toBe(false)
     const list = document.paths['/api/installations'].get.responses['200'].content['application/json'].schema
     expect(list.anyOf).toHaveLength(2)
+  })
+
+  test("a problem's code is one of the codes docs/api.md lists by status, an enum a generated client can switch on", () => {
+    const all = Object.values(PROBLEM_CODES).flat()
+    expect(document.components.schemas.Problem.properties.code.enum).toEqual(all)
+    // docs/api.md's table, "Codes by status": the same codes, the statuses of a shared row together.
+    const rows = [...readFileSync(`${import.meta.dir}/../../docs/api.md`, 'utf8').matchAll(/^\| (`\d{3}`(?:, `\d{3}`)*) \| (`[a-z_]+`(?:, `[a-z_]+`)*) \|$/gm)]
+    const documented = rows.flatMap((row) => [...row[2]!.matchAll(/`([a-z_]+)`/g)].map((code) => code[1]))
+    expect(documented.sort()).toEqual([...all].sort())
   })
 })
 
