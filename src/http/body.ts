@@ -38,9 +38,10 @@ export async function readBody(request: Request): Promise<RequestBody> {
   if (!isJson(request.headers.get('content-type') ?? '')) {
     throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be sent as Content-Type: application/json.')
   }
-  // A coded body (gzip, say) is not read as if it were plain: what it says is unknown (RFC 9110 section 15.5.16).
+  // A coded body (gzip, say) is not read as if it were plain: what it says is unknown (RFC 9110
+  // section 15.5.16). The header is a list of codings: empty, or identity only, is no coding.
   const coding = request.headers.get('content-encoding')
-  if (coding !== null && coding.trim().toLowerCase() !== 'identity') {
+  if (coding !== null && coding.split(',').some((name) => !['', 'identity'].includes(name.trim().toLowerCase()))) {
     throw new ApiError(415, 'unsupported_media_type', 'Request bodies must be sent uncompressed (no Content-Encoding, or identity).')
   }
   let text: string

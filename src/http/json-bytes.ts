@@ -26,10 +26,6 @@ export class JsonBytes {
       })
       return then(written, () => {
         body.write(tail, at)
-        // Megabytes of texts made for it are garbage now: ask for a collection, without waiting for
-        // it (a flood of big pages held some 160 MiB less at its peak; a collection waited for held
-        // other tenants' requests up for tens of ms: docs/security.md, "Big answers").
-        Bun.gc(false)
         return new JsonBytes(body)
       })
     })

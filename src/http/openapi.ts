@@ -85,7 +85,7 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
   404: ['NotFound', "No such record in the token's scope (records of other tenants are answered exactly like missing ones)."],
   409: ['Conflict', 'The change conflicts with the current state (already in that state, still in use, owned by another customer, ...).'],
   413: ['PayloadTooLarge', 'The request body is over 64 KiB.'],
-  415: ['UnsupportedMediaType', 'A request body whose Content-Type is not application/json.'],
+  415: ['UnsupportedMediaType', 'A request body whose Content-Type is not application/json, or with a Content-Encoding other than identity.'],
   429: ['TooManyRequests', 'Over the rate limit of the token (or, without a valid token, of the client address): `rate_limited`; `Retry-After` says in how many seconds to try again.'],
   431: [
     'RequestHeaderFieldsTooLarge',

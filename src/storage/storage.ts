@@ -38,9 +38,12 @@ function bookTurn(): void {
 /**
  * Gives the event loop back; resolves when it is this task's turn to go on. The long tasks of
  * requests (big answers, walks over many records) wait in one line and go on one per turn of the
- * loop, each for a slice of at most TURN_BUDGET_MS, so that another request waits for one slice at
- * most, however many of them run at once (docs/security.md, "Big answers"). Each waiting on its own
- * setImmediate, they all took a slice in every turn, and a request waited for all of them.
+ * loop, each for a slice of about TURN_BUDGET_MS, so that another request waits for one slice,
+ * however many of them run at once (docs/security.md, "Big answers"): each waiting on its own
+ * setImmediate, they all took a slice in every turn, and a request waited for all of them. A slice
+ * that ends one stage of a task (decoding a page) and starts the next (its texts) is two slices in
+ * one turn, and so are the first slices of requests that arrive together (each runs its first at
+ * once): a turn spends a few ms at most.
  */
 export function nextTurn(): Promise<void> {
   return new Promise<void>((resolve) => {
