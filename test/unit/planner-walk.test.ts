@@ -39,3 +39,25 @@ test('removals and inserts while a walk yields: every remaining match once, noth
   expect(ids).toEqual(expected)
   expect(page.total).toBe(expected.length)
 })
+
+test('walks running at once go on one chunk per turn of the event loop, in the line of long tasks (src/storage/storage.ts, nextTurn)', async () => {
+  const tables = createTables()
+  for (let n = 1; n <= COUNT; n++) tables.consumers.put(consumer(n))
+  const walk = () => listPage(tables, { table: 'consumers', scope: ORG, where: [{ field: 'state', in: ['active'] }], order: 'asc' })
+  // Another request's work, one per turn of the loop, counted against the walks' turns.
+  let turns = 0
+  let stopped = false
+  const loopTurns = () => {
+    if (stopped) return
+    turns++
+    setImmediate(loopTurns)
+  }
+  setImmediate(loopTurns)
+  const walks = [walk(), walk(), walk()]
+  for (const pending of walks) expect(pending).toBeInstanceOf(Promise)
+  const pages = await Promise.all(walks)
+  stopped = true
+  expect(new Set(pages.map((page) => page.total)).size).toBe(1)
+  // Three walks of four chunks, the first of each at once: nine more chunks, each in a turn of its own.
+  expect(turns).toBeGreaterThanOrEqual(9)
+})
