@@ -39,7 +39,10 @@ function bearerToken(authorization: string | undefined): string | undefined {
 
 export function authenticate(reader: Reader, verifier: TokenVerifier, authorization: string | undefined): Maybe<Principal> {
   const token = bearerToken(authorization)
-  if (!token) throw unauthorized('Send an Authorization: Bearer <token> header.')
+  if (!token) {
+    // Several headers arrive joined by commas, which no token holds: say which mistake it is.
+    throw unauthorized(authorization?.includes(',') ? 'Send one Authorization: Bearer <token> header, not several.' : 'Send an Authorization: Bearer <token> header.')
+  }
   const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()
   return then(reader.findCredential(tokenId), (credential) => {

@@ -52,6 +52,15 @@ describe('the Authorization header', () => {
     }
   })
 
+  test('two Authorization headers, even both valid: 401 saying to send one', async () => {
+    const headers = new Headers()
+    headers.append('authorization', `Bearer ${h.vendorToken}`)
+    headers.append('authorization', `Bearer ${h.vendorToken}`)
+    const res = await h.app.handle(new Request('http://localhost/api/organizations', { headers }))
+    expect(res.status).toBe(401)
+    expect(((await res.json()) as { detail: string }).detail).toBe('Send one Authorization: Bearer <token> header, not several.')
+  })
+
   test('tokens that are not ours: garbage, cut, grown, another spelling, another secret, no record', async () => {
     const t = h.vendorToken
     expect(t).toMatch(/^kw2_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/)
