@@ -6,7 +6,7 @@
 import * as v from 'valibot'
 import type { GenericSchema } from 'valibot'
 import { toJsonSchema, toJsonSchemaDefs, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema'
-import { ProblemBody } from './errors'
+import { PROBLEM_CODES, ProblemBody, type ProblemStatus } from './errors'
 import { OPENAPI_FORM } from '../modules/shared/model'
 import { OrganizationRecord, OrganizationSummaryRecord } from '../modules/organizations/model'
 import { ApplicationRecord, CreatedApplicationRecord } from '../modules/applications/model'
@@ -199,12 +199,17 @@ export function openApiDocument(
               ...(status === '401' ? { 'www-authenticate': { description: 'Bearer realm="keyward"', schema: { type: 'string' } } } : {}),
               ...(status === '429' ? { 'retry-after': { $ref: '#/components/headers/RetryAfter' } } : {}),
             },
-            content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+            // The Problem, its code narrowed to this status's (a generated client's type says which it may get).
+            content: { 'application/problem+json': { schema: problemOf(Number(status) as ProblemStatus) } },
           },
         ]),
       ),
     },
   }
+}
+
+function problemOf(status: ProblemStatus) {
+  return { allOf: [{ $ref: '#/components/schemas/Problem' }, { type: 'object', properties: { status: { const: status }, code: { enum: [...PROBLEM_CODES[status]] } } }] }
 }
 
 function successResponse(status: number, success: Success, rateLimited: boolean, shownOnce: boolean) {

@@ -58,7 +58,7 @@ describe('the document', () => {
       }
     }
     const problem = document.components.responses.NotFound.content['application/problem+json'].schema
-    expect(problem).toEqual({ $ref: '#/components/schemas/Problem' })
+    expect(problem).toEqual({ allOf: [{ $ref: '#/components/schemas/Problem' }, { type: 'object', properties: { status: { const: 404 }, code: { enum: ['not_found'] } } }] })
     // Headers over 16 KiB: Bun's answer, with no body; every operation may meet it.
     expect(operations().filter(({ operation }) => !operation.responses['431']).map(({ path }) => path)).toEqual([])
     expect(document.components.responses.RequestHeaderFieldsTooLarge.content).toBeUndefined()
@@ -166,6 +166,11 @@ describe('the document', () => {
   test("a problem's code is one of the codes docs/api.md lists by status, an enum a generated client can switch on", () => {
     const all = Object.values(PROBLEM_CODES).flat()
     expect(document.components.schemas.Problem.properties.code.enum).toEqual(all)
+    // Each error response narrows it to its status's codes.
+    for (const [status, codes] of Object.entries(PROBLEM_CODES)) {
+      const response = Object.values(document.components.responses as Record<string, any>).find((r) => r.content?.['application/problem+json']?.schema.allOf?.[1].properties.status.const === Number(status))
+      expect({ status, codes: response?.content['application/problem+json'].schema.allOf[1].properties.code.enum }).toEqual({ status, codes: [...codes] })
+    }
     // docs/api.md's table, "Codes by status": the same codes, the statuses of a shared row together.
     const rows = [...readFileSync(`${import.meta.dir}/../../docs/api.md`, 'utf8').matchAll(/^\| (`\d{3}`(?:, `\d{3}`)*) \| (`[a-z_]+`(?:, `[a-z_]+`)*) \|$/gm)]
     const documented = rows.flatMap((row) => [...row[2]!.matchAll(/`([a-z_]+)`/g)].map((code) => code[1]))
