@@ -4,7 +4,7 @@
  * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { mapInTurns, then, type Maybe, type Storage } from '../storage/storage'
+import { mapInTurns, newSlice, then, type Maybe, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
@@ -164,13 +164,15 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
 ): Maybe<{ [P in K]: V[] } & R> {
   const fields = JSON.stringify(rest)
   type Answer = { [P in K]: V[] } & R
-  return then(mapInTurns(items, textOf), (views): Maybe<Answer> => {
+  // One slice for the texts and the bytes: the bytes start within what the texts left of it.
+  const slice = newSlice()
+  return then(mapInTurns(items, textOf, slice), (views): Maybe<Answer> => {
     const head = `{"${name}":[`
     const tail = `]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
     let chars = head.length + tail.length + views.length
     for (const view of views) chars += view.length
     // Megabytes of records (long escaped descriptions) are written as bytes in turns (src/http/json-bytes.ts).
-    if (chars > BYTES_IN_TURNS_ABOVE_CHARS) return JsonBytes.of(head, views, tail) as unknown as Maybe<Answer>
+    if (chars > BYTES_IN_TURNS_ABOVE_CHARS) return JsonBytes.of(head, views, tail, slice) as unknown as Maybe<Answer>
     return `${head}${views.join(',')}${tail}` as unknown as Answer
   })
 }

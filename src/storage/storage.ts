@@ -40,10 +40,10 @@ function bookTurn(): void {
  * requests (big answers, walks over many records) wait in one line and go on one per turn of the
  * loop, each for a slice of about TURN_BUDGET_MS, so that another request waits for one slice,
  * however many of them run at once (docs/security.md, "Big answers"): each waiting on its own
- * setImmediate, they all took a slice in every turn, and a request waited for all of them. A slice
- * that ends one stage of a task (decoding a page) and starts the next (its texts) is two slices in
- * one turn, and so are the first slices of requests that arrive together (each runs its first at
- * once): a turn spends a few ms at most.
+ * setImmediate, they all took a slice in every turn, and a request waited for all of them. The
+ * stages of one answer share its slice (`Slice`: texts, then bytes); across layers they do not (a
+ * page's decoding in the storage, then its texts), and the first slices of requests that arrive
+ * together each run at once: a turn spends a few ms at most.
  */
 export function nextTurn(): Promise<void> {
   return new Promise<void>((resolve) => {
@@ -53,27 +53,43 @@ export function nextTurn(): Promise<void> {
 }
 
 /**
+ * The slice of the event loop's turn that one task's stages share (`mapInTurns`): a stage that
+ * starts where the previous one ended, in the same turn (a page's texts, then their bytes), goes on
+ * within what is left of it instead of taking a slice of its own. 0: not started.
+ */
+export interface Slice {
+  endsAt: number
+}
+
+export const newSlice = (): Slice => ({ endsAt: 0 })
+
+/**
  * `items.map(each)`, giving the event loop back whenever a turn has spent TURN_BUDGET_MS on it: a
  * page of big records (a thousand audit events of escaped text are 10 MB of JSON, some 100 ms to
  * build) never holds other requests up for longer than that (docs/security.md, "Big answers").
- * Synchronous, at the cost of a clock read every 16 items, for whatever fits in one turn.
+ * Synchronous, at the cost of a clock read every 16 items, for whatever fits in one turn. `slice`:
+ * the task's, when this is one stage of several (a stage started once the slice is spent waits
+ * for the task's next turn).
  */
-export function mapInTurns<T, R>(items: readonly T[], each: (item: T) => R): Maybe<R[]> {
+export function mapInTurns<T, R>(items: readonly T[], each: (item: T) => R, slice: Slice = newSlice()): Maybe<R[]> {
   const mapped: R[] = new Array<R>(items.length)
   let next = 0
   const turn = (): boolean => {
-    const started = performance.now()
     while (next < items.length) {
       mapped[next] = each(items[next]!)
       next++
-      if ((next & 15) === 0 && next < items.length && performance.now() - started > TURN_BUDGET_MS) return false
+      if ((next & 15) === 0 && next < items.length && performance.now() > slice.endsAt) return false
     }
     return true
   }
-  if (turn()) return mapped
+  const started = performance.now()
+  if (slice.endsAt === 0) slice.endsAt = started + TURN_BUDGET_MS
+  if (started < slice.endsAt && turn()) return mapped
   return (async () => {
-    do await nextTurn()
-    while (!turn())
+    do {
+      await nextTurn()
+      slice.endsAt = performance.now() + TURN_BUDGET_MS
+    } while (!turn())
     return mapped
   })()
 }

@@ -3,7 +3,7 @@
  * requests are served between them (docs/security.md, "Big answers"); a small one stays synchronous.
  */
 import { expect, test } from 'bun:test'
-import { mapInTurns, TURN_BUDGET_MS } from '../../src/storage/storage'
+import { mapInTurns, newSlice, then, TURN_BUDGET_MS } from '../../src/storage/storage'
 
 /** Work that takes `ms` of the clock, as building a big record's text does. */
 function busy(ms: number): void {
@@ -65,4 +65,36 @@ test('long tasks running at once go on one per turn of the event loop: another r
   // Each task's three later slices, each in a turn of its own.
   expect(afterStart.filter((entry) => entry !== 'turn')).toHaveLength(9)
   expect(turns).toBeGreaterThanOrEqual(9)
+})
+
+test("one task's stages share its slice: the next stage starts within what the last one left, or in the task's next turn", async () => {
+  const order: string[] = []
+  let stopped = false
+  const loopTurns = () => {
+    if (stopped) return
+    order.push('turn')
+    setImmediate(loopTurns)
+  }
+  setImmediate(loopTurns)
+  // A big answer's texts, then its bytes (listAnswer, then JsonBytes): one slice for both.
+  const stage = (name: string, slice: ReturnType<typeof newSlice>) =>
+    mapInTurns(
+      Array.from({ length: 64 }, (_, i) => i),
+      (i) => {
+        busy(TURN_BUDGET_MS / 12)
+        if (i % 16 === 0) order.push(name)
+        return i
+      },
+      slice,
+    )
+  const task = () => {
+    const slice = newSlice()
+    return then(stage('texts', slice), () => stage('bytes', slice))
+  }
+  await Promise.all([task(), task()])
+  stopped = true
+  // Never two slices in one turn of the loop after the start, a stage's end and the next's start included.
+  const afterStart = order.slice(order.indexOf('turn'))
+  for (let i = 1; i < afterStart.length; i++) expect([i, afterStart[i - 1], afterStart[i]]).not.toEqual([i, expect.stringMatching(/^(texts|bytes)$/), expect.stringMatching(/^(texts|bytes)$/)])
+  expect(afterStart.filter((entry) => entry === 'bytes')).toHaveLength(8)
 })
