@@ -4,9 +4,7 @@
  * KEYWARD_TEST_STORE=postgres a new PostgreSQL database (test/support/database.ts), dropped by
  * `close`: the same HTTP tests run on both.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
 import { createApp } from '../../src/app'
 import { Store, type StoreOptions } from '../../src/store/store'
 import { initialiseStorage } from '../../src/cli/init'
@@ -41,9 +39,9 @@ export interface RequestOptions {
 
 export type Harness = Awaited<ReturnType<typeof createHarness>>
 
-export function tempDir(prefix = 'keyward-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix))
-}
+import { tempDir } from './temp-dirs'
+
+export { tempDir }
 
 /** A new, initialised store of the kind the tests run on, with what the harness needs of it. */
 interface TestStore {
