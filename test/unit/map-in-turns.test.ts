@@ -3,7 +3,7 @@
  * requests are served between them (docs/security.md, "Big answers"); a small one stays synchronous.
  */
 import { expect, test } from 'bun:test'
-import { mapInTurns, newSlice, then, TURN_BUDGET_MS } from '../../src/storage/storage'
+import { mapInTurns, newSlice, then, TURN_BUDGET_MS, type Slice } from '../../src/storage/storage'
 
 /** Work that takes `ms` of the clock, as building a big record's text does. */
 function busy(ms: number): void {
@@ -34,67 +34,56 @@ test('what takes longer gives the event loop back between turns, and keeps its o
   expect(ranMeanwhile[0]!).toBeLessThan(items.length)
 })
 
-test('long tasks running at once go on one per turn of the event loop: another request waits for one slice, not one of each', async () => {
+/**
+ * What happens in each turn of the event loop while `work` runs: another request's work takes one
+ * entry ('turn') per turn, and `work` logs its slices into the same order (a name per 16 items).
+ * Returns that order from the first 'turn' on: the first slices, run as each task starts, are before it.
+ */
+async function turnsDuring(work: (log: (name: string) => void) => Promise<unknown>): Promise<string[]> {
   const order: string[] = []
-  let turns = 0
   let stopped = false
-  // Another request's work, one per turn of the loop, while three big answers are built.
   const loopTurns = () => {
     if (stopped) return
-    turns++
     order.push('turn')
     setImmediate(loopTurns)
   }
   setImmediate(loopTurns)
-  const task = (name: string) =>
-    mapInTurns(
-      Array.from({ length: 64 }, (_, i) => i),
-      (i) => {
-        // A slice is 16 items (the clock is read every 16): four slices each.
-        busy(TURN_BUDGET_MS / 12)
-        if (i % 16 === 0) order.push(name)
-        return i
-      },
-    )
-  const built = await Promise.all([task('A'), task('B'), task('C')])
+  await work((name) => order.push(name))
   stopped = true
-  expect(built.map((items) => items.length)).toEqual([64, 64, 64])
-  // After the first slices (run as each task started), never two slices in one turn of the loop.
-  const afterStart = order.slice(order.indexOf('turn'))
-  for (let i = 1; i < afterStart.length; i++) expect([afterStart[i - 1], afterStart[i]]).not.toEqual([expect.stringMatching(/^[ABC]$/), expect.stringMatching(/^[ABC]$/)])
+  return order.slice(order.indexOf('turn'))
+}
+
+/** 64 items of a big answer, 16 to a slice (the clock is read every 16): four slices, each logged as `name`. */
+const bigStage = (name: string, log: (name: string) => void, slice?: Slice) =>
+  mapInTurns(
+    Array.from({ length: 64 }, (_, i) => i),
+    (i) => {
+      busy(TURN_BUDGET_MS / 12)
+      if (i % 16 === 0) log(name)
+      return i
+    },
+    slice,
+  )
+
+/** Never two slices of long work (any name but 'turn') in one turn of the loop. */
+function expectOneSlicePerTurn(order: readonly string[]): void {
+  for (let i = 1; i < order.length; i++) expect([i, order[i - 1] !== 'turn', order[i] !== 'turn']).not.toEqual([i, true, true])
+}
+
+test('long tasks running at once go on one per turn of the event loop: another request waits for one slice, not one of each', async () => {
+  const order = await turnsDuring((log) => Promise.all(['A', 'B', 'C'].map((name) => bigStage(name, log))))
+  expectOneSlicePerTurn(order)
   // Each task's three later slices, each in a turn of its own.
-  expect(afterStart.filter((entry) => entry !== 'turn')).toHaveLength(9)
-  expect(turns).toBeGreaterThanOrEqual(9)
+  expect(order.filter((entry) => entry !== 'turn')).toHaveLength(9)
 })
 
 test("one task's stages share its slice: the next stage starts within what the last one left, or in the task's next turn", async () => {
-  const order: string[] = []
-  let stopped = false
-  const loopTurns = () => {
-    if (stopped) return
-    order.push('turn')
-    setImmediate(loopTurns)
-  }
-  setImmediate(loopTurns)
   // A big answer's texts, then its bytes (listAnswer, then JsonBytes): one slice for both.
-  const stage = (name: string, slice: ReturnType<typeof newSlice>) =>
-    mapInTurns(
-      Array.from({ length: 64 }, (_, i) => i),
-      (i) => {
-        busy(TURN_BUDGET_MS / 12)
-        if (i % 16 === 0) order.push(name)
-        return i
-      },
-      slice,
-    )
-  const task = () => {
+  const task = (log: (name: string) => void) => {
     const slice = newSlice()
-    return then(stage('texts', slice), () => stage('bytes', slice))
+    return then(bigStage('texts', log, slice), () => bigStage('bytes', log, slice))
   }
-  await Promise.all([task(), task()])
-  stopped = true
-  // Never two slices in one turn of the loop after the start, a stage's end and the next's start included.
-  const afterStart = order.slice(order.indexOf('turn'))
-  for (let i = 1; i < afterStart.length; i++) expect([i, afterStart[i - 1], afterStart[i]]).not.toEqual([i, expect.stringMatching(/^(texts|bytes)$/), expect.stringMatching(/^(texts|bytes)$/)])
-  expect(afterStart.filter((entry) => entry === 'bytes')).toHaveLength(8)
+  const order = await turnsDuring((log) => Promise.all([task(log), task(log)]))
+  expectOneSlicePerTurn(order)
+  expect(order.filter((entry) => entry === 'bytes')).toHaveLength(8)
 })
