@@ -2,9 +2,7 @@
  * `keyward init`, and the first-run initialisation of `serve`: the vendor organization and a vendor
  * admin token, recorded with their audit events in one transaction, the token printed once.
  */
-import * as v from 'valibot'
 import { Store } from '../store/store'
-import { Description } from '../modules/shared/model'
 import { EmbeddedStorage } from '../storage/embedded'
 import type { Storage } from '../storage/storage'
 import { acquireDataDirLock } from '../store/lock'
@@ -12,7 +10,7 @@ import { prepareDataDir } from '../store/data-dir'
 import { DEFAULT_TOKEN_TTL, parseDuration } from '../auth/tokens'
 import { recordEvent } from '../modules/shared/audit'
 import { createToken } from '../modules/tokens/service'
-import { UsageError } from './usage'
+import { descriptionFlag } from './usage'
 import { initDatabaseCommand } from './database'
 import { notShown, printSecretLine } from './stdout'
 
@@ -49,9 +47,8 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
 }
 
 export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
-  const description = options.vendorDescription.trim()
   // The API's rule for a description (an organization's, here), so that the vendor's can be sent back unchanged.
-  if (!v.is(Description, description)) throw new UsageError('--vendor-description must be 1 to 1024 characters, not only blanks or invisible ones')
+  const description = descriptionFlag('--vendor-description', options.vendorDescription.trim())
   if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
   await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)

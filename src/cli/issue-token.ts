@@ -1,10 +1,8 @@
 /** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
-import * as v from 'valibot'
 import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
 import { printSecretLine } from './stdout'
-import { Description } from '../modules/shared/model'
 import { runTokenCommand } from './tokens'
-import { UsageError } from './usage'
+import { descriptionFlag, UsageError } from './usage'
 
 export interface IssueTokenOptions {
   readonly data: string
@@ -23,8 +21,7 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   const ttl = parseDuration(options.ttl)
   if (ttl === null) throw new UsageError(`invalid --ttl '${options.ttl}': use a number and s, m, h or d, like 90d`)
   if (ttl > MAX_TOKEN_TTL_SECONDS) throw new UsageError(`--ttl '${options.ttl}' is too long: a token lives at most 366d`)
-  const description = options.description ?? null
-  if (description !== null && !v.is(Description, description)) throw new UsageError('--description must be 1 to 1024 characters, not only blanks')
+  const description = options.description === undefined ? null : descriptionFlag('--description', options.description)
   const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
   const token = (answer as { token: string }).token
   const store = options.databaseUrl ? '--database-url URL' : `--data ${options.data}`

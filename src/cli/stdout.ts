@@ -6,15 +6,13 @@
 import { writeSync } from 'node:fs'
 import type { Logger } from '../ops/logger'
 
-export class SecretNotShownError extends Error {}
-
-/** Writes `line` to stdout; throws SecretNotShownError (`lost`: what to do now) if it cannot. */
+/** Writes `line` to stdout; throws an error saying `lost` (what to do now) if it cannot. */
 export function printSecretLine(line: string, lost: string): void {
   const bytes = Buffer.from(line)
   try {
     for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
   } catch (error) {
-    throw new SecretNotShownError(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
+    throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
   }
 }
 

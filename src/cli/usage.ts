@@ -1,5 +1,14 @@
 /** Usage texts and the error that means "bad command line" (exit 2). */
+import * as v from 'valibot'
+import { Description } from '../modules/shared/model'
+
 export class UsageError extends Error {}
+
+/** A description given as `flag` (`--description`, `--vendor-description`): the API's rule for one, else bad usage. */
+export function descriptionFlag(flag: string, text: string): string {
+  if (!v.is(Description, text)) throw new UsageError(`${flag} must be 1 to 1024 characters, not only blanks or invisible ones`)
+  return text
+}
 
 /** A whole number from `min` to `max` as typed for `name` (a flag, or a variable); else bad usage saying what to give. */
 export function wholeNumber(name: string, text: string, min: number, max: number, hint: string): number {

@@ -177,9 +177,12 @@ export const UuidList = multiValue(Uuid, { type: 'string', format: 'uuid', patte
 /** The enrollment list's `environment` filter: several names, any of which matches (CONTRACT section 6). */
 export const EnvironmentFilter = multiValue(EnvironmentName, ENVIRONMENT_NAME_FORM)
 
+/** The message of a value that is none of `values`: `state must be active, revoked or expired`. */
+export const mustBeOneOf = (name: string, values: readonly string[]) => `${name} must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`
+
 /** A list's `state` filter (CONTRACT section 6: every list filter takes several values): any of `states`. */
 export const StateList = <const S extends readonly [string, ...string[]]>(states: S) =>
-  multiValue(v.picklist(states, `state must be ${states.slice(0, -1).join(', ')} or ${states.at(-1)}`), { type: 'string', enum: [...states] })
+  multiValue(v.picklist(states, mustBeOneOf('state', states)), { type: 'string', enum: [...states] })
 
 /** A whole number in a query string, documented as the integer it stands for (with its default). */
 const positiveInteger = (max: number, name: string, byDefault?: number) =>
