@@ -4,7 +4,7 @@
  * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { mapInTurns, newSlice, then, type Maybe, type Storage } from '../storage/storage'
+import { mapInTurns, newSlice, then, type Maybe, type Slice, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
@@ -154,18 +154,18 @@ export function recordAnswer<K extends string, V>(set: ReadContext['set'], name:
  * A list's answer, `{"<name>": [<each item's view>], ...rest}` (`rest` in its order: `total`,
  * `page`, `page_size` or a `trace_id`), spliced from the views' texts (`textOf`: remembered ones,
  * `rememberedView`) like `recordAnswer`. Made in turns of the event loop when it is big
- * (`mapInTurns`).
+ * (`mapInTurns`), in the request's `slice` (`sliceOf`), which its page's walk may have begun.
  */
 export function listAnswer<K extends string, T, V, R extends Record<string, unknown>>(
   name: K,
   items: readonly T[],
   textOf: (item: T) => ViewText<V>,
   rest: R,
+  slice: Slice,
 ): Maybe<{ [P in K]: V[] } & R> {
   const fields = JSON.stringify(rest)
   type Answer = { [P in K]: V[] } & R
   // One slice for the texts and the bytes: the bytes start within what the texts left of it.
-  const slice = newSlice()
   return then(mapInTurns(items, textOf, slice), (views): Maybe<Answer> => {
     const head = `{"${name}":[`
     const tail = `]${fields.length > 2 ? `,${fields.slice(1)}` : '}'}`
@@ -176,6 +176,14 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
     return `${head}${views.join(',')}${tail}` as unknown as Answer
   })
 }
+
+/**
+ * A list request's share of the event loop (`Slice`, src/storage/storage.ts), for its page's walk
+ * and its answer: its long work waits in line as its tenant's, the customer whose data the token
+ * reaches (the vendor's own organization for a vendor token), so that one tenant's many big
+ * requests do not slow another's (docs/security.md, "Big answers").
+ */
+export const sliceOf = (principal: Principal): Slice => newSlice(principal.customerId ?? principal.organization.organization_id)
 
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })

@@ -19,14 +19,25 @@ export function then<T, R>(value: Maybe<T>, next: (value: T) => Maybe<R>): Maybe
 /** How long one turn of the event loop may spend on `mapInTurns` before giving the loop back. */
 export const TURN_BUDGET_MS = 1
 
-/** Long tasks waiting to go on (`nextTurn`), first in line first; and whether a turn is booked for the first. */
-const waitingTasks: (() => void)[] = []
+/**
+ * Long tasks waiting to go on (`nextTurn`), by tenant: the tenants in the order they take turns (a
+ * Map keeps the order of insertion), each with its tasks, first in line first. And whether a turn
+ * is booked for the next.
+ */
+const waitingTenants = new Map<string, (() => void)[]>()
 let turnBooked = false
 
 function goOn(): void {
   turnBooked = false
-  waitingTasks.shift()?.()
-  if (waitingTasks.length > 0) bookTurn()
+  for (const [tenant, tasks] of waitingTenants) {
+    waitingTenants.delete(tenant)
+    const task = tasks.shift()!
+    // The tenant's other tasks wait behind every other tenant's next one.
+    if (tasks.length > 0) waitingTenants.set(tenant, tasks)
+    task()
+    break
+  }
+  if (waitingTenants.size > 0) bookTurn()
 }
 
 function bookTurn(): void {
@@ -39,29 +50,38 @@ function bookTurn(): void {
  * Gives the event loop back; resolves when it is this task's turn to go on. The long tasks of
  * requests (big answers, walks over many records) wait in one line and go on one per turn of the
  * loop, each for a slice of about TURN_BUDGET_MS, so that another request waits for one slice,
- * however many of them run at once (docs/security.md, "Big answers"): each waiting on its own
- * setImmediate, they all took a slice in every turn, and a request waited for all of them. The
- * stages of one answer share its slice (`Slice`: texts, then bytes); across layers they do not (a
- * page's decoding in the storage, then its texts), and the first slices of requests that arrive
- * together each run at once: a turn spends a few ms at most.
+ * however many of them run at once (docs/security.md, "Big answers"). Tenants take turns: a
+ * tenant's next task goes on after every other tenant's waiting one, so a tenant with many long
+ * requests in flight slows another tenant's long request as one with a single request would (its
+ * share of the loop is one in the number of tenants waiting, not one in the number of tasks).
+ * The stages of one request share its slice (`Slice`: a page's decoding, its texts, its bytes);
+ * the first slices of requests that arrive together each run at once: a turn spends a few ms at most.
  */
-export function nextTurn(): Promise<void> {
+export function nextTurn(tenant: string): Promise<void> {
   return new Promise<void>((resolve) => {
-    waitingTasks.push(resolve)
+    let tasks = waitingTenants.get(tenant)
+    if (!tasks) waitingTenants.set(tenant, (tasks = []))
+    tasks.push(resolve)
     bookTurn()
   })
 }
 
 /**
- * The slice of the event loop's turn that one task's stages share (`mapInTurns`): a stage that
- * starts where the previous one ended, in the same turn (a page's texts, then their bytes), goes on
- * within what is left of it instead of taking a slice of its own. 0: not started.
+ * One request's share of the event loop, which the stages of its long work share (`mapInTurns`,
+ * list walks): `tenant`, whose turn it waits for (`nextTurn`); `endsAt`, when the slice of the
+ * current turn is spent, so that a stage starting where the previous one ended, in the same turn
+ * (a page's decoding, then its texts, then their bytes), goes on within what is left of it instead
+ * of taking a slice of its own. 0: not started.
  */
 export interface Slice {
   endsAt: number
+  readonly tenant: string
 }
 
-export const newSlice = (): Slice => ({ endsAt: 0 })
+/** Work of no tenant's request (the CLI, tests) waits in line as this one. */
+export const NO_TENANT = ''
+
+export const newSlice = (tenant: string = NO_TENANT): Slice => ({ endsAt: 0, tenant })
 
 /**
  * `items.map(each)`, giving the event loop back whenever a turn has spent TURN_BUDGET_MS on it: a
@@ -87,7 +107,7 @@ export function mapInTurns<T, R>(items: readonly T[], each: (item: T) => R, slic
   if (started < slice.endsAt && turn()) return mapped
   return (async () => {
     do {
-      await nextTurn()
+      await nextTurn(slice.tenant)
       slice.endsAt = performance.now() + TURN_BUDGET_MS
     } while (!turn())
     return mapped
@@ -145,6 +165,12 @@ export interface ListQuery<N extends TableName> {
   readonly page?: { readonly number: number; readonly size: number }
   /** By creation (`created`, then the primary key); `desc` reverses. */
   readonly order: 'asc' | 'desc'
+  /**
+   * The request's share of the event loop: a long walk waits for its turns as its tenant's, and a
+   * page decoded in turns (audit events) uses the slice the answer's texts then go on in. Absent:
+   * a slice of its own, of no tenant.
+   */
+  readonly slice?: Slice
 }
 
 export interface Page<T> {

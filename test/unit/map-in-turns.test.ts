@@ -87,3 +87,15 @@ test("one task's stages share its slice: the next stage starts within what the l
   expectOneSlicePerTurn(order)
   expect(order.filter((entry) => entry === 'bytes')).toHaveLength(8)
 })
+
+test("tenants take turns: one tenant's many long tasks slow another tenant's as one would", async () => {
+  // Tenant A starts three big answers, then tenant B one; each has three slices left after its first.
+  const order = await turnsDuring((log) =>
+    Promise.all([...['A', 'A', 'A'].map((name) => bigStage(name, log, newSlice('tenant A'))), bigStage('B', log, newSlice('tenant B'))]),
+  )
+  expectOneSlicePerTurn(order)
+  const slices = order.filter((entry) => entry !== 'turn')
+  expect(slices).toHaveLength(12)
+  // Every other turn is B's until it is done: its three slices among the first six, not one in four.
+  expect(slices.slice(0, 6)).toEqual(['A', 'B', 'A', 'B', 'A', 'B'])
+})

@@ -7,6 +7,7 @@ import { expect, test } from 'bun:test'
 import { createTables } from '../../src/store/database'
 import { listPage, WALK_CHUNK } from '../../src/storage/embedded/planner'
 import type { Consumer } from '../../src/storage/records'
+import { newSlice } from '../../src/storage/storage'
 
 const ORG = 'org-1'
 const COUNT = 4 * WALK_CHUNK
@@ -60,4 +61,17 @@ test('walks running at once go on one chunk per turn of the event loop, in the l
   expect(new Set(pages.map((page) => page.total)).size).toBe(1)
   // Three walks of four chunks, the first of each at once: nine more chunks, each in a turn of its own.
   expect(turns).toBeGreaterThanOrEqual(9)
+})
+
+test("walks take turns by tenant (the query's slice): one tenant's three walks do not hold another's back three times as long", async () => {
+  const tables = createTables()
+  for (let n = 1; n <= COUNT; n++) tables.consumers.put(consumer(n))
+  const finished: string[] = []
+  const walk = (tenant: string) =>
+    Promise.resolve(listPage(tables, { table: 'consumers', scope: ORG, where: [{ field: 'state', in: ['active'] }], order: 'asc', slice: newSlice(tenant) })).then(() =>
+      finished.push(tenant),
+    )
+  await Promise.all([walk('A'), walk('A'), walk('A'), walk('B')])
+  // B's chunks alternate with A's: it is done first, where in one line of tasks it would be last.
+  expect(finished).toEqual(['B', 'A', 'A', 'A'])
 })

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { authenticated, listAnswer, readRoutes, type AppDeps } from '../../http/context'
+import { authenticated, listAnswer, readRoutes, sliceOf, type AppDeps } from '../../http/context'
 import { authorize, may } from '../../http/access'
 import { parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
@@ -18,9 +18,10 @@ export const auditController = (deps: AppDeps) => {
     read(({ principal, request }) => {
       authorize(may.readAuditEvents(principal), 'read the audit trail')
       const q = parseQuery(AuditEventListQuery, request)
+      const slice = sliceOf(principal)
       // Shaped like the consumer list (CONTRACT section 10): no trace_id, `page` only when sent.
-      return then(service.list(principal, q), ({ items, total }) =>
-        listAnswer('audit_events', items, auditEventText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+      return then(service.list(principal, q, slice), ({ items, total }) =>
+        listAnswer('audit_events', items, auditEventText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
     }),
     {
       detail: doc({

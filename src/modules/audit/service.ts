@@ -1,6 +1,6 @@
 /** The audit trail's query (CONTRACT section 10). Events are written by the services (shared/audit.ts). */
 import type { AuditEvent } from '../../storage/records'
-import { then, type Condition, type Maybe, type Page, type Storage } from '../../storage/storage'
+import { then, type Condition, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { AuditEventListInput } from './model'
@@ -16,7 +16,7 @@ export class AuditService {
    * in the embedded store; the matching (customer_id, ...) indexes in PostgreSQL: docs/storage.md),
    * so another tenant's record of the same id costs nothing, tells nothing and hides nothing.
    */
-  list(p: Principal, q: AuditEventListInput): Maybe<Page<AuditEvent>> {
+  list(p: Principal, q: AuditEventListInput, slice?: Slice): Maybe<Page<AuditEvent>> {
     const filters = scopedConditions<'audit_events'>(this.storage, p, [{ on: { field: 'customer_id' }, names: 'customers', ids: q.customer_ids }])
     return then(filters, (where) => {
       const conditions: Condition<'audit_events'>[] = [...where]
@@ -27,7 +27,7 @@ export class AuditService {
       if (q.since !== undefined || q.until !== undefined) {
         conditions.push({ field: 'created', ...(q.since !== undefined ? { from: q.since } : {}), ...(q.until !== undefined ? { until: q.until } : {}) })
       }
-      return this.storage.list({ table: 'audit_events', where: conditions, page: pageOf(q), order: q.order })
+      return this.storage.list({ table: 'audit_events', where: conditions, page: pageOf(q), order: q.order, slice })
     })
   }
 }

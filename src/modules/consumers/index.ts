@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -23,8 +23,9 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
       read(({ principal, request, set }) => {
         const q = parseQuery(ConsumerListQuery, request)
         // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
-        return then(service.list(principal, q), ({ items, total }) =>
-          listAnswer('consumers', items, consumerText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        const slice = sliceOf(principal)
+        return then(service.list(principal, q, slice), ({ items, total }) =>
+          listAnswer('consumers', items, consumerText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )

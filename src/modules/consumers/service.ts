@@ -1,6 +1,6 @@
 /** Consumers: the end users of a customer's applications. No HTTP here. */
 import type { Consumer, Organization } from '../../storage/records'
-import { then, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
 import type { Actor } from '../shared/audit'
@@ -20,7 +20,7 @@ export class ConsumerService {
     return transition(this.storage, actor, { table: 'consumers', id: consumer.consumer_id, to: state, allowedFrom, action })
   }
 
-  list(p: Principal, q: ConsumerListInput): Maybe<Page<Consumer>> {
+  list(p: Principal, q: ConsumerListInput, slice?: Slice): Maybe<Page<Consumer>> {
     const filters = scopedConditions<'consumers'>(this.storage, p, [
       { on: { field: 'organization_id' }, names: 'customers', ids: q.organization_ids },
       { on: { field: 'consumer_id' }, names: 'consumers', ids: q.consumer_ids },
@@ -35,6 +35,7 @@ export class ConsumerService {
         where: q.state?.length ? [...where, { field: 'state', in: q.state }] : where,
         page: pageOf(q),
         order: q.order,
+        slice,
       }),
     )
   }

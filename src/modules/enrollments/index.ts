@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
@@ -37,9 +37,10 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       '',
       read(({ principal, request, set }) => {
         const q = parseQuery(EnrollmentListQuery, request)
+        const slice = sliceOf(principal)
         // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
-        return then(service.list(principal, q), ({ items, total }) =>
-          listAnswer('enrollments', items, enrollmentText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        return then(service.list(principal, q, slice), ({ items, total }) =>
+          listAnswer('enrollments', items, enrollmentText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),
       { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )
@@ -98,13 +99,14 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       read(({ principal, params, request, set }) =>
           then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
-            return then(service.keysets(enrollment, q), ({ items, total }) =>
+            const slice = sliceOf(principal)
+            return then(service.keysets(enrollment, q, slice), ({ items, total }) =>
               listAnswer('keysets', items, keysetText, {
                 total,
                 ...(q.page ? { page: q.page } : {}),
                 page_size: q.page_size,
                 trace_id: traceIdOf(set),
-              }))
+              }, slice))
           })),
       { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )

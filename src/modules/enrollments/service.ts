@@ -1,6 +1,6 @@
 /** Enrollments and their keysets (SPEC.md Enrollments, CONTRACT section 6). No HTTP here. */
 import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
-import { then, UniqueViolation, type Maybe, type Page, type Storage } from '../../storage/storage'
+import { then, UniqueViolation, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/state'
@@ -125,11 +125,11 @@ export class EnrollmentService {
     })
   }
 
-  keysets(enrollment: Enrollment, q: { readonly page?: number; readonly page_size: number; readonly order: 'asc' | 'desc' }): Maybe<Page<Keyset>> {
-    return this.storage.list({ table: 'keysets', where: [{ field: 'enrollment_id', in: [enrollment.enrollment_id] }], page: pageOf(q), order: q.order })
+  keysets(enrollment: Enrollment, q: { readonly page?: number; readonly page_size: number; readonly order: 'asc' | 'desc' }, slice?: Slice): Maybe<Page<Keyset>> {
+    return this.storage.list({ table: 'keysets', where: [{ field: 'enrollment_id', in: [enrollment.enrollment_id] }], page: pageOf(q), order: q.order, slice })
   }
 
-  list(p: Principal, q: EnrollmentListInput): Maybe<Page<Enrollment>> {
+  list(p: Principal, q: EnrollmentListInput, slice?: Slice): Maybe<Page<Enrollment>> {
     const filters = scopedConditions<'enrollments'>(this.storage, p, [
       { on: { field: 'organization_id' }, names: 'customers', ids: q.organization_ids },
       { on: { field: 'consumer_id' }, names: 'consumers', ids: q.consumer_ids },
@@ -142,7 +142,7 @@ export class EnrollmentService {
         ...(q.environment?.length ? [{ field: 'environment' as const, in: q.environment }] : []),
         ...(q.state?.length ? [{ field: 'state' as const, in: q.state }] : []),
       ]
-      return this.storage.list({ table: 'enrollments', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
+      return this.storage.list({ table: 'enrollments', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order, slice })
     })
   }
 }

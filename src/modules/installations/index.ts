@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
@@ -28,10 +28,11 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
       read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
         // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
-        const answer = then(service.list(principal, q), ({ items, total }) =>
+        const slice = sliceOf(principal)
+        const answer = then(service.list(principal, q, slice), ({ items, total }) =>
           q.page
-            ? listAnswer('installations', items, installationText, { total, page: q.page, page_size: q.page_size })
-            : listAnswer('installations', items, installationText, { trace_id: traceIdOf(set) }))
+            ? listAnswer('installations', items, installationText, { total, page: q.page, page_size: q.page_size }, slice)
+            : listAnswer('installations', items, installationText, { trace_id: traceIdOf(set) }, slice))
         return answer
       }),
       { detail: doc({

@@ -1,6 +1,6 @@
 /** Installations: a device, or an app inside one browser instance. No HTTP here. */
 import type { Installation, Organization } from '../../storage/records'
-import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
 import { recordEvent, type Actor } from '../shared/audit'
@@ -57,7 +57,7 @@ export class InstallationService {
     return transition(this.storage, actor, change)
   }
 
-  list(p: Principal, q: InstallationListInput): Maybe<Page<Installation>> {
+  list(p: Principal, q: InstallationListInput, slice?: Slice): Maybe<Page<Installation>> {
     const filters = scopedConditions<'installations'>(this.storage, p, [
       { on: { field: 'organization_id' }, names: 'customers', ids: q.organization_ids },
       { on: { field: 'installation_id' }, names: 'installations', ids: q.installation_ids },
@@ -71,7 +71,7 @@ export class InstallationService {
         tests.push({ field: 'description', match: q.installation_desc_search_mode, text: q.installation_description })
       }
       if (q.state?.length) tests.push({ field: 'state', in: [...new Set(q.state.flatMap((state) => STATE_FILTER[state]))] })
-      return this.storage.list({ table: 'installations', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order })
+      return this.storage.list({ table: 'installations', scope: p.customerId, where: [...where, ...tests], page: pageOf(q), order: q.order, slice })
     })
   }
 }

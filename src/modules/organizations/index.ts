@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import * as v from 'valibot'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, checkNamedOrganization, findEnvironmentCustomer, findOrganization, isCustomer, may, namedRecordFirst } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody } from '../../http/body'
@@ -25,8 +25,10 @@ export const organizationsController = (deps: AppDeps) => {
     .use(authenticated(deps))
     .get(
       '',
-      read(({ principal, set }) =>
-        then(service.list(principal), (orgs) => listAnswer('organizations', orgs, organizationSummaryText, { trace_id: traceIdOf(set) }))),
+      read(({ principal, set }) => {
+        const slice = sliceOf(principal)
+        return then(service.list(principal, slice), (orgs) => listAnswer('organizations', orgs, organizationSummaryText, { trace_id: traceIdOf(set) }, slice))
+      }),
       { detail: doc({ operationId: 'listOrganizations', summary: 'List the organizations in scope', tag: 'organizations', responses: { 200: OrganizationListAnswer } }) },
     )
     .get(

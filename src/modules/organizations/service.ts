@@ -3,7 +3,7 @@
  * found in scope and authorised (see http/access.ts); this decides what the change is.
  */
 import type { EnvironmentSet, Organization } from '../../storage/records'
-import { then, type Maybe, type Storage, type Tx } from '../../storage/storage'
+import { then, type Maybe, type Slice, type Storage, type Tx } from '../../storage/storage'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
@@ -16,11 +16,11 @@ export class OrganizationService {
   constructor(private readonly storage: Storage) {}
 
   /** In creation order: the vendor all; a customer itself then its partners; a partner itself. */
-  list(p: Principal): Maybe<readonly Organization[]> {
+  list(p: Principal, slice?: Slice): Maybe<readonly Organization[]> {
     const type = p.organization.organization_type
     if (type === 'partner') return [p.organization]
     const where = type === 'customer' ? [{ field: 'parent_id' as const, in: [p.organization.organization_id] }] : []
-    return then(this.storage.list({ table: 'organizations', where, order: 'asc' }), (page) =>
+    return then(this.storage.list({ table: 'organizations', where, order: 'asc', slice }), (page) =>
       type === 'customer' ? [p.organization, ...page.items] : page.items,
     )
   }

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findToken, may, tokenOrganization } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { ignoreBody, parseBody, parseQuery } from '../../http/body'
@@ -27,7 +27,9 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         authorize(may.manageTokens(principal), 'read or change tokens')
         const q = parseQuery(TokenListQuery, request)
         // Shaped like the consumer list (CONTRACT section 9): no trace_id, `page` only when sent.
-        return then(service.list(principal, q), ({ items, total }) => listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }))
+        const slice = sliceOf(principal)
+        return then(service.list(principal, q, slice), ({ items, total }) =>
+          listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),
       { detail: doc({ operationId: 'listTokens', summary: 'List tokens', tag: 'tokens', query: TokenListQuery, responses: { 200: TokenListAnswer }, errors: [403] }) },
     )

@@ -3,7 +3,7 @@
  * and by the CLI (directly, or through a running server's control socket), all through here. No HTTP.
  */
 import type { Organization, Role, Token } from '../../storage/records'
-import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'
@@ -46,9 +46,9 @@ export class TokenService {
   }
 
   /** In creation order, within the caller's scope. */
-  list(p: Principal, q: TokenListInput): Maybe<Page<Token>> {
+  list(p: Principal, q: TokenListInput, slice?: Slice): Maybe<Page<Token>> {
     return then(this.scopedOrganizations(p, q.organization_ids), (where) =>
-      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state)], page: pageOf(q), order: q.order }),
+      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state)], page: pageOf(q), order: q.order, slice }),
     )
   }
 

@@ -9,7 +9,7 @@
 import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
-import { mapInTurns, nextTurn, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { mapInTurns, nextTurn, NO_TENANT, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */
@@ -63,7 +63,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await nextTurn()
+      await nextTurn(query.slice?.tenant ?? NO_TENANT)
       // Renumbered (a rebuild, never in normal operation): the candidates mean nothing now.
       if (table.generation !== generation) return listAuditEvents(table, query)
     } while (!walk.step())
@@ -80,7 +80,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
 function decodedPage(table: AuditEventTable, query: ListQuery<'audit_events'>, generation: number, seqs: readonly number[], total: number): Maybe<Page<AuditEvent>> {
   const first = table.first
   const changed = () => table.generation !== generation || table.first !== first
-  const events = mapInTurns(seqs, (seq): AuditEvent | undefined => (changed() ? undefined : table.decode(seq)))
+  const events = mapInTurns(seqs, (seq): AuditEvent | undefined => (changed() ? undefined : table.decode(seq)), query.slice)
   return then(events, (items) => (changed() ? listAuditEvents(table, query) : { items: items as AuditEvent[], total }))
 }
 

@@ -14,7 +14,7 @@
 import type { Table } from '../../store/table'
 import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
 import type { Enrollment, RecordOf, TableName } from '../records'
-import { nextTurn, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { nextTurn, NO_TENANT, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { auditEventExists, listAuditEvents } from './audit-query'
 
 export interface Filter<T> {
@@ -67,7 +67,7 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await nextTurn()
+      await nextTurn(query.slice?.tenant ?? NO_TENANT)
     } while (!walk.step())
     return finish()
   })()
