@@ -36,7 +36,7 @@ import { createApp } from '../src/app'
 import { createLogger } from '../src/ops/logger'
 import { TokenVerifier, tokenIdOf } from '../src/auth/tokens'
 import { nowMicros } from '../src/store/clock'
-import type { AuditEvent } from '../src/storage/records'
+import type { AuditEvent, Consumer, Enrollment, Installation, RecordOf, TableName } from '../src/storage/records'
 import type { Tx } from '../src/storage/storage'
 import { initStore, issueToken, ROOT, startKeyward, type RunningKeyward } from './support/keyward'
 import { Children } from './support/servers'
@@ -283,7 +283,7 @@ async function build(dir: string, events: number): Promise<void> {
   // recordEvent through a transaction handle that only shapes the record as the storage would.
   let batch: AuditEvent[] = []
   let time = nowMicros()
-  const capture: Pick<Tx, 'appendEvent'> = { appendEvent: (record) => void batch.push({ ...record, created: time, modified: time }) }
+  const capture: Pick<Tx, 'appendEvent'> = { appendEvent: (record, at) => void batch.push({ ...record, created: at, modified: at }) }
   const inFlight: Promise<unknown>[] = []
   const flush = async () => {
     const puts = batch
@@ -293,8 +293,8 @@ async function build(dir: string, events: number): Promise<void> {
   }
   let written = 0
   let target = ''
-  const enrollments: { id: string; record: Record<string, unknown> }[] = []
-  const event = async (actor: Actor, action: AuditAction, targetId: string, before: object | null, after: object) => {
+  const enrollments: { id: string; record: Enrollment }[] = []
+  const event = async (actor: Actor, action: AuditAction, targetId: string, before: RecordOf<TableName> | null, after: RecordOf<TableName>) => {
     await recordEvent(capture, actor, action, { target: targetId, customerId: customer.organization_id, before, after })
     if (++written % PER_TRANSACTION === 0) await flush()
   }
@@ -305,16 +305,22 @@ async function build(dir: string, events: number): Promise<void> {
       // A suspension or an activation of an earlier enrollment.
       const pick = enrollments[written % enrollments.length]!
       const before = pick.record
-      const after = { ...before, state: before.state === 'active' ? 'suspended' : 'active', modified: time }
+      const after: Enrollment = { ...before, state: before.state === 'active' ? 'suspended' : 'active', modified: time }
       await event(actor, before.state === 'active' ? 'enrollment.suspend' : 'enrollment.activate', pick.id, before, after)
       pick.record = after
       continue
     }
     const [consumer, installation, enrollment] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()]
     const stamps = { created: time, modified: time }
-    await event(actor, 'consumer.create', consumer, null, { consumer_id: consumer, organization_id: customer.organization_id, state: 'active', ...stamps })
-    await event(actor, 'installation.create', installation, null, { installation_id: installation, organization_id: customer.organization_id, description: `Device ${written}`, state: 'unregistered', ...stamps })
-    const record = {
+    await event(actor, 'consumer.create', consumer, null, { consumer_id: consumer, organization_id: customer.organization_id, state: 'active', ...stamps } satisfies Consumer)
+    await event(actor, 'installation.create', installation, null, {
+      installation_id: installation,
+      organization_id: customer.organization_id,
+      description: `Device ${written}`,
+      state: 'unregistered',
+      ...stamps,
+    } satisfies Installation)
+    const record: Enrollment = {
       enrollment_id: enrollment,
       organization_id: customer.organization_id,
       consumer_id: consumer,
@@ -334,7 +340,8 @@ async function build(dir: string, events: number): Promise<void> {
   // The target: one enrollment created, suspended and activated (3 events), in the middle of the data.
   target = crypto.randomUUID()
   await storage.transaction(async (tx) => {
-    const base = { enrollment_id: target, organization_id: customer.organization_id, state: 'active' }
+    const now = await tx.time()
+    const base: Enrollment = { ...enrollments[0]!.record, enrollment_id: target, state: 'active', created: now, modified: now }
     const actor = { principal, traceId: crypto.randomUUID() }
     await recordEvent(tx, actor, 'enrollment.create', { target, customerId: customer.organization_id, before: null, after: base })
     await recordEvent(tx, actor, 'enrollment.suspend', { target, customerId: customer.organization_id, before: base, after: { ...base, state: 'suspended' } })

@@ -251,9 +251,13 @@ export interface Tx {
    * Inserts an audit event: a record that nothing in the transaction reads back and whose key
    * (a UUIDv7) is never taken. Returns nothing, so that PostgreSQL can send it without waiting for
    * its answer, in one round trip with what follows and the COMMIT; a failure of the insert fails
-   * the transaction (it rejects, nothing is committed).
+   * the transaction (it rejects, nothing is committed). `time` becomes its `created` and
+   * `modified`: the time of the change it records, its record's `modified` as this transaction
+   * leaves it, so that one record's events are in the order of its changes, each at the time the
+   * record shows (in database mode an update's `modified` may be later than the transaction's
+   * start, when another instance's clock or transaction was ahead: docs/storage.md "Time").
    */
-  appendEvent(event: Fresh<'audit_events'>): void
+  appendEvent(event: Fresh<'audit_events'>, time: number): void
   /** The record as inserted, or the existing one with the same primary key (unchanged). */
   insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }>
   /** Applies `changes`; `modified` becomes later than both now and the record's previous `modified`. */

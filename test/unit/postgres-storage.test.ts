@@ -11,6 +11,7 @@ import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage
 import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
 import type { TableName } from '../../src/storage/records'
 import { UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
+import { recordEvent } from '../../src/modules/shared/audit'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
 
 const reachable = await databaseTestsCanRun()
@@ -208,6 +209,27 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(again.modified).toBe(future + 2)
     })
 
+    test("a change's audit event takes the record's time, even when its modified is past the transaction's start", async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      const future = record.modified + 3_600_000_000 // another instance's change an hour ahead
+      await admin`UPDATE consumers SET modified = ${future} WHERE consumer_id = ${record.consumer_id}`
+      const before = { ...record, modified: future }
+      let eventId = ''
+      const changed = await storage.transaction(async (tx) => {
+        const after = await tx.update('consumers', record.consumer_id, { state: 'suspended' })
+        recordEvent({ appendEvent: (event, time) => ((eventId = event.event_id), tx.appendEvent(event, time)) }, { cli: 'test' }, 'consumer.suspend', {
+          target: record.consumer_id,
+          customerId: customer,
+          before,
+          after,
+        })
+        return after
+      })
+      const [stored] = await admin.unsafe('SELECT created, modified FROM audit_events WHERE event_id = $1::uuid', [eventId])
+      expect([Number(stored.created), Number(stored.modified)]).toEqual([changed.modified, changed.modified])
+      expect(changed.modified).toBe(future + 1)
+    })
+
     test('organizations keep their environments (jsonb) and applications theirs (text[])', async () => {
       const org = await storage.transaction((tx) =>
         tx.insert('organizations', {
@@ -251,7 +273,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       const kept = event()
       const record = await storage.transaction(async (tx) => {
         const inserted = await tx.insert('consumers', consumer())
-        tx.appendEvent(kept)
+        tx.appendEvent(kept, inserted.modified)
         return inserted
       })
       const [stored] = await admin.unsafe('SELECT target_id, created FROM audit_events WHERE event_id = $1::uuid', [kept.event_id])
@@ -261,8 +283,8 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       const id = crypto.randomUUID()
       const failed = await storage
         .transaction(async (tx) => {
-          await tx.insert('consumers', consumer(id))
-          tx.appendEvent({ ...event(), event_id: kept.event_id })
+          const inserted = await tx.insert('consumers', consumer(id))
+          tx.appendEvent({ ...event(), event_id: kept.event_id }, inserted.modified)
           return 'returned'
         })
         .catch((error) => error)
@@ -284,8 +306,8 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       })
       try {
         await storage.transaction(async (tx) => {
-          await tx.insert('consumers', consumer())
-          for (const e of events) tx.appendEvent(e)
+          const inserted = await tx.insert('consumers', consumer())
+          for (const e of events) tx.appendEvent(e, inserted.modified)
         })
       } finally {
         spy.mockRestore()
@@ -588,8 +610,9 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
     test("a customer's filter on actions reads its own events of those actions alone (schema 4)", async () => {
       const busy = crypto.randomUUID()
       await storage.transaction(async (tx) => {
-        for (let i = 0; i < 300; i++) tx.appendEvent(event({ customer_id: busy }))
-        for (let i = 0; i < 5; i++) tx.appendEvent(event())
+        const time = await tx.time()
+        for (let i = 0; i < 300; i++) tx.appendEvent(event({ customer_id: busy }), time)
+        for (let i = 0; i < 5; i++) tx.appendEvent(event(), time)
       })
       await admin`VACUUM ANALYZE audit_events`
       const plan = await planOf({ table: 'audit_events', where: [{ field: 'customer_id', in: [customer] }, { field: 'action', in: ['consumer.create'] }], page: { number: 1, size: 25 }, order: 'asc' })

@@ -3,7 +3,7 @@
  * recorded by one call to `recordEvent`, inside the change's own transaction: the event is durable
  * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
  */
-import type { Organization } from '../../storage/records'
+import type { Organization, RecordOf, TableName } from '../../storage/records'
 import type { Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { changesOf } from '../../storage/audit-changes'
@@ -51,9 +51,9 @@ export interface EventInput {
   readonly target: string
   /** The customer whose data changed: `customerIdOf` for organizations and tokens, `organization_id` for the rest. */
   readonly customerId: string | null
-  /** The record before the change (null for a create) and after it, as stored. */
-  readonly before: object | null
-  readonly after: object
+  /** The record before the change (null for a create) and after it, as stored: its `modified` is the event's time. */
+  readonly before: RecordOf<TableName> | null
+  readonly after: RecordOf<TableName>
 }
 
 /**
@@ -76,7 +76,7 @@ export function recordEvent(tx: Pick<Tx, 'appendEvent'>, actor: Actor, action: A
     customer_id: input.customerId,
     changes: changesOf(input.before, input.after),
     trace_id: byToken?.traceId ?? null,
-  })
+  }, input.after.modified)
 }
 
 /** The customer an organization's data belongs to: itself, a partner's customer, or none (the vendor). */

@@ -127,16 +127,15 @@ class EmbeddedTx implements Tx {
   }
 
   /** Synchronous: the event is among this transaction's writes when it returns (a throw fails the body). */
-  appendEvent(event: Fresh<'audit_events'>): void {
-    this.insertNow('audit_events', event)
+  appendEvent(event: Fresh<'audit_events'>, time: number): void {
+    this.insertNow('audit_events', event, time)
   }
 
-  private insertNow<N extends TableName>(table: N, record: Fresh<N>): RecordOf<N> {
+  private insertNow<N extends TableName>(table: N, record: Fresh<N>, time = this.time()): RecordOf<N> {
     const id = (record as Record<string, string>)[PRIMARY_KEY[table]]!
     if (this.find(table, id)) throw new UniqueViolation(table, 'primary_key')
     if (table === 'enrollments' && this.tupleTaken(record as unknown as Enrollment)) throw new UniqueViolation(table, 'enrollment_tuple')
-    const now = this.time()
-    return this.write(table, id, { ...record, created: now, modified: now } as RecordOf<N>)
+    return this.write(table, id, { ...record, created: time, modified: time } as RecordOf<N>)
   }
 
   async insertIfAbsent<N extends TableName>(table: N, record: Fresh<N>): Promise<{ record: RecordOf<N>; inserted: boolean }> {

@@ -425,8 +425,8 @@ class PostgresTx implements Tx {
    * Kept until the body has returned, then sent with the COMMIT (`sendEvents`, PostgresStorage.attempt):
    * a change's events go in one statement, whose answer nobody waits for apart from the COMMIT's.
    */
-  appendEvent(event: Fresh<'audit_events'>): void {
-    this.events.push(insertValues('audit_events', event))
+  appendEvent(event: Fresh<'audit_events'>, time: number): void {
+    this.events.push([...insertValues('audit_events', event), time])
   }
 
   /** The events appended, in as few statements as EVENTS_PER_STATEMENT allows; a failure fails the change. */

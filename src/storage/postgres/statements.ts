@@ -128,11 +128,16 @@ const appendEventsStatements: string[] = []
 /**
  * The insert of `count` audit events in one statement, `count` up to EVENTS_PER_STATEMENT: a
  * transaction's events go to the database together, with its COMMIT (PostgresTx.appendEvent).
+ * Each row's parameters are its columns' values, then its time (`created` and `modified`).
  */
 export function appendEventsStatement(count: number): string {
   if (appendEventsStatements[count] === undefined) {
     const columns = Object.keys(COLUMNS.audit_events)
-    const row = (r: number) => `(${columns.map((column, i) => `$${r * columns.length + i + 1}::${COLUMNS.audit_events[column]}`).join(', ')}, ${NOW}, ${NOW})`
+    const width = columns.length + 1
+    const row = (r: number) => {
+      const time = `$${r * width + width}::bigint`
+      return `(${columns.map((column, i) => `$${r * width + i + 1}::${COLUMNS.audit_events[column]}`).join(', ')}, ${time}, ${time})`
+    }
     appendEventsStatements[count] = `INSERT INTO audit_events (${columns.join(', ')}, created, modified) VALUES ${Array.from({ length: count }, (_, r) => row(r)).join(', ')}`
   }
   return appendEventsStatements[count]!
