@@ -431,6 +431,29 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
     }
     const suspend = (id: string) => (tx: Tx) => tx.update('consumers', id, { state: 'suspended' })
 
+    test("a statement the database gives up on (its lock_timeout, statement_timeout, a cancel) is 'unavailable' (503), not an unexpected error", async () => {
+      // A database of its own, whose sessions wait 50 ms at most for a lock (as managed services often set).
+      const strict = await createTestDatabase()
+      const strictStorage = PostgresStorage.connect(strict.url)
+      const holder = new SQL({ url: strict.url, max: 1 })
+      try {
+        await holder.unsafe(`ALTER DATABASE ${new URL(strict.url).pathname.slice(1)} SET lock_timeout = '50ms'`)
+        await strictStorage.underMigrationLock(async () => {})
+        const record = await strictStorage.transaction((tx) => tx.insert('consumers', consumer()))
+        const outcome = await holder.begin(async (locked) => {
+          await locked`SELECT 1 FROM consumers WHERE consumer_id = ${record.consumer_id} FOR UPDATE`
+          return strictStorage.transaction(suspend(record.consumer_id)).catch((error) => error)
+        })
+        expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
+        expect(outcome.cause.errno).toBe('55P03') // lock_not_available
+        expect((await strictStorage.find('consumers', record.consumer_id))?.state).toBe('active')
+      } finally {
+        await strictStorage.close()
+        await holder.close()
+        await strict.drop()
+      }
+    })
+
     test('a find inside a transaction waits for a concurrent change of that row and sees it', async () => {
       const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
       const suspending = await pausedAfterFind(record.consumer_id, 'update', suspend(record.consumer_id))

@@ -64,18 +64,23 @@ export function isClosedConnection(error: unknown): boolean {
 }
 
 /**
- * SQLSTATEs of a database that cannot serve keyward now, whatever the statement: it is shutting
- * down or starting (57P01-57P03), dropped or missing (57P04, 3D000), not accepting connections
- * (55000: `ALLOW_CONNECTIONS false`), refusing this login (28000, 28P01), a standby after a failover
- * (25006: read-only), or out of resources (class 53: connections, disk, memory).
+ * SQLSTATEs of a database that cannot serve keyward now, whatever the statement: dropped or missing
+ * (3D000), not accepting connections (55000: `ALLOW_CONNECTIONS false`), refusing this login
+ * (28000, 28P01), a standby after a failover (25006: read-only), giving up on a statement that
+ * waited for a lock past its `lock_timeout` (55P03), or closing a session idle in a transaction
+ * past its `idle_in_transaction_session_timeout` (25P03). Besides these, class 53 (out of
+ * resources: connections, disk, memory) and class 57 (operator intervention: shutting down or
+ * starting, 57P01-57P04; a statement cancelled by its `statement_timeout` or `pg_cancel_backend`,
+ * 57014). Managed services often set those timeouts: what they end is the same `503` as keyward's
+ * own `--database-timeout` gives (README, "Database mode"), never a 500.
  */
-const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '57P04', '3D000', '55000', '28000', '28P01', '25006'])
+const UNAVAILABLE_STATES = new Set(['3D000', '55000', '28000', '28P01', '25006', '55P03', '25P03'])
 
-/** The connection was refused or lost, or the database cannot serve now: class 08 (connection exception), the states above, or the client's own codes. */
+/** The connection was refused or lost, or the database cannot serve now: classes 08 (connection exception), 53 and 57, the states above, or the client's own codes. */
 export function isConnectionLost(error: unknown): boolean {
   if (error instanceof DatabaseUnavailableError) return true
   const state = sqlState(error)
-  if (state) return state.startsWith('08') || state.startsWith('53') || UNAVAILABLE_STATES.has(state)
+  if (state) return state.startsWith('08') || state.startsWith('53') || state.startsWith('57') || UNAVAILABLE_STATES.has(state)
   const code = (error as ClientError | null)?.code
   return typeof code === 'string' && LOST_CONNECTION_CODES.has(code)
 }
