@@ -70,15 +70,24 @@ async function refuseKeywardData(data: string): Promise<void> {
   if (await holdsKeywardData(data)) throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
 }
 
+/**
+ * One file, through a temporary one that a failure takes away again (a full disk): left there, it
+ * would make the dir one that a retry and `serve` refuse as not keyward's.
+ */
 async function restoreFile(archive: string, member: ArchiveMember, path: string): Promise<void> {
   const temporary = `${path}.tmp`
   await rm(temporary, { force: true })
   const file = await open(temporary, 'wx', 0o600)
   try {
-    await copyMember(archive, member, file)
-    await file.sync()
-  } finally {
-    await file.close()
+    try {
+      await copyMember(archive, member, file)
+      await file.sync()
+    } finally {
+      await file.close()
+    }
+    await rename(temporary, path)
+  } catch (error) {
+    await rm(temporary, { force: true })
+    throw error
   }
-  await rename(temporary, path)
 }

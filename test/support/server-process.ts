@@ -57,12 +57,10 @@ export interface Result {
 }
 
 /**
- * Runs a command to completion (for starts that are expected to fail, and one-shot commands); `env`
- * is added to the environment (KEYWARD_* settings).
- */
-/**
- * Runs a command to its end. One that should exit but serves instead (a refusal that did not
- * happen) is stopped after 20 s, so the test fails on its exit code and output, not on its timeout.
+ * Runs a command to its end (for starts that are expected to fail, and one-shot commands); `env` is
+ * added to the environment (KEYWARD_* settings). One that should exit but serves instead (a refusal
+ * that did not happen) is stopped after 20 s, so the test fails on its exit code and output, not on
+ * its timeout.
  */
 export async function run(command: string[], env: Record<string, string> = {}): Promise<Result> {
   const proc = Bun.spawn(command, { cwd: ROOT, env: { ...baseEnv, ...env }, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', timeout: 20_000 })
