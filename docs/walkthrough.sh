@@ -34,6 +34,7 @@ api 200 DELETE /api/organizations/$CUSTOMER/environments '{"environment":"stagin
 # Applications: the create answer carries host_url and api_key, shown this once.
 APP=$(api 201 POST /api/applications '{"organization_id":"'"$CUSTOMER"'","description":"Banking app","allowed_environments":"prod"}' | jq -r .application.application_id)
 api 200 GET /api/applications
+api 200 GET /api/applications/$APP
 api 200 PATCH /api/applications/$APP '{"description":"Banking app v2"}'
 api 200 PATCH /api/applications/$APP/suspend
 api 200 PATCH /api/applications/$APP/activate
@@ -48,6 +49,7 @@ CONSUMER=$(uuid)
 api 201 POST /api/consumers '{"consumer_id":"'"$CONSUMER"'","organization_id":"'"$CUSTOMER"'"}'
 api 200 POST /api/consumers '{"consumer_id":"'"$CONSUMER"'","organization_id":"'"$CUSTOMER"'"}'
 api 200 GET "/api/consumers?consumer_ids=$CONSUMER&state=active&page=1&page_size=50&order=desc"
+api 200 GET /api/consumers/$CONSUMER
 api 200 PATCH /api/consumers/$CONSUMER/suspend
 api 200 PATCH /api/consumers/$CONSUMER/activate
 
@@ -55,6 +57,7 @@ api 200 PATCH /api/consumers/$CONSUMER/activate
 INSTALLATION=$(uuid)
 api 201 POST /api/installations '{"installation_id":"'"$INSTALLATION"'","description":"Pixel 9","organization_id":"'"$CUSTOMER"'"}'
 api 200 GET "/api/installations?installation_description=Pixel&installation_desc_search_mode=startswith"
+api 200 GET /api/installations/$INSTALLATION
 api 200 PATCH /api/installations/$INSTALLATION '{"description":"Pixel 9 Pro"}'
 api 200 PATCH /api/installations/$INSTALLATION/suspend
 api 200 PATCH /api/installations/$INSTALLATION/verify
@@ -70,10 +73,21 @@ KEY=$(node -e 'const { publicKey } = crypto.generateKeyPairSync("ec", { namedCur
 api 201 POST /api/enrollments/$ENROLLMENT/keysets '{"client_enclave_key":"'"$KEY"'"}'
 api 200 GET /api/enrollments/$ENROLLMENT/keysets
 
+# Tokens: one for the customer, its secret shown this once; listed, read, revoked (401 from then on).
+TOKEN_ID=$(api 201 POST /api/tokens '{"organization_id":"'"$CUSTOMER"'","role":"viewer","ttl":"30d","description":"reporting"}' | jq -r .token.token_id)
+api 200 GET "/api/tokens?organization_ids=$CUSTOMER&state=active&page=1&page_size=50"
+api 200 GET /api/tokens/$TOKEN_ID
+api 200 PATCH /api/tokens/$TOKEN_ID/revoke
+
+# The audit trail: every change above is an event; the enrollment's, newest first.
+api 200 GET "/api/audit-events?target_ids=$ENROLLMENT&order=desc"
+
 # Errors are RFC 9457 problem bodies with a stable code.
 api 404 GET /api/consumers/$(uuid)
 
-# The service: no token needed.
+# The service: no token needed, but for the metrics (a vendor token's).
 curl -sS -f $B/healthz && echo
+curl -sS -f $B/readyz && echo
+api 200 GET /metrics | grep '^keyward_build_info'
 curl -sS -f $B/openapi.json | jq -r '.info.title + " " + .info.version'
-curl -sS -f -o /dev/null $B/docs && echo "the API reference page: $B/docs"
+curl -sS -f -o /dev/null $B/docs && curl -sS -f -o /dev/null $B/docs/scalar.js && echo "the API reference page: $B/docs"
