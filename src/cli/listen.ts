@@ -50,15 +50,20 @@ export interface TlsFiles {
   readonly key: string
 }
 
+/** Whether TLS is asked for: both files, or neither (one alone is bad usage, found before the server says it is starting). */
+export function givesTls(certFile: string | undefined, keyFile: string | undefined): boolean {
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new UsageError('--tls-cert and --tls-key go together: give both, or neither')
+  return certFile !== undefined
+}
+
 /**
  * The certificate and key (PEM) named by --tls-cert and --tls-key, or undefined for plain HTTP.
  * Both or neither (a usage error); unreadable, not PEM or not a pair: an error naming the file.
  */
 export function readTlsFiles(certFile: string | undefined, keyFile: string | undefined): TlsFiles | undefined {
-  if (certFile === undefined && keyFile === undefined) return undefined
-  if (certFile === undefined || keyFile === undefined) throw new UsageError('--tls-cert and --tls-key go together: give both, or neither')
-  const cert = readPem('--tls-cert', certFile)
-  const key = readPem('--tls-key', keyFile)
+  if (!givesTls(certFile, keyFile)) return undefined
+  const cert = readPem('--tls-cert', certFile!)
+  const key = readPem('--tls-key', keyFile!)
   let certificate: X509Certificate
   try {
     certificate = new X509Certificate(cert)

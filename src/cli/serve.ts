@@ -9,7 +9,7 @@ import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError, wholeNumber } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
-import { checkPublicUrl, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
+import { checkPublicUrl, givesTls, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
 import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
@@ -94,6 +94,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const retentionSeconds = durationSeconds('audit-retention', options.auditRetention, '400d')
   const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
   const maxConnections = parseDatabaseConnections(options.databaseConnections ?? '16')
+  givesTls(options.tlsCert, options.tlsKey)
   // From here on a signal stops the server gracefully, even while it recovers (src/cli/serving.ts).
   const signals = listenForSignals(logger, Boolean(options.databaseUrl))
   // Said at once (not batched): opening a big data dir takes seconds before the next line (`recovered`).
