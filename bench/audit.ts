@@ -277,7 +277,7 @@ async function build(dir: string, events: number): Promise<void> {
   const customer = await storage.transaction((tx) =>
     tx.insert('organizations', { organization_id: crypto.randomUUID(), parent_id: vendorId, organization_type: 'customer', description: 'Customer', state: 'active', environments: null }),
   )
-  const principal = { organization: vendor, role: 'admin' as const, customerId: null, tokenId: tokenIdOf(vendorToken)! }
+  const principal = { organization: vendor, role: 'admin' as const, customerId: null, tokenId: tokenIdOf(vendorToken)!, since: storage.mark() }
   const application = crypto.randomUUID()
 
   // recordEvent through a transaction handle that only shapes the record as the storage would.

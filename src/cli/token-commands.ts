@@ -9,6 +9,7 @@ import { MAX_TOKEN_TTL_SECONDS, ROLES } from '../auth/tokens'
 import { TokenService } from '../modules/tokens/service'
 import { tokenView } from '../modules/tokens/model'
 import { Description } from '../modules/shared/model'
+import type { Actor } from '../modules/shared/audit'
 import { ApiError } from '../http/errors'
 import { UUID } from '../http/access'
 import { UsageError } from './usage'
@@ -55,10 +56,27 @@ export function refuseUnknownIds(command: TokenCommand): void {
   if (id !== null && !UUID.test(id)) throw new UnknownRecordError(named(what, id))
 }
 
+/**
+ * The command's answer, given as a read's is (`Storage.settle`): once what it read is durable (a
+ * token being revoked by a request, one being made), and, if a write it may have read was undone
+ * meanwhile, the 503's error instead (exit 1), never an answer resting on it: "already revoked"
+ * by a revocation that failed, a list with a token that was never made.
+ */
 export async function performTokenCommand(storage: Storage, command: TokenCommand): Promise<TokenCommandAnswer> {
   refuseUnknownIds(command)
+  const since = storage.mark()
+  let answer: TokenCommandAnswer
+  try {
+    answer = await answerTokenCommand(storage, command, { cli: command.command, since })
+  } catch (error) {
+    await storage.settle(undefined, since)
+    throw error
+  }
+  return await storage.settle(answer, since)
+}
+
+async function answerTokenCommand(storage: Storage, command: TokenCommand, actor: Actor): Promise<TokenCommandAnswer> {
   const tokens = new TokenService(storage)
-  const actor = { cli: command.command }
   switch (command.command) {
     case 'issue-token': {
       const organization = await storage.find('organizations', command.organization_id)

@@ -5,7 +5,7 @@
  * customer, is 401; activated again, its unrevoked tokens work again).
  */
 import type { Organization } from '../storage/records'
-import { then, type Maybe, type Reader } from '../storage/storage'
+import { then, type Maybe, type Reader, type StateMark } from '../storage/storage'
 import { hashToken, TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
@@ -16,6 +16,11 @@ export interface Principal {
   readonly customerId: string | null
   /** The token's record id: the actor of the changes it makes, and in the request log. */
   readonly tokenId: string
+  /**
+   * The storage's mark taken before the token was read (`StateMark`): the request's answer and its
+   * change rest on what it read from then on, the token and its organization first.
+   */
+  readonly since: StateMark
 }
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
@@ -45,6 +50,7 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
   }
   const tokenId = verifier.tokenIdOf(token)
   if (!tokenId) throw invalid()
+  const since = reader.mark()
   return then(reader.findCredential(tokenId), (credential) => {
     if (!credential) {
       // An unknown token id costs the hash a known one does: the time of a 401 does not tell whether a token id exists.
@@ -58,9 +64,9 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
     if (!organization) throw invalid()
     if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
     if (organization.organization_type !== 'partner') {
-      return { organization, role, tokenId, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
+      return { organization, role, tokenId, since, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
     }
     if (!parent || parent.state !== 'active') throw unauthorized('The customer of this token is suspended.')
-    return { organization, role, tokenId, customerId: parent.organization_id }
+    return { organization, role, tokenId, since, customerId: parent.organization_id }
   })
 }

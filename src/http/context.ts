@@ -4,7 +4,7 @@
  * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { mapInTurns, newSlice, then, type Maybe, type Slice, type Storage } from '../storage/storage'
+import { mapInTurns, newSlice, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
@@ -209,18 +209,19 @@ export interface ReadContext {
  */
 export function readRoutes(deps: AppDeps) {
   const { storage, logger } = deps
-  const settle = <T>(answer: T) => storage.settle(answer)
   const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, logger)
+  /** `settle` for a request that began to read at `since` (its principal's mark: `StateMark`). */
+  const settleSince = (since: StateMark) => <T>(answer: T) => storage.settle(answer, since)
   return <R>(read: (context: ReadContext) => Maybe<R>) => {
     if (!storage.synchronous) {
-      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settle)
+      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settleSince(principal.since))
     }
     // An answer that had to wait is made into its Response here, as foundation's mapResponse hook
     // makes the others: Elysia maps a promise's value itself, without the hook.
     const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => jsonAnswer(request, set, value) ?? value
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
-      answer = then(read({ principal, params, request, set }), settle)
+      answer = then(read({ principal, params, request, set }), settleSince(principal.since))
       if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set)) as Promise<R>
       return answer
     }

@@ -194,7 +194,20 @@ export interface Credential {
   readonly parent: Organization | undefined
 }
 
+/**
+ * Where a request began to read (`Reader.mark`): the embedded store's count of the writes it has
+ * undone (a failed fsync undoes every write not yet durable, answered 503). An answer or a change
+ * that rests on what a request read since its mark is refused (503) if a write was undone since
+ * (`Storage.settle`, `Storage.transaction`): what it read may have been that write, which never
+ * happened. Conservative (it may not have been), and free, since writes are undone only when the
+ * disk fails (docs/storage.md, "What each implementation promises"). Always 0 in database mode,
+ * where nothing uncommitted is ever read.
+ */
+export type StateMark = number
+
 export interface Reader {
+  /** The mark to take before a request's first read (its token's): see `StateMark`. */
+  mark(): StateMark
   /**
    * The record `id` of `table`; undefined when there is none, or when it does not meet `within`.
    * `within` is the caller's scope (src/http/access.ts): a record outside it is dropped inside the
@@ -273,14 +286,20 @@ export interface Storage extends Reader {
    * Runs `body` as one atomic, durable change and resolves with its result once committed (a 2xx
    * may then be sent). A throw rolls everything back and rejects with it. The body may be run more
    * than once (PostgreSQL retries a serialization failure): it must do nothing but read and write
-   * through `tx`.
+   * through `tx`. `since`: the mark of the request making it (`StateMark`): if a write was undone
+   * since, the change is refused with `StorageUnavailableError` and nothing is written, since
+   * what the request checked before it (its token, its organization's state) may have been that
+   * write; a change of the CLI, which reads nothing before, has none.
    */
-  transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R>
+  transaction<R>(body: (tx: Tx) => Promise<R>, since?: StateMark): Promise<R>
   /**
    * A read's answer, held back until everything it may have seen is durable (embedded: a write is
    * visible in memory a moment before its log record is on disk). Free when nothing is in flight.
+   * `since`: the mark of the request (`StateMark`): the answer is refused with
+   * `StorageUnavailableError` if a write was undone since, even one no longer waited for (a read
+   * that yielded may have seen it before it was undone).
    */
-  settle<T>(value: T): Maybe<T>
+  settle<T>(value: T, since?: StateMark): Maybe<T>
   /**
    * Audit retention (CONTRACT section 10; docs/storage.md): drops up to `limit` of the oldest audit
    * events whose time (`created`) is before `before`, as one durable change, and resolves with how

@@ -96,6 +96,8 @@ export class Store {
   private readonly log: (message: string) => void
   /** The last write to the log failed, and none succeeded since (GET /readyz). */
   private failing = false
+  /** How many times writes not yet durable were undone (a failed append): `StateMark` in src/storage/storage.ts. */
+  private undoneCount = 0
   /** Told how long each durable write took (the log's append and fsync). */
   writeObserver: ((seconds: number) => void) | undefined
 
@@ -167,6 +169,11 @@ export class Store {
     return this.newestPending
   }
 
+  /** Changes each time writes are undone: what a reader saw before may have been one of them. */
+  get undoMark(): number {
+    return this.undoneCount
+  }
+
   /**
    * Writes a snapshot of the durable state and drops the log segments it covers. Resolves false
    * when the snapshot on disk is already current (nothing to write).
@@ -218,6 +225,7 @@ export class Store {
         const failed = this.pending.filter((p) => p.lsn >= firstLsn)
         this.pending = this.pending.filter((p) => p.lsn < firstLsn)
         for (let i = failed.length - 1; i >= 0; i--) this.undo(failed[i]!.undo)
+        this.undoneCount++
         this.lastLsn = firstLsn - 1
         this.newestPending = undefined
         this.log(`write-ahead log append failed; ${failed.length} transaction(s) undone and answered 503`)

@@ -748,7 +748,7 @@ test('the service itself refuses a partner as a parent, also when a partner name
   const C = await h.createCustomer('C')
   const P = await h.createPartner(C)
   const partner = (await h.storage.find('organizations', P)) as Organization
-  const principal = { organization: partner, role: 'admin' as const, customerId: C, tokenId: crypto.randomUUID() }
+  const principal = { organization: partner, role: 'admin' as const, customerId: C, tokenId: crypto.randomUUID(), since: 0 }
   const refused = await new OrganizationService(h.storage)
     .create(principal, { description: 'under a partner', parent_id: P }, { cli: 'test' })
     .catch((error) => error)

@@ -1,14 +1,19 @@
 /**
- * Read routes on the embedded storage (src/http/context.ts, `readRoutes`): Elysia compiles them as
- * synchronous functions, and an answer that waits for a write which then fails is still the 503
- * problem (Elysia's error hook never sees the rejection of a handler it compiled as synchronous).
- * A refusal waits likewise (`refusalOnceDurable`, src/http/foundation.ts).
+ * Answers and changes that rest on a write not durable yet, on the embedded storage: read routes
+ * (src/http/context.ts, `readRoutes`) are compiled as synchronous functions, and an answer that
+ * waits for a write which then fails is still the 503 problem (Elysia's error hook never sees the
+ * rejection of a handler it compiled as synchronous). A refusal waits likewise
+ * (`refusalOnceDurable`, src/http/foundation.ts). A request that read before a write was undone
+ * is refused even when it no longer waits for it (`StateMark`, src/storage/storage.ts): a list that
+ * yielded, a change authenticated on an activation, a token command of the CLI.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { FileHandle } from 'node:fs/promises'
 import { createHarness, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
 import { RateLimiter } from '../../src/ops/rate-limit'
+import { performTokenCommand } from '../../src/cli/token-commands'
+import { StorageUnavailableError } from '../../src/store/wal'
 
 let h: Harness
 
@@ -151,4 +156,93 @@ test("a read that waits for a write's fsync answers once it is durable: JSON wit
   } finally {
     await limited.close()
   }
+})
+
+test('a read that gave the loop back while a write it had seen was undone is that 503 too, though nothing is left to wait for', async () => {
+  const customer = await h.createCustomer('Walker')
+  const token = h.token(customer, 'admin')
+  const consumerId = crypto.randomUUID()
+  expect((await h.request('POST', '/api/consumers', { token, body: { consumer_id: consumerId } })).status).toBe(201)
+  await h.tokensRecorded()
+  // Lists read as a long walk does: what it saw now, its answer later (after the write is undone).
+  const list = h.storage.list.bind(h.storage)
+  let goOn!: () => void
+  const walked = new Promise<void>((resolve) => (goOn = resolve))
+  h.storage.list = (query) => {
+    const page = list(query)
+    return walked.then(() => page)
+  }
+  const sync = holdNextSync(h)
+  try {
+    const suspend = h.request('PATCH', `/api/consumers/${consumerId}/suspend`, { token })
+    await sync.waiting()
+    const read = h.request('GET', '/api/consumers?state=suspended', { token })
+    sync.fail()
+    expectProblem(await suspend, 503, 'storage_unavailable')
+    goOn()
+    expectProblem(await read, 503, 'storage_unavailable')
+  } finally {
+    sync.restore()
+    delete (h.storage as { list?: unknown }).list // the prototype's again
+  }
+  expect((await h.request('GET', '/api/consumers?state=suspended', { token })).body.total).toBe(0)
+})
+
+test("a change accepted on its token's organization while that organization's activation was in flight is refused (503) once the activation is undone", async () => {
+  const customer = await h.createCustomer('Reactivated')
+  const token = h.token(customer, 'admin')
+  await h.tokensRecorded()
+  expect((await h.request('PATCH', `/api/organizations/${customer}/suspend`)).status).toBe(200)
+  const sync = holdNextSync(h)
+  const consumerId = crypto.randomUUID()
+  try {
+    const activate = h.request('PATCH', `/api/organizations/${customer}/activate`)
+    await sync.waiting()
+    // The token is checked now, with the customer active in memory; its body comes later, as a slow client's does.
+    let send!: ReadableStreamDefaultController<Uint8Array>
+    const body = new ReadableStream<Uint8Array>({ start: (controller) => void (send = controller) })
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+    const create = h.app.handle(new Request('http://localhost/api/consumers', { method: 'POST', body, headers, duplex: 'half' } as RequestInit))
+    sync.fail()
+    expectProblem(await activate, 503, 'storage_unavailable')
+    send.enqueue(new TextEncoder().encode(JSON.stringify({ consumer_id: consumerId })))
+    send.close()
+    const created = await create
+    expect([created.status, ((await created.json()) as { code: string }).code]).toEqual([503, 'storage_unavailable'])
+  } finally {
+    sync.restore()
+  }
+  expect((await h.request('GET', `/api/organizations/${customer}`)).body.organization.state).toBe('suspended')
+  expect((await h.request('GET', `/api/consumers/${consumerId}`)).status).toBe(404)
+  expect((await h.request('GET', `/api/audit-events?target_ids=${consumerId}`)).body.total).toBe(0)
+})
+
+test('a token command of the CLI answers once what it read is durable, and fails (exit 1) if it was undone: no "already revoked", no token listed that was never made', async () => {
+  const customer = await h.createCustomer('Commanded')
+  const issued = await h.request('POST', '/api/tokens', { body: { organization_id: customer, role: 'viewer' } })
+  const tokenId = issued.body.token.token_id
+  let sync = holdNextSync(h)
+  try {
+    const revoke = h.request('PATCH', `/api/tokens/${tokenId}/revoke`)
+    await sync.waiting()
+    const command = performTokenCommand(h.storage, { command: 'tokens revoke', token_id: tokenId })
+    sync.fail()
+    expectProblem(await revoke, 503, 'storage_unavailable')
+    expect(await command.catch((error) => error)).toBeInstanceOf(StorageUnavailableError)
+  } finally {
+    sync.restore()
+  }
+  expect((await h.request('GET', `/api/organizations/${customer}`, { token: issued.body.secret })).status).toBe(200)
+  sync = holdNextSync(h)
+  try {
+    const issue = h.request('POST', '/api/tokens', { body: { organization_id: customer, role: 'admin', description: 'never made' } })
+    await sync.waiting()
+    const list = performTokenCommand(h.storage, { command: 'tokens list', organization_id: customer })
+    sync.fail()
+    expectProblem(await issue, 503, 'storage_unavailable')
+    expect(await list.catch((error) => error)).toBeInstanceOf(StorageUnavailableError)
+  } finally {
+    sync.restore()
+  }
+  expect(await performTokenCommand(h.storage, { command: 'tokens revoke', token_id: tokenId })).toEqual({ revoked: true })
 })

@@ -6,7 +6,7 @@ import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
 import { transition } from '../shared/state'
-import { recordEvent, type Actor } from '../shared/audit'
+import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import { refuseBeyondLimit } from '../shared/limits'
 import type { CreateApplicationInput } from './model'
 
@@ -21,7 +21,7 @@ export class ApplicationService {
   /** The new application and its api_key, which is shown once and stored only as a hash. */
   create(customer: Organization, input: CreateApplicationInput, actor: Actor): Promise<{ application: Application; apiKey: string }> {
     const apiKey = `kwk_${randomBytes(24).toString('base64url')}`
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       // Read again in the transaction: an environment removed meanwhile must not be handed out.
       const current = (await tx.find('organizations', customer.organization_id))!
       const environments = input.allowed_environments ?? [defaultEnvironment(current)]
@@ -46,7 +46,7 @@ export class ApplicationService {
 
   updateDescription(app: Application, description: string, actor: Actor): Promise<Application> {
     const id = app.application_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('applications', id, 'update'))!
       const changed = await tx.update('applications', id, { description })
       recordEvent(tx, actor, 'application.update', { target: id, customerId: changed.organization_id, before: current, after: changed })

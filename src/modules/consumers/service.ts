@@ -3,7 +3,7 @@ import type { Consumer, Organization } from '../../storage/records'
 import { then, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
-import type { Actor } from '../shared/audit'
+import { changeBy, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { ConsumerListInput } from './model'
@@ -12,7 +12,7 @@ export class ConsumerService {
   constructor(private readonly storage: Storage) {}
 
   create(customer: Organization, consumerId: string, actor: Actor): Promise<Created<Consumer>> {
-    return this.storage.transaction((tx) => createConsumer(tx, customer, consumerId, actor))
+    return changeBy(actor, this.storage, (tx) => createConsumer(tx, customer, consumerId, actor))
   }
 
   setState(consumer: Consumer, state: Consumer['state'], actor: Actor): Promise<Consumer> {

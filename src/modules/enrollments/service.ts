@@ -4,7 +4,7 @@ import { then, UniqueViolation, type Maybe, type Slice, type Page, type Storage 
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/state'
-import { recordEvent, type Actor } from '../shared/audit'
+import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import type { Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import { createConsumer } from '../consumers/service'
@@ -35,7 +35,7 @@ export class EnrollmentService {
    */
   create(application: Application, customer: Organization, input: CreateEnrollmentInput, actor: Actor): Promise<Created<Enrollment>> {
     const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: application.application_id, environment: input.environment }
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       // Asked together (in database mode, one round trip: docs/storage.md "Round trips"), judged in
       // this order: the id, then the application, then the tuple.
       const [existing, current, tupleTaken] = await Promise.all([
@@ -95,7 +95,7 @@ export class EnrollmentService {
    * retired. One event, `keyset.create` (CONTRACT section 10), for the whole change.
    */
   addKeyset(enrollment: Enrollment, clientEnclaveKey: string, actor: Actor): Promise<Enrollment> {
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       // Asked together (an enrollment's application never changes), and so are the writes below:
       // in database mode three round trips instead of six (docs/storage.md "Round trips").
       const [locked, application] = await Promise.all([tx.find('enrollments', enrollment.enrollment_id, 'update'), tx.find('applications', enrollment.application_id)])

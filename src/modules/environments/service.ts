@@ -6,7 +6,7 @@ import type { Application, Organization } from '../../storage/records'
 import type { Storage, Tx } from '../../storage/storage'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import { supportedEnvironments } from '../shared/environments'
-import { recordEvent, type Actor } from '../shared/audit'
+import { changeBy, recordEvent, type Actor } from '../shared/audit'
 
 export class EnvironmentService {
   constructor(private readonly storage: Storage) {}
@@ -38,7 +38,7 @@ export class EnvironmentService {
     decide: (tx: Tx, environments: readonly string[]) => Promise<readonly string[]>,
   ): Promise<Application> {
     const id = app.application_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('applications', id, 'update'))!
       const changed = await tx.update('applications', id, { environments: await decide(tx, current.environments) })
       recordEvent(tx, actor, action, { target: id, customerId: changed.organization_id, before: current, after: changed })

@@ -3,7 +3,7 @@ import type { Installation, Organization } from '../../storage/records'
 import { then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/state'
-import { recordEvent, type Actor } from '../shared/audit'
+import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
@@ -24,7 +24,7 @@ export class InstallationService {
   ) {}
 
   create(customer: Organization, installationId: string, description: string, actor: Actor): Promise<Created<Installation>> {
-    return this.storage.transaction((tx) => this.createIn(tx, customer, installationId, description, actor))
+    return changeBy(actor, this.storage, (tx) => this.createIn(tx, customer, installationId, description, actor))
   }
 
   /** Inside a transaction, so enrollment creation can add its installation atomically. */
@@ -39,7 +39,7 @@ export class InstallationService {
 
   updateDescription(installation: Installation, description: string, actor: Actor): Promise<Installation> {
     const id = installation.installation_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('installations', id, 'update'))!
       const changed = await tx.update('installations', id, { description })
       recordEvent(tx, actor, 'installation.update', { target: id, customerId: changed.organization_id, before: current, after: changed })

@@ -8,7 +8,7 @@ import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
 import { transition } from '../shared/state'
-import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
+import { changeBy, customerIdOf, recordEvent, type Actor } from '../shared/audit'
 import { MAX_ENVIRONMENTS } from '../shared/model'
 import { refuseBeyondLimit } from '../shared/limits'
 
@@ -27,7 +27,7 @@ export class OrganizationService {
 
   /** The new organization's parent decides its type: the vendor → a customer, a customer → a partner. */
   create(p: Principal, input: CreateOrganizationInput, actor: Actor): Promise<Organization> {
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const parent = await this.parentFor(tx, p, input.parent_id)
       const type = parent.organization_type === 'vendor' ? 'customer' : 'partner'
       if (type === 'partner' && input.supported_environments) {
@@ -80,7 +80,7 @@ export class OrganizationService {
 
   updateDescription(org: Organization, description: string, actor: Actor): Promise<Organization> {
     const id = org.organization_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('organizations', id, 'update'))!
       const changed = await tx.update('organizations', id, { description })
       recordEvent(tx, actor, 'organization.update', { target: id, customerId: customerIdOf(changed), before: current, after: changed })
@@ -131,7 +131,7 @@ export class OrganizationService {
     decide: (envs: EnvironmentSet, tx: Tx) => Promise<EnvironmentSet | null>,
   ): Promise<Organization> {
     const id = org.organization_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('organizations', id, 'update'))!
       const environments = await decide(current.environments!, tx)
       if (!environments) return current

@@ -4,12 +4,15 @@
  * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
  */
 import type { Organization, RecordOf, TableName } from '../../storage/records'
-import type { Tx } from '../../storage/storage'
+import type { StateMark, Storage, Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { changesOf } from '../../storage/audit-changes'
 
-/** Who makes a change: a token (with the request's trace id), or a command of the CLI. */
-export type Actor = { readonly principal: Principal; readonly traceId: string } | { readonly cli: string }
+/**
+ * Who makes a change: a token (with the request's trace id), or a command of the CLI (with the
+ * storage's mark taken before it read anything, when it reads before it changes: `StateMark`).
+ */
+export type Actor = { readonly principal: Principal; readonly traceId: string } | { readonly cli: string; readonly since?: StateMark }
 
 export const AUDIT_ACTIONS = [
   'organization.create',
@@ -77,6 +80,16 @@ export function recordEvent(tx: Pick<Tx, 'appendEvent'>, actor: Actor, action: A
     changes: changesOf(input.before, input.after),
     trace_id: byToken?.traceId ?? null,
   }, input.after.modified)
+}
+
+/**
+ * Runs `body` as one change made by `actor` (`Storage.transaction`): a request's change is refused
+ * (503, nothing written) if a write was undone since the request read its token, which the change
+ * rests on (`StateMark`: an activation of its organization that never became durable, say); a
+ * command's likewise, since what it read first.
+ */
+export function changeBy<R>(actor: Actor, storage: Storage, body: (tx: Tx) => Promise<R>): Promise<R> {
+  return storage.transaction(body, 'principal' in actor ? actor.principal.since : actor.since)
 }
 
 /** The customer an organization's data belongs to: itself, a partner's customer, or none (the vendor). */

@@ -2,7 +2,7 @@
 import type { RecordOf } from '../../storage/records'
 import type { Storage } from '../../storage/storage'
 import { conflict } from '../../http/errors'
-import { customerIdOf, recordEvent, type Actor, type AuditAction } from './audit'
+import { changeBy, customerIdOf, recordEvent, type Actor, type AuditAction } from './audit'
 
 type Stateful = 'organizations' | 'applications' | 'consumers' | 'installations' | 'enrollments'
 
@@ -17,7 +17,7 @@ export interface Transition<N extends Stateful> {
 
 export function transition<N extends Stateful>(storage: Storage, actor: Actor, change: Transition<N>): Promise<RecordOf<N>> {
   const { table, id, to, allowedFrom, action } = change
-  return storage.transaction(async (tx) => {
+  return changeBy(actor, storage, async (tx) => {
     // Decided on the record as it is now, locked until the change commits.
     const current = (await tx.find(table, id, 'update'))!
     if (current.state === to) throw conflict('already_in_state', `It is already ${to}.`)

@@ -7,7 +7,7 @@ import { then, type Condition, type Maybe, type Slice, type Page, type Storage, 
 import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'
-import { customerIdOf, recordEvent, type Actor } from '../shared/audit'
+import { changeBy, customerIdOf, recordEvent, type Actor } from '../shared/audit'
 import { pageOf, scopedConditions } from '../shared/scope'
 import { readableOrganizations } from '../../http/access'
 import type { TokenListInput } from './model'
@@ -29,13 +29,13 @@ export class TokenService {
   constructor(private readonly storage: Storage) {}
 
   issue(grant: TokenGrant, actor: Actor): Promise<IssuedToken> {
-    return this.storage.transaction((tx) => createToken(tx, grant, actor))
+    return changeBy(actor, this.storage, (tx) => createToken(tx, grant, actor))
   }
 
   /** Takes effect on the next request made with it (the record is read on every request). */
   revoke(token: Token, actor: Actor): Promise<Token> {
     const id = token.token_id
-    return this.storage.transaction(async (tx) => {
+    return changeBy(actor, this.storage, async (tx) => {
       const current = (await tx.find('tokens', id, 'update'))!
       if (current.state === 'revoked') throw conflict('already_revoked', 'The token is already revoked.')
       const changed = await tx.update('tokens', id, { state: 'revoked' })

@@ -9,8 +9,9 @@
  */
 import type { Store, Transaction } from '../../store/store'
 import { nowMicros } from '../../store/clock'
+import { StorageUnavailableError } from '../../store/wal'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
-import { then, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
+import { then, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { exists, listPage } from './planner'
 
 export class EmbeddedStorage implements Storage {
@@ -53,10 +54,16 @@ export class EmbeddedStorage implements Storage {
     return exists(this.store.tables, table, where)
   }
 
-  transaction<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
+  mark(): StateMark {
+    return this.store.undoMark
+  }
+
+  transaction<R>(body: (tx: Tx) => Promise<R>, since?: StateMark): Promise<R> {
     const result = this.running.then(async () => {
       const tx = new EmbeddedTx(this)
       const value = await body(tx)
+      // Checked in the same turn as the commit below: no undo can come in between.
+      if (since !== undefined && since !== this.store.undoMark) throw undoneSince()
       // Applied in this same turn, so the next transaction (queued behind `running`) sees it.
       return { value, durable: this.store.commit((engine) => tx.apply(engine)) }
     })
@@ -76,7 +83,8 @@ export class EmbeddedStorage implements Storage {
     return result.then(async ({ count, durable }) => (await durable, count))
   }
 
-  settle<T>(value: T): Maybe<T> {
+  settle<T>(value: T, since?: StateMark): Maybe<T> {
+    if (since !== undefined && since !== this.store.undoMark) return Promise.reject(undoneSince())
     const barrier = this.store.readBarrier()
     return barrier ? barrier.then(() => value) : value
   }
@@ -97,6 +105,9 @@ export class EmbeddedStorage implements Storage {
     return this.store.close()
   }
 }
+
+/** What a request is answered when a write was undone since it began reading (`StateMark`). */
+const undoneSince = () => new StorageUnavailableError(new Error('a change this request may have read was undone: its write to the log failed'))
 
 /** Whether `record` meets every condition of `within` (`Reader.find`). */
 const meets = <N extends TableName>(record: RecordOf<N>, within: readonly FieldIn<N>[]) =>

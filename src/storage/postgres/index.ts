@@ -12,7 +12,7 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type Storage, type Tx, type WithParent } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
@@ -278,6 +278,11 @@ export class PostgresStorage implements Storage {
         if (!isClosedConnection(error) || tries >= maxTries) throw new DatabaseUnavailableError(error)
       }
     }
+  }
+
+  /** Reads see committed rows only: nothing a request reads can be undone (`StateMark`). */
+  mark(): StateMark {
+    return 0
   }
 
   settle<T>(value: T): T {
