@@ -37,7 +37,6 @@ export const PROBLEM_CODES = {
   409: [
     'already_revoked',
     'already_in_state',
-    'invalid_transition',
     'vendor_always_active',
     'environment_exists',
     'too_many_environments',

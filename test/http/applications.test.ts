@@ -336,14 +336,14 @@ describe('PATCH /api/applications/{id}/suspend and /activate', () => {
 
   test('active → suspended → active, modified increasing; a no-op is 409', async () => {
     const app = await createApplication(h, w.A)
-    expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/activate`), 409)
+    expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/activate`), 409, 'already_in_state')
     const suspended = await h.request('PATCH', `/api/applications/${app.application_id}/suspend`)
     expect(suspended.status).toBe(200)
     expect(Object.keys(suspended.body).sort()).toEqual(['application', 'trace_id'])
     expect(Object.keys(suspended.body.application).sort()).toEqual(KEYS_ENABLED)
     expect(suspended.body.application.state).toBe('suspended')
     expect(suspended.body.application.modified > app.modified!).toBe(true)
-    expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/suspend`), 409)
+    expectProblem(await h.request('PATCH', `/api/applications/${app.application_id}/suspend`), 409, 'already_in_state')
     expect((await readAsVendor(h, 'applications', app.application_id!)).modified).toBe(suspended.body.application.modified)
     const activated = await h.request('PATCH', `/api/applications/${app.application_id}/activate`)
     expect(activated.status).toBe(200)

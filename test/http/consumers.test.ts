@@ -166,14 +166,14 @@ describe('PATCH /api/consumers/{id}/suspend and /activate', () => {
 
   test('active → suspended → active with modified increasing; no-ops 409', async () => {
     const c = await createConsumer(h, w.A)
-    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`), 409)
+    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`), 409, 'already_in_state')
     const suspended = await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`)
     expect(suspended.status).toBe(200)
     expect(Object.keys(suspended.body).sort()).toEqual(['consumer', 'trace_id'])
     expect(Object.keys(suspended.body.consumer).sort()).toEqual(KEYS)
     expect(suspended.body.consumer).toMatchObject({ consumer_id: c.consumer_id, state: 'suspended', created: c.created })
     expect(suspended.body.consumer.modified > c.modified!).toBe(true)
-    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`), 409)
+    expectProblem(await h.request('PATCH', `/api/consumers/${c.consumer_id}/suspend`), 409, 'already_in_state')
     expect(await readAsVendor(h, 'consumers', c.consumer_id!)).toEqual(suspended.body.consumer)
     const active = await h.request('PATCH', `/api/consumers/${c.consumer_id}/activate`)
     expect(active.status).toBe(200)

@@ -332,14 +332,14 @@ describe('PATCH /api/enrollments/{id}/suspend and /activate', () => {
 
   test('active → suspended → active with modified increasing; no-ops 409', async () => {
     const e = await enroll(enrollmentBody(w.appA, 'DEV'))
-    expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`), 409)
+    expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`), 409, 'already_in_state')
     const suspended = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)
     expect(suspended.status).toBe(200)
     expect(Object.keys(suspended.body).sort()).toEqual(['enrollment', 'trace_id'])
     expect(Object.keys(suspended.body.enrollment).sort()).toEqual(ENROLLMENT_KEYS)
     expect({ ...suspended.body.enrollment, modified: null }).toEqual({ ...e, state: 'suspended', modified: null })
     expect(suspended.body.enrollment.modified > e.modified!).toBe(true)
-    expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`), 409)
+    expectProblem(await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`), 409, 'already_in_state')
     expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(suspended.body.enrollment)
     const active = await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/activate`)
     expect(active.status).toBe(200)

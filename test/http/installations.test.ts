@@ -267,7 +267,7 @@ describe('automatic verification (--auto-verify-installations)', () => {
       expect(again.body.installation.state).toBe('suspended')
       // Verify of a verified one is still a no-op.
       const other = await createInstallation(auto, w.A, 'y')
-      expect((await auto.request('PATCH', `/api/installations/${other.installation_id}/verify`)).status).toBe(409)
+      expectProblem(await auto.request('PATCH', `/api/installations/${other.installation_id}/verify`), 409, 'already_in_state')
 
       const app = await auto.request('POST', '/api/applications', { body: { organization_id: w.A, description: 'App' } })
       const installationId = crypto.randomUUID()

@@ -567,18 +567,18 @@ describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
   test('no-op transitions are 409 and change nothing', async () => {
     const C = await h.createCustomer('C')
     const active = await read(C)
-    expectProblem(await h.request('PATCH', `/api/organizations/${C}/activate`), 409)
+    expectProblem(await h.request('PATCH', `/api/organizations/${C}/activate`), 409, 'already_in_state')
     expect(await read(C)).toEqual(active)
     await setState(C, 'suspend')
     const suspended = await read(C)
-    expectProblem(await h.request('PATCH', `/api/organizations/${C}/suspend`), 409)
+    expectProblem(await h.request('PATCH', `/api/organizations/${C}/suspend`), 409, 'already_in_state')
     expect(await read(C)).toEqual(suspended)
   })
 
   test('the vendor can be neither suspended nor activated: 409', async () => {
     const before = await read(h.vendorId)
-    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`), 409)
-    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/activate`), 409)
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`), 409, 'vendor_always_active')
+    expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/activate`), 409, 'vendor_always_active')
     expect(await read(h.vendorId)).toEqual(before)
     expect((await h.request('GET', '/api/organizations')).status).toBe(200)
   })

@@ -5,7 +5,7 @@ import { then, type Maybe, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
-import { transition } from '../shared/state'
+import { changeRecord, transition } from '../shared/change'
 import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import { refuseBeyondLimit } from '../shared/limits'
 import type { CreateApplicationInput } from './model'
@@ -45,17 +45,10 @@ export class ApplicationService {
   }
 
   updateDescription(app: Application, description: string, actor: Actor): Promise<Application> {
-    const id = app.application_id
-    return changeBy(actor, this.storage, async (tx) => {
-      const current = (await tx.find('applications', id, 'update'))!
-      const changed = await tx.update('applications', id, { description })
-      recordEvent(tx, actor, 'application.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
-      return changed
-    })
+    return changeRecord(this.storage, actor, 'applications', app.application_id, 'application.update', () => ({ description }))
   }
 
   setState(app: Application, state: Application['state'], actor: Actor): Promise<Application> {
-    const [action, allowedFrom] = state === 'active' ? (['application.activate', ['suspended']] as const) : (['application.suspend', ['active']] as const)
-    return transition(this.storage, actor, { table: 'applications', id: app.application_id, to: state, allowedFrom, action })
+    return transition(this.storage, actor, 'applications', app.application_id, state)
   }
 }

@@ -2,7 +2,7 @@
 import type { Consumer, Organization } from '../../storage/records'
 import { then, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
-import { transition } from '../shared/state'
+import { transition } from '../shared/change'
 import { changeBy, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
@@ -16,8 +16,7 @@ export class ConsumerService {
   }
 
   setState(consumer: Consumer, state: Consumer['state'], actor: Actor): Promise<Consumer> {
-    const [action, allowedFrom] = state === 'active' ? (['consumer.activate', ['suspended']] as const) : (['consumer.suspend', ['active']] as const)
-    return transition(this.storage, actor, { table: 'consumers', id: consumer.consumer_id, to: state, allowedFrom, action })
+    return transition(this.storage, actor, 'consumers', consumer.consumer_id, state)
   }
 
   list(p: Principal, q: ConsumerListInput, slice?: Slice): Maybe<Page<Consumer>> {

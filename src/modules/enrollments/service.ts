@@ -3,7 +3,7 @@ import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, ty
 import { then, UniqueViolation, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
-import { transition } from '../shared/state'
+import { transition } from '../shared/change'
 import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import type { Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
@@ -86,8 +86,7 @@ export class EnrollmentService {
   }
 
   setState(enrollment: Enrollment, state: Enrollment['state'], actor: Actor): Promise<Enrollment> {
-    const [action, allowedFrom] = state === 'active' ? (['enrollment.activate', ['suspended']] as const) : (['enrollment.suspend', ['active']] as const)
-    return transition(this.storage, actor, { table: 'enrollments', id: enrollment.enrollment_id, to: state, allowedFrom, action })
+    return transition(this.storage, actor, 'enrollments', enrollment.enrollment_id, state)
   }
 
   /**

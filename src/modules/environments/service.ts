@@ -6,7 +6,8 @@ import type { Application, Organization } from '../../storage/records'
 import type { Storage, Tx } from '../../storage/storage'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import { supportedEnvironments } from '../shared/environments'
-import { changeBy, recordEvent, type Actor } from '../shared/audit'
+import type { Actor } from '../shared/audit'
+import { changeRecord } from '../shared/change'
 
 export class EnvironmentService {
   constructor(private readonly storage: Storage) {}
@@ -37,12 +38,6 @@ export class EnvironmentService {
     action: 'application_environments.add' | 'application_environments.remove',
     decide: (tx: Tx, environments: readonly string[]) => Promise<readonly string[]>,
   ): Promise<Application> {
-    const id = app.application_id
-    return changeBy(actor, this.storage, async (tx) => {
-      const current = (await tx.find('applications', id, 'update'))!
-      const changed = await tx.update('applications', id, { environments: await decide(tx, current.environments) })
-      recordEvent(tx, actor, action, { target: id, customerId: changed.organization_id, before: current, after: changed })
-      return changed
-    })
+    return changeRecord(this.storage, actor, 'applications', app.application_id, action, async (current, tx) => ({ environments: await decide(tx, current.environments) }))
   }
 }

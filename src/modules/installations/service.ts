@@ -2,8 +2,8 @@
 import type { Installation, Organization } from '../../storage/records'
 import { then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
-import { transition } from '../shared/state'
-import { changeBy, recordEvent, type Actor } from '../shared/audit'
+import { changeRecord, transition } from '../shared/change'
+import { changeBy, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
@@ -38,23 +38,15 @@ export class InstallationService {
   }
 
   updateDescription(installation: Installation, description: string, actor: Actor): Promise<Installation> {
-    const id = installation.installation_id
-    return changeBy(actor, this.storage, async (tx) => {
-      const current = (await tx.find('installations', id, 'update'))!
-      const changed = await tx.update('installations', id, { description })
-      recordEvent(tx, actor, 'installation.update', { target: id, customerId: changed.organization_id, before: current, after: changed })
-      return changed
-    })
+    return changeRecord(this.storage, actor, 'installations', installation.installation_id, 'installation.update', () => ({ description }))
   }
 
   suspend(installation: Installation, actor: Actor): Promise<Installation> {
-    const change = { table: 'installations', id: installation.installation_id, to: 'suspended', allowedFrom: ['unregistered', 'verified'], action: 'installation.suspend' } as const
-    return transition(this.storage, actor, change)
+    return transition(this.storage, actor, 'installations', installation.installation_id, 'suspended')
   }
 
   verify(installation: Installation, actor: Actor): Promise<Installation> {
-    const change = { table: 'installations', id: installation.installation_id, to: 'verified', allowedFrom: ['unregistered', 'suspended'], action: 'installation.verify' } as const
-    return transition(this.storage, actor, change)
+    return transition(this.storage, actor, 'installations', installation.installation_id, 'verified')
   }
 
   list(p: Principal, q: InstallationListInput, slice?: Slice): Maybe<Page<Installation>> {

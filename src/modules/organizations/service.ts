@@ -7,7 +7,7 @@ import { then, type Maybe, type Slice, type Storage, type Tx } from '../../stora
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'
-import { transition } from '../shared/state'
+import { changeRecord, transition } from '../shared/change'
 import { changeBy, customerIdOf, recordEvent, type Actor } from '../shared/audit'
 import { MAX_ENVIRONMENTS } from '../shared/model'
 import { refuseBeyondLimit } from '../shared/limits'
@@ -79,13 +79,7 @@ export class OrganizationService {
   }
 
   updateDescription(org: Organization, description: string, actor: Actor): Promise<Organization> {
-    const id = org.organization_id
-    return changeBy(actor, this.storage, async (tx) => {
-      const current = (await tx.find('organizations', id, 'update'))!
-      const changed = await tx.update('organizations', id, { description })
-      recordEvent(tx, actor, 'organization.update', { target: id, customerId: customerIdOf(changed), before: current, after: changed })
-      return changed
-    })
+    return changeRecord(this.storage, actor, 'organizations', org.organization_id, 'organization.update', () => ({ description }))
   }
 
   setState(org: Organization, state: 'active' | 'suspended', actor: Actor): Promise<Organization> {
@@ -93,8 +87,7 @@ export class OrganizationService {
     if (org.organization_type === 'vendor') {
       return Promise.reject(conflict('vendor_always_active', 'The vendor organization cannot be suspended or activated.'))
     }
-    const [action, allowedFrom] = state === 'active' ? (['organization.activate', ['suspended']] as const) : (['organization.suspend', ['active']] as const)
-    return transition(this.storage, actor, { table: 'organizations', id: org.organization_id, to: state, allowedFrom, action })
+    return transition(this.storage, actor, 'organizations', org.organization_id, state)
   }
 
   setDefaultEnvironment(org: Organization, name: string, actor: Actor): Promise<Organization> {
@@ -130,14 +123,9 @@ export class OrganizationService {
     action: 'organization_environments.add' | 'organization_environments.remove' | 'organization_environments.set_default',
     decide: (envs: EnvironmentSet, tx: Tx) => Promise<EnvironmentSet | null>,
   ): Promise<Organization> {
-    const id = org.organization_id
-    return changeBy(actor, this.storage, async (tx) => {
-      const current = (await tx.find('organizations', id, 'update'))!
+    return changeRecord(this.storage, actor, 'organizations', org.organization_id, action, async (current, tx) => {
       const environments = await decide(current.environments!, tx)
-      if (!environments) return current
-      const changed = await tx.update('organizations', id, { environments })
-      recordEvent(tx, actor, action, { target: id, customerId: customerIdOf(changed), before: current, after: changed })
-      return changed
+      return environments ? { environments } : null
     })
   }
 }
