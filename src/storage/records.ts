@@ -157,9 +157,6 @@ export const PRIMARY_KEY = {
 
 export const TABLE_NAMES = Object.keys(PRIMARY_KEY) as TableName[]
 
-export const primaryKeyOf = <N extends TableName>(table: N, record: RecordOf<N>): string =>
-  (record as unknown as Record<string, string>)[PRIMARY_KEY[table]]!
-
 export type EnrollmentTuple = Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>
 
 /** CONTRACT section 6: `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */

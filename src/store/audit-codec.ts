@@ -66,7 +66,6 @@ export const HEADER_FIELDS = [
   'customer_id',
   'trace_id',
 ] as const
-export type HeaderField = (typeof HEADER_FIELDS)[number]
 export const HEADER_INDEX: Readonly<Record<string, number>> = Object.fromEntries(HEADER_FIELDS.map((field, i) => [field, i]))
 /** Header fields whose strings are interned (the others are ids unique to an event or a target). */
 const INTERNED_HEADER: readonly boolean[] = HEADER_FIELDS.map((field) => field !== 'event_id' && field !== 'target_id' && field !== 'trace_id')
