@@ -13,7 +13,7 @@ import { createApp } from '../../src/app'
 import { TokenVerifier } from '../../src/auth/tokens'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { createLogger } from '../../src/ops/logger'
-import { Metrics } from '../../src/ops/metrics'
+import { Histogram, Metrics } from '../../src/ops/metrics'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { expectProblem } from '../support/actors'
 import type { FileHandle } from 'node:fs/promises'
@@ -333,6 +333,28 @@ describe('rate limits', () => {
     expect(res.headers.get('ratelimit')).toBeNull()
     expect(res.headers.get('ratelimit-policy')).toBeNull()
   })
+})
+
+test("a duration exactly on a bucket's bound counts in that bucket: Prometheus' `le` is less than or equal", () => {
+  const histogram = new Histogram()
+  histogram.observe(0.001)
+  const text = histogram.render('d', '')
+  expect(text).toContain('d_bucket{le="0.0005"} 0\n')
+  expect(text).toContain('d_bucket{le="0.001"} 1\n')
+  expect(text).toContain('d_count 1\n')
+})
+
+test('when the rate limiter needs room, full buckets go first: a client that drained its bucket keeps it, however old', () => {
+  let now = 0
+  const limiter = new RateLimiter(1, 10, () => now)
+  limiter.take('drained')
+  limiter.take('drained') // the oldest bucket, now empty
+  for (let i = 0; i < 9; i++) limiter.take(`busy ${i}`)
+  now += 1000 // the others are full again; the drained one holds one request
+  limiter.take('newcomer') // the bound is reached: room is made
+  expect(limiter.size).toBeLessThanOrEqual(10)
+  expect(limiter.take('drained').allowed).toBe(true)
+  expect(limiter.take('drained').allowed).toBe(false) // its own bucket, not a fresh one of two
 })
 
 test('the rate limiter holds a bounded number of buckets, however many keys rotate through it', () => {
