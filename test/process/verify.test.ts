@@ -12,6 +12,7 @@ import { buildDamageTestDir, flip, logRecords, logSegmentNames } from '../suppor
 import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
+import { Store } from '../../src/store/store.ts'
 
 setDefaultTimeout(30000)
 
@@ -189,6 +190,11 @@ describe('a damaged data dir: exit 1 naming the file and the offset of the first
     mkdirSync(empty)
     expect(await verify(empty)).toMatchObject({ code: 1, stderr: expect.stringContaining('not initialised') })
     expect(await verify(join(parent, 'absent'))).toMatchObject({ code: 1, stderr: expect.stringContaining('does not exist') })
+    // keyward's files (format, log, snapshot) but no vendor: opened and closed by a start that stopped before `init`.
+    const opened = join(parent, 'opened')
+    await (await Store.open(opened, { log: () => {} })).close()
+    expect(readdirSync(opened).length).toBeGreaterThan(1)
+    expect(await verify(opened)).toMatchObject({ code: 1, stderr: expect.stringContaining(`data dir ${opened} holds no keyward data: it is not initialised`) })
   })
 
   test('a newer data format: exit 1 naming both versions', async () => {

@@ -9,13 +9,13 @@ import type { Logger } from '../../ops/logger'
 /** Events per change: a log record of about 40 KiB, a moment of the store's queue. */
 export const RETENTION_BATCH = 1000
 
-/** Drops every event older than `before` (microseconds); resolves with how many. */
-export async function dropEventsBefore(storage: Storage, before: number): Promise<number> {
+/** Drops every event older than `before` (microseconds), `batch` at a time; resolves with how many. */
+export async function dropEventsBefore(storage: Storage, before: number, batch = RETENTION_BATCH): Promise<number> {
   let dropped = 0
   for (;;) {
-    const count = await storage.purgeAuditEvents(before, RETENTION_BATCH)
+    const count = await storage.purgeAuditEvents(before, batch)
     dropped += count
-    if (count < RETENTION_BATCH) return dropped
+    if (count < batch) return dropped
     await new Promise<void>((resolve) => setImmediate(resolve))
   }
 }
