@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import { Children, ProcessLog, freePort, waitReady } from './servers'
 import { cpuSeconds, procStatus } from './system'
+import { baseEnv, keywardCommand } from '../../test/support/server-process'
 
 export const ROOT = join(import.meta.dir, '..', '..')
 
@@ -15,14 +16,10 @@ export type Target = { readonly store: 'embedded'; readonly dir: string } | { re
 
 const targetArgs = (target: Target) => (target.store === 'embedded' ? ['--data', target.dir] : ['--database-url', target.url])
 
-/** The environment without KEYWARD_* settings of the caller's shell: the benchmark says what it runs. */
-export function keywardEnv(): Record<string, string | undefined> {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('KEYWARD_')))
-}
-
 /** A one-shot command (`init`, `issue-token`, `--help`...): its stdout; its stderr in the error if it fails. */
 export async function keywardCli(args: string[], root = ROOT): Promise<string> {
-  const proc = Bun.spawn([process.execPath, 'run', 'src/main.ts', ...args], { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  // Without the KEYWARD_* settings of the caller's shell: the benchmark says what it runs.
+  const proc = Bun.spawn(keywardCommand(args), { cwd: root, env: baseEnv, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   if (code !== 0) throw new Error(`keyward ${args[0]} exited ${code}: ${stderr.trim().slice(0, 600)}`)
   return stdout
@@ -89,7 +86,7 @@ export async function startKeyward(
   const begun = performance.now()
   const proc = children.spawn(
     [...(options.prefix ?? []), process.execPath, ...profile, 'run', 'src/main.ts', 'serve', ...targetArgs(target), '--port', String(port), ...(await benchServeOptions(root, options.rateLimit)).args],
-    { cwd: root, env: keywardEnv(), stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
+    { cwd: root, env: baseEnv, stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' },
   )
   const log = new ProcessLog(proc.stderr)
   await waitReady(options.name, proc, `http://127.0.0.1:${port}/healthz`, { timeoutMs: options.timeoutMs ?? 120_000, log: () => log.text() })

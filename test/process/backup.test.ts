@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { open } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
-import { api, initLine, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
+import { api, initLine, keyward, keywardCommand, killServers, run, startServer, stopServer, underFileSizeLimit, waitFor, type ServerProcess } from '../support/server-process.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
 import { dump } from '../support/sample-data.ts'
 import { flip } from '../support/damaged-dir.ts'
@@ -234,8 +234,7 @@ describe('restore refuses, and writes nothing', () => {
 
   test('a restore that fails while writing (EFBIG: a file size limit, as a full disk would) takes its temporary file away, and a retry restores', async () => {
     const target = newPath('limited')
-    // Files of at most 512 bytes; the signal such a write raises ignored, so that it fails instead.
-    const limited = await run(['sh', '-c', 'trap "" XFSZ; ulimit -f 1; exec "$@"', 'sh', ...keywardCommand(['restore', '--from', await good(), '--data', target])])
+    const limited = await run(underFileSizeLimit(1, keywardCommand(['restore', '--from', await good(), '--data', target])))
     expect([limited.code, limited.stderr]).toEqual([1, expect.stringContaining('EFBIG')])
     expect(readdirSync(target)).toEqual([LOCK_FILE])
     expect((await keyward(['restore', '--from', await good(), '--data', target])).code).toBe(0)

@@ -171,7 +171,8 @@ export function initLine(server: ServerProcess): { organization_id: string; toke
   return JSON.parse(server.stdout.text.trim().split('\n')[0]!)
 }
 
-export interface ApiResponse {
+/** A server's answer over HTTP (`api`): unlike the harness's in-process answers, its content type only of the headers. */
+export interface HttpAnswer {
   readonly status: number
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly body: any
@@ -179,7 +180,7 @@ export interface ApiResponse {
 }
 
 /** One JSON request; rejects if the connection fails (the server died) or it takes too long. */
-export async function api(url: string, token: string, method: string, path: string, body?: unknown): Promise<ApiResponse> {
+export async function api(url: string, token: string, method: string, path: string, body?: unknown): Promise<HttpAnswer> {
   const response = await fetch(`${url}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },

@@ -1,6 +1,6 @@
 /** One client: a customer and everything under it, written one request at a time. */
 import { newClientKey, type Random } from '../random'
-import { api, type ApiResponse } from '../server-process'
+import { api, type HttpAnswer } from '../server-process'
 import { ANY, sameValue, type Fields, type Kind } from './model'
 import type { CrashLoop } from './loop'
 
@@ -40,7 +40,7 @@ export class Client {
   async steps(count: number): Promise<void> {
     for (let i = 0; i < count && !this.loop.stopped; i++) {
       const step = this.choose()
-      let res: ApiResponse
+      let res: HttpAnswer
       try {
         res = await api(this.loop.url, this.loop.token, step.method, step.path, step.body)
       } catch {

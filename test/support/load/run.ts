@@ -2,7 +2,7 @@
 import { readdirSync } from 'node:fs'
 import { mapLimited } from '../map-limited'
 import { Random } from '../random'
-import { api, initLine, keywardCommand, run, startServer, stopServer, type ApiResponse } from '../server-process'
+import { api, initLine, keywardCommand, run, startServer, stopServer, type HttpAnswer } from '../server-process'
 import { LoadClient } from './client'
 import { cpuCounters, machineSecond, type MachineSecond } from './machine'
 import { analyseMemory, auditEventCount, vmRss, type MemorySample } from './memory'
@@ -239,7 +239,7 @@ export class LoadRun {
 
   async execute(tenant: Tenant, step: Step): Promise<void> {
     const started = performance.now()
-    let res: ApiResponse
+    let res: HttpAnswer
     const label = `tenant ${tenant.index} ${step.role} ${step.method} ${step.path}${step.body !== undefined ? ` ${JSON.stringify(step.body)}` : ''}`
     try {
       res = await api(this.url, this.token(tenant, step.role), step.method, step.path, step.body)
@@ -277,7 +277,7 @@ export class LoadRun {
     if (res.status < 300) step.done?.(res.body)
   }
 
-  private checkShape(res: ApiResponse): Problem | null {
+  private checkShape(res: HttpAnswer): Problem | null {
     if (res.status >= 400) {
       if (!res.contentType.startsWith('application/problem+json')) return wrong(`error answered as ${res.contentType}`)
       if (res.body?.status !== res.status || typeof res.body?.code !== 'string') return wrong('error body is not a problem document')
