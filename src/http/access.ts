@@ -6,7 +6,8 @@
 import type { Organization, RecordOf, TableName, Token } from '../storage/records'
 import { then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
 import type { Principal } from './auth'
-import type { RequestBody } from './body'
+import * as v from 'valibot'
+import { parseBody, type RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -205,6 +206,18 @@ export function namedRecordFirst<T>(named: () => Maybe<unknown>, checks: () => T
       throw error
     })
   }
+}
+
+/**
+ * The body of a create that may name its organization (`organization_id`: applications, consumers,
+ * installations), in CONTRACT section 3's order: the named organization's 404, then the role's
+ * 403 (`allowed`, for `what`), then the body's 400 (`namedRecordFirst`).
+ */
+export function createBody<S extends v.GenericSchema>(reader: Reader, p: Principal, body: RequestBody | undefined, allowed: boolean, what: string, schema: S): Maybe<v.InferOutput<S>> {
+  return namedRecordFirst(
+    () => checkNamedOrganization(reader, p, body),
+    () => (authorize(allowed, what), parseBody(schema, body)),
+  )
 }
 
 /** The customer new consumers and installations go to: the token's, or for the vendor the one named. */

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, namedRecordFirst, customerNamed, findOwned, may } from '../../http/access'
+import { authorize, createBody, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
@@ -42,10 +42,7 @@ export const applicationsController = (deps: AppDeps) => {
     .post(
       '',
       async ({ principal, body, set }) => {
-        const input = await namedRecordFirst(
-          () => checkNamedOrganization(storage, principal, body),
-          () => (authorize(may.changeApplications(principal), 'register applications'), parseBody(CreateApplicationBody, body)),
-        )
+        const input = await createBody(storage, principal, body, may.changeApplications(principal), 'register applications', CreateApplicationBody)
         const customer = await customerNamed(storage, principal, input.organization_id)
         const { application, apiKey } = await service.create(customer, input, actorOf(principal, set))
         set.status = 201

@@ -1,8 +1,8 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
+import { createBody, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
-import { parseBody, parseQuery } from '../../http/body'
+import { parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import type { Consumer } from '../../storage/records'
 import { then } from '../../storage/storage'
@@ -38,10 +38,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
     .post(
       '',
       async ({ principal, body, set }) => {
-        const input = await namedRecordFirst(
-          () => checkNamedOrganization(storage, principal, body),
-          () => (authorize(may.changeTenantData(principal), 'create consumers'), parseBody(CreateConsumerBody, body)),
-        )
+        const input = await createBody(storage, principal, body, may.changeTenantData(principal), 'create consumers', CreateConsumerBody)
         const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.consumer_id, actorOf(principal, set))
         set.status = created ? 201 : 200

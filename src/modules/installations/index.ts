@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, checkNamedOrganization, namedRecordFirst, findOwned, may, owningCustomer } from '../../http/access'
+import { authorize, createBody, findOwned, may, owningCustomer } from '../../http/access'
 import type { Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -53,10 +53,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
     .post(
       '',
       async ({ principal, body, set }) => {
-        const input = await namedRecordFirst(
-          () => checkNamedOrganization(storage, principal, body),
-          () => (authorize(may.changeTenantData(principal), 'create installations'), parseBody(CreateInstallationBody, body)),
-        )
+        const input = await createBody(storage, principal, body, may.changeTenantData(principal), 'create installations', CreateInstallationBody)
         const customer = await owningCustomer(storage, principal, input.organization_id)
         const { record, created } = await service.create(customer, input.installation_id, input.description, actorOf(principal, set))
         set.status = created ? 201 : 200
