@@ -868,6 +868,34 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test('a read past its deadline is cancelled by the database too (statement_timeout): no work goes on that nobody will read', async () => {
+      const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
+      const record = await storage.transaction((tx) => tx.insert('consumers', consumer()))
+      expect(await late.find('consumers', record.consumer_id)).toEqual(record) // its connection made first
+      const waitingReads = async () =>
+        Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT%consumers%'`)[0].n)
+      try {
+        await admin.begin(async (locked) => {
+          // Reads wait for an ACCESS EXCLUSIVE lock: keyward's read waits, then its answer timeout passes.
+          await locked`LOCK TABLE consumers IN ACCESS EXCLUSIVE MODE`
+          expect(await late.find('consumers', record.consumer_id).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+          // Still holding the lock: the database stops the read by itself, within moments.
+          const deadline = Date.now() + 5000
+          while ((await waitingReads()) > 0 && Date.now() < deadline) await Bun.sleep(20)
+          expect(await waitingReads()).toBe(0)
+        })
+      } finally {
+        await late.close()
+      }
+    })
+
+    test('lists are planned for their own values, on connections of their own; the others keep cached plans (docs/storage.md, "Plans")', async () => {
+      const pools = storage as unknown as { sql: SQL; listSql: SQL }
+      expect((await pools.listSql`SHOW plan_cache_mode`)[0].plan_cache_mode).toBe('force_custom_plan')
+      expect((await pools.sql`SHOW plan_cache_mode`)[0].plan_cache_mode).toBe('auto')
+      for (const pool of [pools.sql, pools.listSql]) expect((await pool`SHOW statement_timeout`)[0].statement_timeout).toBe('10s')
+    })
+
     test('a transaction past its deadline is rolled back, its row locks freed: what its body does after that is never committed', async () => {
       const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
       try {

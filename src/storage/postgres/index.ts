@@ -61,6 +61,8 @@ export class PostgresStorage implements Storage {
   private constructor(
     private readonly url: string,
     private readonly sql: SQL,
+    /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"). */
+    private readonly listSql: SQL,
     /**
      * Tries of a statement whose connection the server had closed. The pool notices that the
      * server closed an idle connection (a restart, pg_terminate_backend) only when it next uses
@@ -77,8 +79,16 @@ export class PostgresStorage implements Storage {
    */
   static connect(url: string, options: PostgresOptions = {}): PostgresStorage {
     const max = options.maxConnections ?? 16
-    // PostgreSQL's default plan caching, not a custom plan per statement: see docs/storage.md, "Plans".
-    return new PostgresStorage(url, new SQL({ url, max, connectionTimeout: 10 }), max + 1, options.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS)
+    const answerTimeoutMs = options.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS
+    // No statement runs longer than a request waits for it: the database cancels it then, instead
+    // of going on with work nobody will read (docs/storage.md, "A database that does not answer").
+    const limits = { statement_timeout: answerTimeoutMs }
+    // A quarter of the connections for lists, planned for each list's own values; the others keep
+    // PostgreSQL's default plan caching (docs/storage.md, "Plans").
+    const lists = Math.max(1, Math.floor(max / 4))
+    const sql = new SQL({ url, max: Math.max(1, max - lists), connectionTimeout: 10, connection: limits })
+    const listSql = new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } })
+    return new PostgresStorage(url, sql, listSql, max + 1, answerTimeoutMs)
   }
 
   /**
@@ -91,12 +101,15 @@ export class PostgresStorage implements Storage {
     // itself is bounded by `connectionTimeout`), and the lock may wait for another instance's migrations.
     const connection = await this.tries(() => this.sql.reserve(), this.connectionTries)
     try {
+      // Nor a statement timeout: a migration may build an index over millions of rows.
+      await connection`SET statement_timeout = 0`
       await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
       try {
         await migrate(connection)
         return await work()
       } finally {
         await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
+        await connection`RESET statement_timeout`
       }
     } finally {
       connection.release()
@@ -167,7 +180,8 @@ export class PostgresStorage implements Storage {
   }
 
   async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
-    const rows = await this.run(listStatement(query))
+    const statement = listStatement(query)
+    const rows: Rows = await this.read(() => this.listSql.unsafe(statement.text, statement.params))
     if (!query.page) return { items: rows.map((row) => toRecord(query.table, row)), total: rows.length }
     const key = PRIMARY_KEY[query.table]
     const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord(query.table, row))
@@ -333,6 +347,7 @@ export class PostgresStorage implements Storage {
   async close(): Promise<void> {
     await this.probeSql?.close({ timeout: 1 })
     await this.generationSql?.close({ timeout: 1 })
+    await this.listSql.close({ timeout: 5 })
     await this.sql.close({ timeout: 5 })
   }
 }
