@@ -130,7 +130,7 @@ const isCommand = (name: string): name is keyof typeof commands => Object.hasOwn
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv
   // Nothing may follow them but, for help, one command (`keyward help serve`): an unknown flag is bad
-  // usage wherever it stands (CONTRACT section 1), as it is after a command's --help.
+  // usage wherever it stands (README "Configuration": exit code 2), as it is after a command's --help.
   if (first === '--help' || first === '-h' || first === 'help') {
     if (rest.length === 0) return print(USAGE.main)
     if (rest.length === 1 && isCommand(rest[0]!)) return print(USAGE[rest[0]])

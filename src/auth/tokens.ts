@@ -1,5 +1,5 @@
 /**
- * Bearer tokens (CONTRACT section 9; README "Tokens"): opaque strings, not signed statements.
+ * Bearer tokens (docs/api.md "Tokens"; README "Tokens"): opaque strings, not signed statements.
  *
  *   kw2_<token_id as 32 hex digits>_<43 characters: base64url of 32 random bytes>
  *
@@ -16,14 +16,14 @@ export type { Role }
 
 export const ROLES = ['admin', 'application_admin', 'viewer'] as const satisfies readonly Role[]
 
-/** `administrator` is accepted as the same role as `admin` (CONTRACT section 2). */
+/** `administrator` is accepted as the same role as `admin` (docs/api.md "Authentication, roles and scope"). */
 export function parseRole(name: string): Role | null {
   const role = name === 'administrator' ? 'admin' : name
   return (ROLES as readonly string[]).includes(role) ? (role as Role) : null
 }
 
 export const DEFAULT_TOKEN_TTL = '90d'
-/** CONTRACT section 9: a token lives at most 366 days. */
+/** docs/api.md "Tokens": a token lives at most 366 days. */
 export const MAX_TOKEN_TTL_SECONDS = 366 * 86400
 
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 }

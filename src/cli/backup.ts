@@ -23,7 +23,7 @@ import { checkDataDir, recordCounts } from './verify'
 export const BACKUP_FILES = [SNAPSHOT_FILE, FORMAT_FILE] as const
 
 /**
- * In database mode (CONTRACT section 11; `--database-url` comes with it) the data is the database's,
+ * In database mode (docs/operations.md; `--database-url` comes with it) the data is the database's,
  * and so are its backups: the first thing `backup` and `restore` do is refuse that.
  */
 export function refuseInDatabaseMode(command: 'backup' | 'restore', options: { databaseUrl?: string }): void {

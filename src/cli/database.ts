@@ -1,5 +1,5 @@
 /**
- * Database mode for the commands (CONTRACT section 13, README "Database mode"): the
+ * Database mode for the commands (README "Database mode"): the
  * `--database-url` option, and the start-up work every command does on a database: connect,
  * migrate or check the schema, initialise once.
  */

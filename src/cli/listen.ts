@@ -1,5 +1,5 @@
 /**
- * Where and how `serve` listens (the contract, section 11; README "Configuration"): the port, bound
+ * Where and how `serve` listens (README "Configuration"): the port, bound
  * before the data dir is touched; the TLS certificate and key; the public URL handed out as host_url.
  * Each is checked before anything else happens, so a start that fails leaves nothing behind.
  */

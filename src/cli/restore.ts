@@ -1,10 +1,10 @@
 /**
  * `keyward restore --from FILE --data DIR`: a backup (backup.ts) back into a data dir that is missing
- * or empty (dotfiles aside, as CONTRACT section 12 counts a dir to initialise). The whole archive is
+ * or empty (dotfiles aside, as README "The data dir" counts a dir to initialise). The whole archive is
  * checked first (every checksum, the data format); only then is anything written: each file under a
  * temporary name, fsynced, renamed, mode 0600, the dir 0700 and fsynced.
  *
- * It writes under the data dir's lock, as `serve` and `init` do (CONTRACT section 12): a `serve`
+ * It writes under the data dir's lock, as `serve` and `init` do (README "The data dir"): a `serve`
  * started on the dir meanwhile is refused (the lock is held), or holds the lock first and the
  * restore is refused; never does a first start initialise the dir while the restore writes into
  * it, and then overwrite what was restored with its own snapshot.
@@ -38,7 +38,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   if (!options.data) throw new UsageError('--data is required')
   const { from, data } = options
   if (!(await stat(from).then((info) => info.isFile(), () => false))) throw new Error(`backup ${from} does not exist or is not a file`)
-  // The checks of every data dir (CONTRACT section 12: a real directory, owned by this user), and no data in it.
+  // The checks of every data dir (README "The data dir": a real directory, owned by this user), and no data in it.
   await inspectDataDir(data)
   await refuseKeywardData(data)
 

@@ -1,5 +1,5 @@
 /**
- * `keyward serve --database-url`: database mode (CONTRACT section 13, README "Database mode").
+ * `keyward serve --database-url`: database mode (README "Database mode").
  * No data dir and no lock: any number of instances serve one database. Start-up migrates the
  * schema and, on an empty database, initialises it, under the database's advisory lock, so of
  * instances starting together exactly one does it and prints the vendor token. There is no control

@@ -5,7 +5,7 @@
  * damage, in the order a start reads them: `format`, the snapshot, the log segments. A `secret` file
  * left by a version with signed tokens is not keyward's any more and is not read.
  *
- * With `--database-url`: the database's schema version is checked (CONTRACT section 11; its data is
+ * With `--database-url`: the database's schema version is checked (docs/operations.md; its data is
  * the database's to check).
  */
 import { TABLE_NAMES, type Tables } from '../store/database'

@@ -1,5 +1,5 @@
 /**
- * Scope and role rules (CONTRACT section 2, docs/api.md), in one place. Every handler reaches
+ * Scope and role rules (docs/api.md), in one place. Every handler reaches
  * records through these functions: a record out of the caller's scope is reported exactly like a
  * missing one (404), and scope is checked before role (403).
  */
@@ -21,7 +21,7 @@ export function pathId(raw: string, name: string): string {
 /**
  * A well-formed UUID that a JSON body names under `field`, lowercased; undefined otherwise (the
  * schema reports those). Lets a handler answer an unknown referenced record (404) before the rest
- * of the body is validated (400), in CONTRACT section 3's order.
+ * of the body is validated (400), in the order of docs/api.md "Status codes and errors".
  */
 export function referencedId(body: RequestBody | undefined, field: string): string | undefined {
   if (body?.kind !== 'json' || typeof body.value !== 'object' || body.value === null) return undefined
@@ -93,7 +93,7 @@ export function findEnvironmentCustomer(reader: Reader, p: Principal, rawId: str
   })
 }
 
-/** The role table of CONTRACT section 2, one rule per kind of change. Reads need no rule: scope decides. */
+/** The role table of docs/api.md "Authentication, roles and scope", one rule per kind of change. Reads need no rule: scope decides. */
 export const may = {
   createOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
   updateOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
@@ -103,9 +103,9 @@ export const may = {
   changeOrganizationEnvironments: (p: Principal) => p.role === 'admin' && !isPartner(p),
   changeApplications: (p: Principal) => (p.role === 'admin' || p.role === 'application_admin') && !isPartner(p),
   changeTenantData: (p: Principal) => p.role === 'admin' || p.role === 'application_admin',
-  /** CONTRACT section 9: admins only, for the organizations they read; a partner's admin for none. */
+  /** docs/api.md "Tokens": admins only, for the organizations they read; a partner's admin for none. */
   manageTokens: (p: Principal) => p.role === 'admin' && !isPartner(p),
-  /** CONTRACT section 10: the vendor's and a customer's admins and viewers. */
+  /** docs/api.md "Audit events": the vendor's and a customer's admins and viewers. */
   readAuditEvents: (p: Principal) => (p.role === 'admin' || p.role === 'viewer') && !isPartner(p),
 } as const
 
@@ -180,7 +180,7 @@ export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<O
 /**
  * The organization a POST body names under `field` (`organization_id`, or a new organization's
  * `parent_id`), checked before the role and the rest of the body: an unknown or out-of-scope
- * record is 404 whatever the role (CONTRACT sections 2 and 3: 404 outranks 403 and a bad body).
+ * record is 404 whatever the role (docs/api.md "Status codes and errors": 404 outranks 403 and a bad body).
  * Whether it is a customer is a body question, answered later.
  */
 export function checkNamedOrganization(reader: Reader, p: Principal, body: RequestBody | undefined, field = 'organization_id', what = 'Organization'): Maybe<void> {
@@ -192,7 +192,7 @@ export function checkNamedOrganization(reader: Reader, p: Principal, body: Reque
 }
 
 /**
- * `checks()` (the role, then the body) with CONTRACT section 3's order kept without a read on the
+ * `checks()` (the role, then the body) with the order of docs/api.md "Status codes and errors" kept without a read on the
  * way to a success: when they fail, `named()` is asked first whether the record the body names is
  * missing (it throws the 404 that outranks their 403 or 400). When they pass, the change itself
  * must find the named record (inside its transaction, 404 if it is missing): one read fewer per
@@ -210,7 +210,7 @@ export function namedRecordFirst<T>(named: () => Maybe<unknown>, checks: () => T
 
 /**
  * The body of a create that may name its organization (`organization_id`: applications, consumers,
- * installations), in CONTRACT section 3's order: the named organization's 404, then the role's
+ * installations), in the order of docs/api.md "Status codes and errors": the named organization's 404, then the role's
  * 403 (`allowed`, for `what`), then the body's 400 (`namedRecordFirst`).
  */
 export function createBody<S extends v.GenericSchema>(reader: Reader, p: Principal, body: RequestBody | undefined, allowed: boolean, what: string, schema: S): Maybe<v.InferOutput<S>> {

@@ -25,7 +25,7 @@ export interface Principal {
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
-// Scheme is case-insensitive (CONTRACT section 2); the token itself never contains whitespace.
+// Scheme is case-insensitive (docs/api.md "Authentication, roles and scope"); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
 
 const invalid = () => unauthorized('The bearer token is invalid, expired or revoked.')

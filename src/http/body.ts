@@ -1,7 +1,7 @@
 /**
  * Request bodies are read only after the token is checked (`takesBody` in context.ts): an anonymous
  * request costs no body reading or parsing (docs/security.md). Reading answers 413 and 415 at once,
- * which is their place in CONTRACT section 3's order; a body that is not JSON is kept as a verdict
+ * which is their place in the order of docs/api.md "Status codes and errors"; a body that is not JSON is kept as a verdict
  * and raised later, after 404 and 403.
  */
 import * as v from 'valibot'
@@ -90,7 +90,7 @@ export function parseBody<S extends v.GenericSchema>(schema: S, body: RequestBod
 
 /**
  * For routes that take no body (suspend, activate): a JSON body is ignored, but bytes that are not
- * JSON are still a 400 (CONTRACT section 3), like on every other route.
+ * JSON are still a 400 (docs/api.md "Status codes and errors"), like on every other route.
  */
 export function ignoreBody(body: RequestBody | undefined): void {
   if (body?.kind === 'invalid') throw badRequest('invalid_json', body.reason)

@@ -1,7 +1,7 @@
 /**
  * What every controller needs: the storage, token verification, settings; the `authenticated`
  * plugin that every /api route goes through (401), and `takesBody` for the routes that read a body
- * (then 413 and 415): CONTRACT section 3's order, and no body is read for a request without a valid token.
+ * (then 413 and 415): the order of docs/api.md "Status codes and errors", and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
 import { mapInTurns, newSlice, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
@@ -90,7 +90,7 @@ export type ChargeAddress = (request: Request, set: { headers: Record<string, un
 
 /**
  * Charges a request that no checked token pays for to its client's address, like a request without
- * a valid token (CONTRACT section 11), so that its answer carries the RateLimit headers: a request
+ * a valid token (docs/operations.md), so that its answer carries the RateLimit headers: a request
  * no route answers, whatever its path (`/api`, `/API/...`, `/nothing`); one for the documents
  * (`/docs`, its script, `/openapi.json`: public, and costlier than a probe); a CORS preflight. The
  * probes (`/healthz`, `/readyz`) are not limited: a load balancer must always get its answer.

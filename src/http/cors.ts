@@ -2,7 +2,7 @@
  * CORS for the configured origins only (`serve --cors-origin`, off by default: docs/api.md, "CORS"),
  * so that a page on one of them, a browser console say, can call the API. A preflight from such an
  * origin is answered 204 at once, charged to its client's address like any request without a token
- * (a 429 once it has none left: CONTRACT section 11); every other answer to it carries
+ * (a 429 once it has none left: docs/operations.md); every other answer to it carries
  * Access-Control-Allow-Origin and the response headers a script may read. Other origins get answers
  * without these headers, which a browser then refuses to hand to the page.
  */

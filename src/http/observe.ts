@@ -1,5 +1,5 @@
 /**
- * Every request's line in the log and its count and duration in the metrics (CONTRACT section 11;
+ * Every request's line in the log and its count and duration in the metrics (docs/operations.md;
  * docs/operations.md), including those no route answers, 401s and 429s.
  *
  * Observed around Elysia's handler of each route (`app.wrap`), which sees the final Response of

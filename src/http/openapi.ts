@@ -99,7 +99,7 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
 }
 
 /**
- * Errors by route kind (the contract, section 3), beyond what a route declares. A GET's body is never
+ * Errors by route kind (docs/api.md "Status codes and errors"), beyond what a route declares. A GET's body is never
  * read (Bun's server does not pass it on: docs/api.md, "Status codes and errors"), so reads answer no 413 or 415.
  */
 function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {

@@ -1,5 +1,5 @@
 /**
- * GET /readyz and GET /metrics (CONTRACT section 11; docs/operations.md). /healthz (app.ts) stays
+ * GET /readyz and GET /metrics (docs/operations.md). /healthz (app.ts) stays
  * the liveness check: it answers while the process serves; /readyz says whether changes can be made
  * durable now. /metrics goes through `authenticated` like any /api route, for a vendor token of any
  * role; any other token is answered as if there were no such route.

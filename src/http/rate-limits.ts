@@ -1,5 +1,5 @@
 /**
- * Rate limits on the /api routes (CONTRACT section 11; docs/operations.md "Rate limits"): charged
+ * Rate limits on the /api routes (docs/operations.md "Rate limits"): charged
  * by `authenticated` once the token is known, per token, or per client address for a request
  * without a valid token. Every answer gets the `RateLimit-Policy` and `RateLimit` headers; a
  * request over the limit is answered 429 `rate_limited` with `Retry-After`.

@@ -1,5 +1,5 @@
 /**
- * The server's log (CONTRACT section 11; docs/operations.md "Logs"): one line per event on stderr,
+ * The server's log (docs/operations.md "Logs"): one line per event on stderr,
  * a JSON object (`time`, `level`, `msg`, then the fields) or, with `--log-format text`, the same as
  * a readable line. Secrets never reach it: callers pass identifiers and counts, never a token, a
  * body, an api_key or a query value.
@@ -19,7 +19,7 @@ export type LogValue = string | number | boolean | null | undefined | Readonly<R
 export type LogFields = Record<string, LogValue>
 
 /**
- * Writes the `request` line of one request to a route (CONTRACT section 11), its method and route
+ * Writes the `request` line of one request to a route (docs/operations.md), its method and route
  * template (or `unmatched`) fixed; `organizationId` and `tokenId` when the request had a valid token.
  * Positional, with no object per line: it runs on every request.
  */

@@ -1,5 +1,5 @@
 /**
- * The series of GET /metrics (CONTRACT section 11; docs/operations.md "Metrics"), in Prometheus'
+ * The series of GET /metrics (docs/operations.md "Metrics"), in Prometheus'
  * text format. Written by hand rather than with prom-client: the few series here are observed on
  * every request, and a per-route object found once per route costs the read path less than a
  * client library's label lookup on every observation (measured: docs/operations.md).

@@ -1,5 +1,5 @@
 /**
- * Rate limits (CONTRACT section 11; docs/operations.md "Rate limits"): a token bucket per token,
+ * Rate limits (docs/operations.md "Rate limits"): a token bucket per token,
  * and per client address for requests without a valid token. Each holds up to `2N` requests (the
  * burst) and refills at N per second.
  *

@@ -1,11 +1,11 @@
 /**
- * An audit event's `changes` (CONTRACT section 10), the one rule for both stores: built here by
+ * An audit event's `changes` (docs/api.md "Audit events"), the one rule for both stores: built here by
  * `recordEvent` (src/modules/shared/audit.ts), and rebuilt by the embedded store's log replay for a
  * create, whose log record leaves them out (docs/storage.md "Audit events in the log").
  */
 import { formatTimestamp } from '../store/clock'
 
-/** Never in an event, not even as a hash (CONTRACT section 10). */
+/** Never in an event, not even as a hash (docs/api.md "Audit events"). */
 const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'])
 /** Stored as microseconds, shown in the API's timestamp format like every other time. */
 const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'expires'])

@@ -84,7 +84,7 @@ export interface Keyset {
 export type Role = 'admin' | 'application_admin' | 'viewer'
 
 /**
- * A bearer token's record (CONTRACT section 9). The token string itself is shown once and never
+ * A bearer token's record (docs/api.md "Tokens"). The token string itself is shown once and never
  * stored: only its SHA-256 (`token_hash`), which cannot be used to authenticate (src/auth/tokens.ts).
  * `expired` is not a stored state: it is derived from `expires` when the record is answered.
  */
@@ -104,7 +104,7 @@ export interface Token {
 }
 
 /**
- * One audit event (CONTRACT section 10), stored flat so that every list filter is a plain
+ * One audit event (docs/api.md "Audit events"), stored flat so that every list filter is a plain
  * condition; the answer nests `actor` and `target`. `created` is the event's `time`, the same
  * instant as the change it records (written in the same transaction). Never changed once written;
  * only retention drops it (`Storage.purgeAuditEvents`).
@@ -159,7 +159,7 @@ export const TABLE_NAMES = Object.keys(PRIMARY_KEY) as TableName[]
 
 export type EnrollmentTuple = Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>
 
-/** CONTRACT section 6: `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */
+/** docs/api.md "Enrollments": `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */
 export const enrollmentNickname = (e: EnrollmentTuple) => `${e.installation_id}:${e.consumer_id}:${e.application_id}:${e.environment}`
 
 export const sameEnrollmentTuple = (a: EnrollmentTuple, b: EnrollmentTuple) =>

@@ -161,7 +161,7 @@ export interface ListQuery<N extends TableName> {
    */
   readonly scope?: string | null
   readonly where: readonly Condition<N>[]
-  /** Absent: every match (the short unpaged lists of SPEC.md). `number` is 1-based. */
+  /** Absent: every match (the short unpaged lists of docs/api.md "Lists and paging"). `number` is 1-based. */
   readonly page?: { readonly number: number; readonly size: number }
   /** By creation (`created`, then the primary key); `desc` reverses. */
   readonly order: 'asc' | 'desc'
@@ -301,14 +301,14 @@ export interface Storage extends Reader {
    */
   settle<T>(value: T, since?: StateMark): Maybe<T>
   /**
-   * Audit retention (CONTRACT section 10; docs/storage.md): drops up to `limit` of the oldest audit
+   * Audit retention (docs/api.md "Audit events"; docs/storage.md): drops up to `limit` of the oldest audit
    * events whose time (`created`) is before `before`, as one durable change, and resolves with how
    * many it dropped (0: none is that old). The only delete there is: nothing else is ever removed,
    * and events are never changed. Called in the background in small batches, never by a request.
    */
   purgeAuditEvents(before: number, limit: number): Promise<number>
   /**
-   * Whether changes can be made durable now (GET /readyz, CONTRACT section 11). Embedded: not from
+   * Whether changes can be made durable now (GET /readyz, docs/operations.md). Embedded: not from
    * a failed write to the log until one succeeds again. PostgreSQL: a `SELECT 1` on a connection of
    * its own, bounded in time, at most one at a time and its answer kept for a second.
    */

@@ -16,7 +16,7 @@ export function advanceClockPast(micros: number): void {
   if (micros > last) last = micros
 }
 
-/** `YYYY-MM-DD HH:MM:SS.ffffff +00:00` (SPEC.md timestamp format). */
+/** `YYYY-MM-DD HH:MM:SS.ffffff +00:00` (docs/api.md "Conventions"). */
 export function formatTimestamp(micros: number): string {
   let text = formatted.get(micros)
   if (text === undefined) {

@@ -1,5 +1,5 @@
 /**
- * What keyward accepts as its data dir (the contract, section 12; README "The data dir"): a real
+ * What keyward accepts as its data dir (README "The data dir"): a real
  * directory (not a symbolic link) owned by the user running keyward, that is either keyward's
  * already or holds nothing but dotfiles. Anything else is refused with a message saying what to fix,
  * before anything in it changes; a directory that is not keyward's is never chmodded.
@@ -114,7 +114,7 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
 
 /**
  * The `secret` a version with signed tokens left: no longer used (README "Upgrading from a version
- * with signed tokens"), but while it is there, the contract's rule for it holds (section 12): a
+ * with signed tokens"), but while it is there, the rule for it holds (README "The data dir"): a
  * regular file of the running user that nobody else may read.
  */
 async function checkLegacySecret(dir: string, uid: number): Promise<void> {
@@ -140,7 +140,7 @@ export async function holdsKeywardData(dir: string): Promise<boolean> {
   return (await readdir(dir).catch((error: unknown) => (isErrnoCode(error, 'ENOENT') ? [] : Promise.reject(error)))).some(isKeywardData)
 }
 
-/** A data dir to read (verify, backup): keyward's, checked as every command checks it (CONTRACT section 12). */
+/** A data dir to read (verify, backup): keyward's, checked as every command checks it (README "The data dir"). */
 export async function requireKeywardDataDir(dir: string): Promise<void> {
   const contents = await inspectDataDir(dir)
   if (contents === 'missing') throw new DataDirError(`data dir ${dir} does not exist`)

@@ -2,7 +2,7 @@
  * Exclusive use of a data dir by one process (`serve`, `init`): an flock(2) on the data dir's
  * `serve.lock`, held by the kernel on the open file rather than judged by a process id. So it holds
  * across PID namespaces and across containers that mount the same dir (they share the file), and it
- * is free the moment its holder dies, however it dies. (The contract, section 12.)
+ * is free the moment its holder dies, however it dies. (README "The data dir".)
  *
  * The file stays after release: deleting it while another process waits to open it would let two
  * processes lock two different files of the same name. Its content means nothing.

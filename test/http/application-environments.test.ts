@@ -1,7 +1,7 @@
 /**
  * Application environments over HTTP (/api/environments/{application_id}): view, add, remove;
- * every role of CONTRACT section 2's table, scope, customers not enabled (404), the rules of SPEC.md
- * (never fewer than one; not once keysets exist) and CONTRACT section 5.
+ * every role of the role table of docs/api.md "Authentication, roles and scope", scope, customers not enabled (404), the rules of docs/api.md "Application environments"
+ * (never fewer than one; not once keysets exist) and docs/api.md "Endpoints".
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'

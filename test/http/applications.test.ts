@@ -1,7 +1,7 @@
 /**
- * Applications over HTTP: list, view, register, update, suspend, activate; every role of CONTRACT
- * section 2's table, scope (404 like a missing id), exact field sets, SPEC rule 3 for
- * application_id, allowed_environments (section 5). (The 401 of a suspended customer's tokens: auth.test.ts, for every route.)
+ * Applications over HTTP: list, view, register, update, suspend, activate; every role of the role table of
+ * docs/api.md "Authentication, roles and scope", scope (404 like a missing id), exact field sets, docs/api.md "Applications" (a supplied application_id) for
+ * application_id, allowed_environments (docs/api.md "Applications"). (The 401 of a suspended customer's tokens: auth.test.ts, for every route.)
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_APPLICATIONS_PER_CUSTOMER } from '../../src/modules/shared/limits'
@@ -68,7 +68,7 @@ describe('POST /api/applications', () => {
     const listed = list.body.applications.find((a: { application_id: string }) => a.application_id === one.application_id)
     expect(Object.keys(listed).sort()).toEqual(KEYS_ENABLED)
     for (const response of [view, list]) expect(JSON.stringify(response.body)).not.toContain(one.api_key)
-    // Kept only as a hash (CONTRACT section 4), its SHA-256.
+    // Kept only as a hash (docs/api.md "Conventions"), its SHA-256.
     const stored = await h.storage.find('applications', one.application_id!)
     expect(stored?.api_key_hash).toBe(hashToken(one.api_key!))
     expect(JSON.stringify(stored)).not.toContain(one.api_key!)
@@ -103,14 +103,14 @@ describe('POST /api/applications', () => {
     }
   })
 
-  test('SPEC rule 3: a supplied unregistered application_id is used (answered lowercase)', async () => {
+  test('a supplied unregistered application_id is used (answered lowercase)', async () => {
     const id = crypto.randomUUID()
     const app = await createApplication(h, w.A, { application_id: id.toUpperCase() })
     expect(app.application_id).toBe(id)
     expect((await readAsVendor(h, 'applications', id)).organization_id).toBe(w.A)
   })
 
-  test('SPEC rule 3: a supplied application_id already registered is replaced by a random one', async () => {
+  test('a supplied application_id already registered is replaced by a random one', async () => {
     const first = await createApplication(h, w.A, { description: 'first' })
     const again = await createApplication(h, w.A, { application_id: first.application_id, description: 'second' })
     expect(again.application_id).toMatch(UUID_LOWER)

@@ -1,5 +1,5 @@
 /**
- * The audit trail over HTTP (CONTRACT section 10): one event for each action of the section's list,
+ * The audit trail over HTTP (docs/api.md "Audit events"): one event for each action of the section's list,
  * checked field by field against the answer of the change it records; none for a 4xx or a 200 that
  * returned an existing record; no secret in any event; the query's filters, paging, order and bad
  * values; its cost for another tenant's identifiers; retention. Roles and scope: the authorization

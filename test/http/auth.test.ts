@@ -1,5 +1,5 @@
 /**
- * Bearer authentication (CONTRACT section 2): every 401 case, the scheme's case, suspended
+ * Bearer authentication (docs/api.md "Authentication, roles and scope"): every 401 case, the scheme's case, suspended
  * organizations and partners of suspended customers, and recovery after activation.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -98,7 +98,7 @@ describe('the Authorization header', () => {
     expect401(await h.request('GET', '/api/organizations', { token: `kw1.${claims}.${signature}` }))
   })
 
-  test('a valid token spelled any other way is 401 (CONTRACT section 9), however long', async () => {
+  test('a valid token spelled any other way is 401 (docs/api.md "Tokens"), however long', async () => {
     const t = h.vendorToken
     const last = t.at(-1)!
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'

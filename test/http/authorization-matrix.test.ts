@@ -1,5 +1,5 @@
 /**
- * CONTRACT section 2's table, generated: the table is written down once below as data (action ×
+ * the role table of docs/api.md "Authentication, roles and scope", generated: the table is written down once below as data (action ×
  * caller column → a scope such as "its own", or 403/404), and every endpoint under each action is
  * called by every role of every organization type (the vendor; customer A and its partner AP;
  * customer B and its partner BP for the other tenant) against targets in scope and across tenants.
@@ -8,8 +8,8 @@
  * target read back by the vendor's admin, whole records compared), an allowed one must succeed (its
  * state is prepared so the change is not a no-op).
  *
- * Two rows come from the contract's later sections, in the table's words: tokens (section 9) and
- * the audit trail (section 10). The audit trail is a list: a record out of scope is not a 404 there
+ * Two rows come from later sections of docs/api.md, in the table's words: tokens ("Tokens") and
+ * the audit trail ("Audit events"). The audit trail is a list: a record out of scope is not a 404 there
  * but simply not listed, so its calls are judged by what the answer lists.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -18,7 +18,7 @@ import { createHarness, type Harness } from '../support/harness'
 import { p256PublicKey } from '../support/fixtures'
 
 // ---------------------------------------------------------------------------------------------
-// The table, as CONTRACT section 2 writes it.
+// The table, as docs/api.md "Authentication, roles and scope" writes it.
 
 const COLUMNS = [
   'vendor admin',
@@ -56,9 +56,9 @@ const ACTIONS = [
   'consumers, installations, enrollments, keysets: create, change',
   /** Not a row of the table: its scope bullet and "viewer (read-only: every GET in its scope)". */
   'read customer-owned records in scope',
-  /** CONTRACT section 9: "only the admin role reads or changes tokens ... a vendor admin for any organization, a customer admin for itself and its partners, a partner admin for nobody". */
+  /** docs/api.md "Tokens": "only the admin role reads or changes tokens ... a vendor admin for any organization, a customer admin for itself and its partners, a partner admin for nobody". */
   'tokens: read, issue, revoke',
-  /** CONTRACT section 10: "the admin and viewer roles of the vendor (every event) and of a customer (events whose customer_id is itself); others 403". */
+  /** docs/api.md "Audit events": "the admin and viewer roles of the vendor (every event) and of a customer (events whose customer_id is itself); others 403". */
   'audit events: read',
 ] as const
 type Action = (typeof ACTIONS)[number]
@@ -123,7 +123,7 @@ type Target = { readonly kind: 'org' | 'parent' | 'owned' | 'named' | 'token'; r
  */
 function reaches(c: Caller, t: Target): boolean {
   if (KIND[c.org] === 'vendor') return true
-  // A customer's parent_id is judged as part of the body (CONTRACT section 5: another parent is 400,
+  // A customer's parent_id is judged as part of the body (docs/api.md "Endpoints": another parent is 400,
   // known or not); a partner names its parent as it names the owner of a new record.
   if (t.kind === 'parent' && (KIND[c.org] === 'customer' || t.org === 'omitted')) return true
   const org = t.org as OrgName
@@ -182,15 +182,15 @@ function expectedInList(action: Action, c: Caller, t: Target): Outcome {
 /** The answer the contract prescribes for `c` doing `action` on `t`. */
 function expected(action: Action, c: Caller, t: Target): Outcome {
   if (!reaches(c, t)) return 404
-  // CONTRACT section 5: environment endpoints of anything but a customer enabled for them are 404.
+  // docs/api.md "Endpoints": environment endpoints of anything but a customer enabled for them are 404.
   if (action.startsWith('organization environments') && !ENVIRONMENTS_ENABLED.includes(t.org as OrgName)) return 404
   const cell = cellOf(action, c)
   if (cell === 403 || cell === 404) return cell
-  // CONTRACT section 5: the organization_id of a new record must be a customer's (a body fault).
+  // docs/api.md "Endpoints": the organization_id of a new record must be a customer's (a body fault).
   if (t.kind === 'named' && KIND[t.org as OrgName] !== 'customer') return 400
   if (covers(cell, c, t)) return 'allowed'
   // Inside scope and role, outside the cell's scope:
-  if (action === 'create an organization') return 400 // CONTRACT section 5: the parent is a body fault
+  if (action === 'create an organization') return 400 // docs/api.md "Endpoints": the parent is a body fault
   if (action === 'suspend, activate' && t.org === 'V') return 409 // the vendor cannot be suspended or activated
   return 403
 }

@@ -1,7 +1,7 @@
 /**
  * Consumers over HTTP: create (201, or 200 for an existing one), view, suspend, activate, list
- * shape; every role of CONTRACT section 2's table, scope, ownership by one customer (409 for
- * another's id) and the customer a vendor token names (section 6). Filters and paging: lists.test.ts.
+ * shape; every role of the role table of docs/api.md "Authentication, roles and scope", scope, ownership by one customer (409 for
+ * another's id) and the customer a vendor token names (docs/api.md "Consumers"). Filters and paging: lists.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'

@@ -1,6 +1,6 @@
 /**
- * Enrollments over HTTP: create (CONTRACT section 6), view, suspend, activate, list shape; every
- * role of CONTRACT section 2's table, scope, and the 400/401/404/409 rules of SPEC.md's Errors
+ * Enrollments over HTTP: create (docs/api.md "Endpoints"), view, suspend, activate, list shape; every
+ * role of the role table of docs/api.md "Authentication, roles and scope", scope, and the 400/401/404/409 rules of docs/api.md "Status codes and errors"
  * table and the contract. Keysets: keysets.test.ts; filters and paging: lists.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'

@@ -1,5 +1,5 @@
 /**
- * The HTTP plumbing every endpoint shares (CONTRACT section 3 and 8): problem bodies, unknown
+ * The HTTP plumbing every endpoint shares (docs/api.md "Status codes and errors" and docs/api.md "Service"): problem bodies, unknown
  * routes, body limits and types, trace ids, the error precedence, /healthz and /openapi.json.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -452,7 +452,7 @@ describe('trace ids', () => {
   })
 })
 
-describe('error precedence (CONTRACT section 3): 401, 413, 415, 400 path, 404, 403, 400 body, 409', () => {
+describe('error precedence (docs/api.md "Status codes and errors"): 401, 413, 415, 400 path, 404, 403, 400 body, 409', () => {
   test('401 beats 413, 415, a malformed id, 404, 403 and an invalid body', async () => {
     const big = 'x'.repeat(LIMIT + 10)
     expectProblem(await raw('POST', '/api/organizations', { token: 'bad', body: big, headers: { 'content-type': 'application/json' } }), 401)

@@ -3,7 +3,7 @@
  * covered without touching this file): odd path identifiers, random, missing, extra and mistyped
  * body fields, arbitrary JSON, huge and deeply nested bodies, invalid UTF-8, odd content types,
  * query values, methods and Authorization headers. Whatever is sent, every answer must hold the
- * invariants of CONTRACT section 3: never a 5xx, every error an RFC 9457 problem whose trace id is
+ * invariants of docs/api.md "Status codes and errors": never a 5xx, every error an RFC 9457 problem whose trace id is
  * the x-trace-id header, no stack trace or internals, no echo of a token; and the app must still
  * answer afterwards (each request has a time limit, so a stall fails too).
  *
@@ -269,7 +269,7 @@ async function send(req: Req): Promise<Res> {
 
 const traceIds = new Set<string>()
 
-/** CONTRACT section 3's invariants, for any request whatsoever. */
+/** the rules of docs/api.md "Status codes and errors", for any request whatsoever. */
 function checkInvariants(req: Req, res: Res): void {
   const fail = (why: string): never => {
     // A 500 is logged with its trace id: show the log line (the stack) with the request.

@@ -1,7 +1,7 @@
 /**
  * Installations over HTTP: create (201, or 200 for an existing one), view, update, suspend,
- * verify, list shapes; every role of CONTRACT section 2's table, scope, ownership (409), the state
- * machine of CONTRACT section 6 and the automatic-verification switch. Filters: lists.test.ts.
+ * verify, list shapes; every role of the role table of docs/api.md "Authentication, roles and scope", scope, ownership (409), the state
+ * machine of docs/api.md "Endpoints" and the automatic-verification switch. Filters: lists.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'

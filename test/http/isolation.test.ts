@@ -1,5 +1,5 @@
 /**
- * Tenant isolation (CONTRACT section 2): two customers, each with a partner and full data. Every
+ * Tenant isolation (docs/api.md "Authentication, roles and scope"): two customers, each with a partner and full data. Every
  * id-taking endpoint called with the other tenant's ids, by each of the other tenant's tokens, is
  * 404 exactly like a missing id, and changes nothing (read back with the owner's token, its audit
  * trail included); no list ever shows the other tenant's records or counts them, whatever ids its

@@ -1,5 +1,5 @@
 /**
- * Keysets over HTTP (CONTRACT section 6): POST and GET /api/enrollments/{id}/keysets. Key formats
+ * Keysets over HTTP (docs/api.md "Endpoints"): POST and GET /api/enrollments/{id}/keysets. Key formats
  * (base64, base64url, PEM of a P-256 SPKI key; anything else 400), retiring the previous keyset,
  * the list shape, suspended enrollments (409) and applications (401), roles and scope.
  */

@@ -458,7 +458,7 @@ describe('GET /api/installations: state and description search', () => {
     expect(totals.active).toBe(totals.unregistered! + totals.verified!)
     expect(totals.active! + totals.suspended!).toBe(idsOf(installations, A).length)
     for (const state of spec.states) expect(totals[state]).toBeGreaterThan(0)
-    // Several values are alternatives (CONTRACT section 6); `active` and `verified` overlap and count once.
+    // Several values are alternatives (docs/api.md "Endpoints"); `active` and `verified` overlap and count once.
     expect(await check(spec, h.token(A), A, { state: ['active', 'verified'] }, { page: 1, page_size: 1000 }, 'comma')).toBe(totals.active!)
     expect(await check(spec, h.token(A), A, { state: ['suspended', 'unregistered'] }, { page: 1, page_size: 1000 }, 'repeated')).toBe(
       totals.suspended! + totals.unregistered!,

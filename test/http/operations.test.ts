@@ -1,5 +1,5 @@
 /**
- * Operating keyward (CONTRACT section 11; docs/operations.md): GET /readyz, GET /metrics parsed by a
+ * Operating keyward (docs/operations.md; docs/operations.md): GET /readyz, GET /metrics parsed by a
  * Prometheus text-format parser, the request log, and rate limits per token and per client address.
  * On both stores (test/run-suites.ts); the store-specific readiness cases say which store they need.
  */
@@ -103,7 +103,7 @@ describe('GET /metrics', () => {
     }
   })
 
-  test('the series of CONTRACT section 11, by route template, bounded, without identifiers', async () => {
+  test('the series of docs/operations.md, by route template, bounded, without identifiers', async () => {
     const consumer = await createConsumer(h, t.A)
     expect((await h.request('GET', `/api/consumers/${consumer.consumer_id}`)).status).toBe(200)
     expect((await h.request('GET', `/api/consumers/${crypto.randomUUID()}`)).status).toBe(404)
@@ -269,7 +269,7 @@ describe('rate limits', () => {
       expect(refused.headers.get('retry-after')).toBe('1')
       expect((await from('192.0.2.2', null)).status).toBe(401)
       // A valid token from the limited address is charged to the token, not the address, on its
-      // first use here too (CONTRACT section 11: each token may make its N requests a second).
+      // first use here too (docs/operations.md: each token may make its N requests a second).
       expect((await from('192.0.2.1', harness.vendorToken)).status).toBe(200)
     } finally {
       await harness.close()

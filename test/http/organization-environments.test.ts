@@ -1,6 +1,6 @@
 /**
- * Organization environments over HTTP: view, set default, add, remove; every role of CONTRACT
- * section 2's table, scope, customers not enabled, partners, and the 400/404/409 rules of section 5.
+ * Organization environments over HTTP: view, set default, add, remove; every role of the role table of
+ * docs/api.md "Authentication, roles and scope", scope, customers not enabled, partners, and the 400/404/409 rules of docs/api.md "Organization environments".
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_ENVIRONMENTS } from '../../src/modules/shared/model'
@@ -271,7 +271,7 @@ describe('customers not enabled, partners, the vendor: every operation 404 whate
   })
 })
 
-describe('roles and scope (CONTRACT section 2)', () => {
+describe('roles and scope (docs/api.md "Authentication, roles and scope")', () => {
   const viewExpected: Record<Actor['org'], Target[]> = { V: ['A', 'B'], A: ['A'], AP: [] }
 
   for (const actor of ACTORS) {

@@ -1,6 +1,6 @@
 /**
- * Organizations over HTTP: list, view, create, update, suspend, activate; every role of CONTRACT
- * section 2's table, scope (404 exactly like a missing id), field sets, formats, section 5 rules.
+ * Organizations over HTTP: list, view, create, update, suspend, activate; every role of the role table of
+ * docs/api.md "Authentication, roles and scope", scope (404 exactly like a missing id), field sets, formats, the rules of docs/api.md "Organizations".
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_PARTNERS_PER_CUSTOMER } from '../../src/modules/shared/limits'
@@ -24,7 +24,7 @@ const FULL_KEYS = ['created', 'description', 'modified', 'organization_id', 'org
 type Target = 'V' | 'A' | 'AP' | 'B' | 'BP'
 const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP']
 
-/** Every row of CONTRACT section 2's table: vendor, customer (A) and partner (AP of A), each role. */
+/** Every row of the role table of docs/api.md "Authentication, roles and scope": vendor, customer (A) and partner (AP of A), each role. */
 
 type World = Record<Target, string>
 
@@ -325,7 +325,7 @@ describe('POST /api/organizations', () => {
     })
     expect(ok.status).toBe(201)
     expect(ok.body.organization.supported_environments).toEqual({ default: max, supported: `${max},B_-9` })
-    // Matched after uppercasing (CONTRACT section 4): `ß` is `SS`, `ſ` is `S`; 17 `ß` make 34 letters (above: 400).
+    // Matched after uppercasing (docs/api.md "Conventions"): `ß` is `SS`, `ſ` is `S`; 17 `ß` make 34 letters (above: 400).
     const uppercased = await h.request('POST', '/api/organizations', {
       body: { description: 'x', parent_id: h.vendorId, supported_environments: { default: 'ß', supported: 'teſt,ß' } },
     })
@@ -333,7 +333,7 @@ describe('POST /api/organizations', () => {
     expect(uppercased.body.organization.supported_environments).toEqual({ default: 'SS', supported: 'SS,TEST' })
   })
 
-  describe('parent_id rules (CONTRACT section 5)', () => {
+  describe('parent_id rules (docs/api.md "Endpoints")', () => {
     let w: World
     beforeAll(async () => (w = await world()))
 
@@ -389,7 +389,7 @@ describe('POST /api/organizations', () => {
     })
   })
 
-  describe('who may create (CONTRACT section 2)', () => {
+  describe('who may create (docs/api.md "Authentication, roles and scope")', () => {
     let w: World
     beforeAll(async () => (w = await world()))
 
@@ -402,7 +402,7 @@ describe('POST /api/organizations', () => {
       'customer application_admin': [403, 403, 403],
       'customer viewer': [403, 403, 403],
       // A partner may name itself and its customer (as the owner of any new record): the vendor,
-      // named as a parent, is out of its scope (404, which outranks 403, CONTRACT sections 3 and 5).
+      // named as a parent, is out of its scope (404, which outranks 403, docs/api.md "Status codes and errors" and docs/api.md "Endpoints").
       'partner admin': [404, 403, 403],
       'partner application_admin': [404, 403, 403],
       'partner viewer': [404, 403, 403],
@@ -695,7 +695,7 @@ describe('PATCH /api/organizations/{id}/suspend and /activate', () => {
 })
 
 describe('POST /api/organizations: a named parent that does not exist', () => {
-  // CONTRACT section 3: 404 outranks 403 and the body's other faults, also for a record the body names.
+  // docs/api.md "Status codes and errors": 404 outranks 403 and the body's other faults, also for a record the body names.
   for (const role of ['application_admin', 'viewer'] as Role[]) {
     test(`is 404 for a vendor ${role}, not 403`, async () => {
       const res = await h.request('POST', '/api/organizations', {

@@ -1,5 +1,5 @@
 /**
- * Tokens over HTTP (CONTRACT section 9): issue, view, list, revoke; the answers' exact shapes,
+ * Tokens over HTTP (docs/api.md "Tokens"): issue, view, list, revoke; the answers' exact shapes,
  * every status the routes give, revocation and expiry taking effect on the next request, and the
  * token string shown once and nowhere else. Roles and scope: the authorization matrix and the
  * isolation tests.
@@ -56,7 +56,7 @@ describe('POST /api/tokens', () => {
       expect(answer.headers.get('cache-control')).toBeNull()
     }
     expect(h.logged.join('\n')).not.toContain(secret)
-    // Never stored in a form that would let it be used (CONTRACT section 9): its SHA-256 only.
+    // Never stored in a form that would let it be used (docs/api.md "Tokens"): its SHA-256 only.
     const stored = await h.storage.find('tokens', token.token_id)
     expect(stored?.token_hash).toBe(hashToken(secret))
     expect(JSON.stringify(stored)).not.toContain(secret)

@@ -1,5 +1,5 @@
 /**
- * `keyward backup` and `keyward restore` (CONTRACT section 11, README "Backup, restore, verify") with
+ * `keyward backup` and `keyward restore` (docs/operations.md, README "Backup, restore, verify") with
  * the real CLI: backups taken beside a server under write load, compacting all the while, restore to
  * a dir that serves every write acknowledged before the backup began; restore refuses a dir that is
  * not empty and an archive that is damaged, and writes nothing then.

@@ -1,5 +1,5 @@
 /**
- * The real CLI as a process (CONTRACT sections 1 and 7): exit codes, what goes to stdout and
+ * The real CLI as a process (README "Configuration" and docs/storage.md): exit codes, what goes to stdout and
  * stderr, start-up on an empty dir, the data dir lock, crash safety, graceful stop, refusing damage.
  * Servers bind `--port 0`; readiness is the "listening on http://host:PORT" line on stderr.
  */

@@ -1,9 +1,9 @@
 /**
- * Which data dirs keyward accepts (the contract, section 12; README "The data dir"), and that a start
- * that fails leaves nothing behind (section 11): the real CLI (`serve`, `init`, the token commands,
+ * Which data dirs keyward accepts (README "The data dir"), and that a start
+ * that fails leaves nothing behind (README "Configuration"): the real CLI (`serve`, `init`, the token commands,
  * `restore`, `verify`, `backup`) on dirs that are
  * symbolic links, owned by another user or not keyward's; a `secret` left by a version with signed
- * tokens is ignored when private, and refused otherwise (section 12's rule for it). A refused dir is left exactly as it was: no file added, its
+ * tokens is ignored when private, and refused otherwise (README "The data dir"). A refused dir is left exactly as it was: no file added, its
  * mode unchanged.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'

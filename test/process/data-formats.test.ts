@@ -1,5 +1,5 @@
 /**
- * Data format versions (CONTRACT section 11, README "Versions and upgrades"): data dirs written by
+ * Data format versions (docs/operations.md, README "Versions and upgrades"): data dirs written by
  * older builds (test/fixtures: format 1 by the first release, format 2 by the last build before the
  * `format` file, format 3 by the last build with audit events as JSON lines in the snapshot) open
  * with this one and serve every record they held, after a clean stop or after SIGKILL; they are

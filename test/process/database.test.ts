@@ -1,5 +1,5 @@
 /**
- * Database mode with the real CLI (CONTRACT section 13): two `serve --database-url` instances on
+ * Database mode with the real CLI (README "Database mode"): two `serve --database-url` instances on
  * one fresh database answer as one server would. A change on one is seen by the next request to
  * the other (a revocation too: 401 on the next request to either, also when the CLI revokes with
  * --database-url and no server is asked; a suspension on A while B answers a stream of requests

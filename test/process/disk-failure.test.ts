@@ -1,5 +1,5 @@
 /**
- * A disk that refuses writes (issue 4 item 3, CONTRACT section 7): the real server runs under a
+ * A disk that refuses writes (issue 4 item 3, docs/storage.md): the real server runs under a
  * file-size limit (`ulimit -f`, with SIGXFSZ ignored so a write past it fails with EFBIG instead of
  * killing the process). Writes go on until the log cannot grow: such a write is a 503 problem, leaves
  * no trace, reads go on, and a restart without the limit has exactly the acknowledged writes: every
@@ -140,7 +140,7 @@ describe('the log cannot grow (file-size limit)', () => {
     expect(ledger.organizations.size).toBeGreaterThan(50)
     // The log is written in batches, a moment later (docs/operations.md "Logs").
     await waitFor('the failure in the log', () => server.stderr.text.includes('write-ahead log append failed'), server.proc)
-    // Not ready while changes cannot be made durable (CONTRACT section 11); still alive.
+    // Not ready while changes cannot be made durable (docs/operations.md); still alive.
     const readiness = await fetch(`${server.url}/readyz`)
     expect(readiness.status).toBe(503)
     expect(((await readiness.json()) as { code: string }).code).toBe('storage_unavailable')

@@ -1,5 +1,5 @@
 /**
- * The data dir lock across PID namespaces (the contract, section 12), as two containers on one
+ * The data dir lock across PID namespaces (README "The data dir"), as two containers on one
  * volume run it: each server is PID 1 of its own namespace, so no process id can tell them apart.
  * The second `serve` (and `init`) is refused; the first keeps serving and loses nothing.
  */
@@ -40,7 +40,7 @@ test.skipIf(!canUsePidNamespaces())('two servers in different PID namespaces on 
   const second = await run(inNewPidNamespace(keywardCommand(['serve', '--data', data, '--port', '0'])))
   expect(second.code).toBe(1)
   expect(second.stdout).toBe('')
-  // serve's failure is a line of its JSON log (CONTRACT section 11).
+  // serve's failure is a line of its JSON log (docs/operations.md).
   expect(JSON.parse(second.stderr.trim().split('\n').at(-1)!)).toMatchObject({
     level: 'error',
     msg: 'failed',

@@ -1,5 +1,5 @@
 /**
- * Operating the real server (CONTRACT section 11; docs/operations.md): its log on stderr, one JSON
+ * Operating the real server (docs/operations.md; docs/operations.md): its log on stderr, one JSON
  * object per line (or `--log-format text`), a line for every request and none holding a secret, the
  * lifecycle lines; rate limits over real connections, per client address; `--rate-limit 0`.
  */

@@ -1,5 +1,5 @@
 /**
- * CONTRACT sections 1 and 11: `serve --public-url` / KEYWARD_PUBLIC_URL set the host_url handed to
+ * README "Configuration" and docs/operations.md: `serve --public-url` / KEYWARD_PUBLIC_URL set the host_url handed to
  * new applications (default http://<host>:<port>), an absolute http or https URL, else a usage error;
  * a wildcard host without it is warned about. `--auto-verify-installations` /
  * KEYWARD_AUTO_VERIFY_INSTALLATIONS=1 make new installations start verified.

@@ -1,5 +1,5 @@
 /**
- * `serve --tls-cert FILE --tls-key FILE` (the contract, section 11): HTTPS only, checked with a real
+ * `serve --tls-cert FILE --tls-key FILE` (README "Configuration"): HTTPS only, checked with a real
  * TLS client (curl) that trusts a test CA made here with openssl (in a temp dir, never committed).
  * host_url defaults to https then. Both flags or neither; files that cannot be used stop the start.
  */

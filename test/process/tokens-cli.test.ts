@@ -1,5 +1,5 @@
 /**
- * The token commands of the CLI as processes (CONTRACT section 9; README "Tokens"): on a data dir no
+ * The token commands of the CLI as processes (docs/api.md "Tokens"; README "Tokens"): on a data dir no
  * server holds, and beside a running server under concurrent writes, where the server records the
  * change through its control socket: the new token works at once, the revoked one is 401 before the
  * command exits, and nothing is lost after kill -9 and a restart. Audit retention of `serve`.

@@ -1,5 +1,5 @@
 /**
- * `keyward verify` (CONTRACT section 11) on a real data dir (the damage test's: a snapshot, two log
+ * `keyward verify` (docs/operations.md) on a real data dir (the damage test's: a snapshot, two log
  * segments): intact, a summary and exit 0, also beside a server writing to it; each file
  * damaged in turn, exit 1 naming that file and the offset of the first damage, and nothing changed.
  */

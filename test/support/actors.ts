@@ -1,4 +1,4 @@
-/** The callers of CONTRACT section 2's role table, and the problem-body check every HTTP test uses. */
+/** The callers of the role table of docs/api.md "Authentication, roles and scope", and the problem-body check every HTTP test uses. */
 import { expect } from 'bun:test'
 import type { Role } from '../../src/auth/tokens'
 import type { ApiResponse } from './harness'

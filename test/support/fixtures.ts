@@ -1,6 +1,6 @@
 /**
  * The records the HTTP tests build and read, once for every resource: the usual tenants, their
- * tokens, what CONTRACT section 2 answers each caller, and creating or reading a record as the
+ * tokens, what docs/api.md "Authentication, roles and scope" answers each caller, and creating or reading a record as the
  * vendor. Each takes the harness, so it serves both stores (test/support/harness.ts).
  */
 import { expect } from 'bun:test'
@@ -10,10 +10,10 @@ import type { Harness } from './harness'
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 export const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
-/** Microseconds of an answered timestamp (CONTRACT section 4 format). */
+/** Microseconds of an answered timestamp (docs/api.md "Conventions" format). */
 export const timestampMicros = (text: string) => Date.parse(`${text.slice(0, 10)}T${text.slice(11, 23)}Z`) * 1000 + Number(text.slice(23, 26))
 
-/** The fields of an enrollment's view (SPEC.md Enrollments), sorted. */
+/** The fields of an enrollment's view (docs/api.md "Enrollments"), sorted. */
 export const ENROLLMENT_KEYS = [
   'active_keyset_id',
   'application_id',
@@ -53,7 +53,7 @@ export async function tenants(h: Harness, environments: { A?: Environments; B?: 
 export const tokenOf = (h: Harness, w: Pick<Tenants, 'V' | 'A' | 'AP'>, actor: Actor) => h.token(w[actor.org], actor.role)
 
 /**
- * What CONTRACT section 2 answers `actor` acting on a record of customer `owner` (A or B): out of
+ * What docs/api.md "Authentication, roles and scope" answers `actor` acting on a record of customer `owner` (A or B): out of
  * scope 404, then 403 for a role or organization that may not change it, else `success`.
  * `owned`: consumers, installations, enrollments, keysets (a partner changes its customer's).
  * `applications`: applications and their environments (a partner only reads them).

@@ -1,5 +1,5 @@
 /**
- * The store's promises (CONTRACT section 7) against real files in temp dirs: acknowledged means
+ * The store's promises (docs/storage.md) against real files in temp dirs: acknowledged means
  * on disk, a failed write leaves no trace anywhere, damage is refused with file and offset, a torn
  * tail is dropped with a warning, snapshots hold exactly the durable state.
  */

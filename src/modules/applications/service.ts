@@ -1,4 +1,4 @@
-/** Applications of a customer (SPEC.md Applications, CONTRACT section 5). No HTTP here. */
+/** Applications of a customer (docs/api.md "Applications"). No HTTP here. */
 import { createHash, randomBytes } from 'node:crypto'
 import type { Application, Organization } from '../../storage/records'
 import { then, type Maybe, type Storage } from '../../storage/storage'
@@ -36,7 +36,7 @@ export class ApplicationService {
         state: 'active' as const,
         api_key_hash: createHash('sha256').update(apiKey).digest('hex'),
       }
-      // SPEC rule 3: a supplied id is used unless it is already registered; then a random one is.
+      // docs/api.md "Applications": a supplied id is used unless it is already registered; then a random one is.
       const requested = input.application_id ? await tx.insertIfAbsent('applications', { application_id: input.application_id, ...fields }) : null
       const application = requested?.inserted ? requested.record : await tx.insert('applications', { application_id: crypto.randomUUID(), ...fields })
       recordEvent(tx, actor, 'application.create', { target: application.application_id, customerId: application.organization_id, before: null, after: application })

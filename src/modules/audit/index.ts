@@ -19,7 +19,7 @@ export const auditController = (deps: AppDeps) => {
       authorize(may.readAuditEvents(principal), 'read the audit trail')
       const q = parseQuery(AuditEventListQuery, request)
       const slice = sliceOf(principal)
-      // Shaped like the consumer list (CONTRACT section 10): no trace_id, `page` only when sent.
+      // Shaped like the consumer list (docs/api.md "Audit events"): no trace_id, `page` only when sent.
       return then(service.list(principal, q, slice), ({ items, total }) =>
         listAnswer('audit_events', items, auditEventText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
     }),

@@ -71,7 +71,7 @@ export const AuditEventListQuery = v.object({
 })
 export type AuditEventListInput = v.InferOutput<typeof AuditEventListQuery>
 
-/** CONTRACT section 10's event. */
+/** An event of docs/api.md "Audit events". */
 export const AuditEventRecord = v.strictObject({
   event_id: AnsweredUuid,
   time: v.pipe(Timestamp, v.description('When the change was made: the same instant as the changed record\'s `created` or `modified`.')),
@@ -88,7 +88,7 @@ export const AuditEventRecord = v.strictObject({
   ),
   trace_id: v.pipe(v.nullable(AnsweredUuid), v.description('The x-trace-id of the request that made the change; null for the CLI.')),
 })
-/** Like the consumer list: no trace_id (CONTRACT section 10). */
+/** Like the consumer list: no trace_id (docs/api.md "Audit events"). */
 export const AuditEventListAnswer = v.strictObject({ audit_events: v.array(AuditEventRecord), ...pagedListFields })
 
 /** The stored event nested. */

@@ -1,5 +1,5 @@
 /**
- * Audit retention (CONTRACT section 10; README "Audit trail"): a background loop of the server drops
+ * Audit retention (docs/api.md "Audit events"; README "Audit trail"): a background loop of the server drops
  * events older than the retention period, a small batch at a time, each batch its own durable change
  * (`Storage.purgeAuditEvents`), with a turn of the event loop in between. Never in a request's path.
  */

@@ -1,4 +1,4 @@
-/** The audit trail's query (CONTRACT section 10). Events are written by the services (shared/audit.ts). */
+/** The audit trail's query (docs/api.md "Audit events"). Events are written by the services (shared/audit.ts). */
 import type { AuditEvent } from '../../storage/records'
 import { then, type Condition, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'

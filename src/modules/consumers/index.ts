@@ -22,7 +22,7 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
       '',
       read(({ principal, request, set }) => {
         const q = parseQuery(ConsumerListQuery, request)
-        // SPEC.md: this list carries no trace_id, and `page` only when it was sent.
+        // docs/api.md "Consumers": this list carries no trace_id, and `page` only when it was sent.
         const slice = sliceOf(principal)
         return then(service.list(principal, q, slice), ({ items, total }) =>
           listAnswer('consumers', items, consumerText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))

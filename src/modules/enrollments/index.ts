@@ -21,7 +21,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
   const { storage } = deps
   const read = readRoutes(deps)
   const findApplication = (principal: Principal, id: string) => findOwnedById(storage, 'applications', principal, id, 'Application')
-  /** An enrollment in scope whose application is active (SPEC.md Errors: 401 otherwise), read together. */
+  /** An enrollment in scope whose application is active (docs/api.md "Status codes and errors": 401 otherwise), read together. */
   const find = (principal: Principal, id: string) =>
     then(findOwnedWithParent(storage, 'enrollments', principal, id, 'enrollment_id', 'Enrollment', APPLICATION), ({ record, parent }) => (requireActive(parent!), record))
   const changeState = {
@@ -38,7 +38,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       read(({ principal, request, set }) => {
         const q = parseQuery(EnrollmentListQuery, request)
         const slice = sliceOf(principal)
-        // Shaped like the consumer list (CONTRACT section 6): no trace_id, `page` only when sent.
+        // Shaped like the consumer list (docs/api.md "Enrollments"): no trace_id, `page` only when sent.
         return then(service.list(principal, q, slice), ({ items, total }) =>
           listAnswer('enrollments', items, enrollmentText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),
@@ -54,7 +54,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       '',
       async ({ principal, body, set }) => {
         // The named application is judged first: unknown or out of scope 404, suspended 401, whatever
-        // the role or the rest of the body (CONTRACT section 3's order); read here only when those
+        // the role or the rest of the body (the order of docs/api.md "Status codes and errors"); read here only when those
         // checks fail, else once below with its customer.
         const named = referencedId(body, 'application_id')
         const input = await namedRecordFirst(

@@ -1,4 +1,4 @@
-/** Enrollments and their keysets (SPEC.md Enrollments, CONTRACT section 6). No HTTP here. */
+/** Enrollments and their keysets (docs/api.md "Enrollments"). No HTTP here. */
 import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
 import { then, UniqueViolation, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
@@ -17,7 +17,7 @@ function settledValue<T>(result: PromiseSettledResult<T>): T {
   return result.value
 }
 
-/** SPEC.md Errors: requests for an application its customer has deactivated are 401. */
+/** docs/api.md "Status codes and errors": requests for an application its customer has deactivated are 401. */
 export function requireActive(app: Application): Application {
   if (app.state !== 'active') throw unauthorized('The application of this enrollment is suspended.')
   return app
@@ -91,7 +91,7 @@ export class EnrollmentService {
 
   /**
    * A new active keyset for an active enrollment of an active application; the previous one is
-   * retired. One event, `keyset.create` (CONTRACT section 10), for the whole change.
+   * retired. One event, `keyset.create` (docs/api.md "Audit events"), for the whole change.
    */
   addKeyset(enrollment: Enrollment, clientEnclaveKey: string, actor: Actor): Promise<Enrollment> {
     return changeBy(actor, this.storage, async (tx) => {
@@ -146,7 +146,7 @@ export class EnrollmentService {
   }
 }
 
-/** The enrollment already stored under this id: the same four identifiers return it (200); others are SPEC.md's compromised-client case. */
+/** The enrollment already stored under this id: the same four identifiers return it (200); others are the compromised-client case of docs/api.md "Enrollments". */
 function sameEnrollment(existing: Enrollment, input: CreateEnrollmentInput): Created<Enrollment> {
   if (!sameEnrollmentTuple(existing, input)) {
     throw badRequest('enrollment_mismatch', 'This enrollment_id is already enrolled with a different consumer, installation, application or environment.')

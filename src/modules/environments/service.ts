@@ -1,5 +1,5 @@
 /**
- * An application's virtual environments (SPEC.md Application environments). They are the same
+ * An application's virtual environments (docs/api.md "Application environments"). They are the same
  * list as its `allowed_environments`: never empty, and one with keysets cannot be removed.
  */
 import type { Application, Organization } from '../../storage/records'

@@ -27,7 +27,7 @@ export const installationsController = (deps: AppDeps, service: InstallationServ
       '',
       read(({ principal, request, set }) => {
         const q = parseQuery(InstallationListQuery, request)
-        // SPEC.md: the paged shape only when `page` is sent; otherwise the records and a trace_id.
+        // docs/api.md "Installations": the paged shape only when `page` is sent; otherwise the records and a trace_id.
         const slice = sliceOf(principal)
         const answer = then(service.list(principal, q, slice), ({ items, total }) =>
           q.page

@@ -8,7 +8,7 @@ import { createOrFind, type Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { InstallationListInput } from './model'
 
-/** Which states each `state` filter value covers (CONTRACT section 6: `active` is not suspended). */
+/** Which states each `state` filter value covers (docs/api.md "Installations": `active` is not suspended). */
 const STATE_FILTER: Record<NonNullable<InstallationListInput['state']>[number], readonly Installation['state'][]> = {
   active: ['unregistered', 'verified'],
   suspended: ['suspended'],

@@ -42,7 +42,7 @@ export const organizationsController = (deps: AppDeps) => {
       async ({ principal, body, set }) => {
         // A record the body names that does not exist is 404, before the role (403) and the body's
         // other faults (400), as for every POST; the service's transaction finds the parent when
-        // they pass. A customer's parent_id is its own id or a 400 (CONTRACT section 5), so only
+        // they pass. A customer's parent_id is its own id or a 400 (docs/api.md "Organizations"), so only
         // the vendor's and a partner's are looked up here: a partner may name itself and its
         // customer, as for the owner of any new record; anything else is out of its scope.
         const parentExists = () => (isCustomer(principal) ? undefined : checkNamedOrganization(storage, principal, body, 'parent_id', 'Parent organization'))
@@ -110,7 +110,7 @@ export const organizationsController = (deps: AppDeps) => {
         if (input.default !== undefined) {
           return { ...environmentSet(await service.setDefaultEnvironment(org, input.default, actorOf(principal, set)), 'organization_id'), trace_id: traceIdOf(set) }
         }
-        // SPEC.md's quirk, kept: the add answer names the organization's id `application_id`.
+        // A quirk of the specification, kept (docs/api.md "Organization environments"): the add answer names the organization's id `application_id`.
         return { ...environmentSet(await service.addEnvironment(org, input.environment!, actorOf(principal, set)), 'application_id'), trace_id: traceIdOf(set) }
       },
       {

@@ -1,5 +1,5 @@
 /**
- * Organization rules of SPEC.md and CONTRACT section 5. No HTTP here: callers pass records already
+ * Organization rules (docs/api.md "Organizations"). No HTTP here: callers pass records already
  * found in scope and authorised (see http/access.ts); this decides what the change is.
  */
 import type { EnvironmentSet, Organization } from '../../storage/records'

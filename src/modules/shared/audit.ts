@@ -1,5 +1,5 @@
 /**
- * Audit events (CONTRACT section 10; README "Audit trail"). Every action a change performs is
+ * Audit events (docs/api.md "Audit events"; README "Audit trail"). Every action a change performs is
  * recorded by one call to `recordEvent`, inside the change's own transaction: the event is durable
  * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
  */

@@ -40,7 +40,7 @@ const VERBS = { active: 'activate', suspended: 'suspend', verified: 'verify' } a
 const TARGET_TYPES = { organizations: 'organization', applications: 'application', consumers: 'consumer', installations: 'installation', enrollments: 'enrollment' } as const
 
 /**
- * Brings a record to the state `to`, from any other (SPEC's table; CONTRACT's installations: suspend
+ * Brings a record to the state `to`, from any other (docs/api.md "Endpoints": installations suspend
  * from unregistered or verified, verify from unregistered or suspended): a record already in it is
  * `409 already_in_state`, as every no-op transition is (docs/api.md).
  */

@@ -1,6 +1,6 @@
 import type { Organization } from '../../storage/records'
 
-/** A customer not enabled for virtual environments has exactly one, implicit (CONTRACT section 5). */
+/** A customer not enabled for virtual environments has exactly one, implicit (docs/api.md "Organization environments"). */
 export const IMPLICIT_ENVIRONMENT = 'PRODUCTION'
 
 export const supportedEnvironments = (customer: Organization): readonly string[] =>

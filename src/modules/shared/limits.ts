@@ -1,6 +1,6 @@
 /**
  * Bounds per customer on the records whose lists are answered whole, not paged (the organization and
- * application lists, CONTRACT section 5; docs/security.md): a tenant cannot grow such an answer, nor
+ * application lists, docs/api.md "Endpoints"; docs/security.md): a tenant cannot grow such an answer, nor
  * the time the server spends building it for every tenant, without end. Counted in the creating
  * transaction (committed records), so creates at the same moment may pass a bound by a few: a bound
  * on size, not a rule of the data.

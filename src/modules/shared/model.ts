@@ -55,7 +55,7 @@ export const Description = v.pipe(
 )
 
 /**
- * CONTRACT section 4: a name is matched after uppercasing, so whatever uppercases to a valid name is
+ * docs/api.md "Conventions": a name is matched after uppercasing, so whatever uppercases to a valid name is
  * one (`ß` is `SS`, `ſ` is `S`). The documented pattern is the plain ASCII form clients send.
  */
 const ENVIRONMENT_NAME = /^[A-Z0-9_-]{1,32}$/
@@ -174,13 +174,13 @@ export const multiValue = <S extends v.GenericSchema<string, string>>(item: S, i
 
 export const UuidList = multiValue(Uuid, { type: 'string', format: 'uuid', pattern: UUID_ANY_CASE.source })
 
-/** The enrollment list's `environment` filter: several names, any of which matches (CONTRACT section 6). */
+/** The enrollment list's `environment` filter: several names, any of which matches (docs/api.md "Lists and paging"). */
 export const EnvironmentFilter = multiValue(EnvironmentName, ENVIRONMENT_NAME_FORM)
 
 /** The message of a value that is none of `values`: `state must be active, revoked or expired`. */
 export const mustBeOneOf = (name: string, values: readonly string[]) => `${name} must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`
 
-/** A list's `state` filter (CONTRACT section 6: every list filter takes several values): any of `states`. */
+/** A list's `state` filter (docs/api.md "Lists and paging": every list filter takes several values): any of `states`. */
 export const StateList = <const S extends readonly [string, ...string[]]>(states: S) =>
   multiValue(v.picklist(states, mustBeOneOf('state', states)), { type: 'string', enum: [...states] })
 

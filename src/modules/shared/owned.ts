@@ -1,6 +1,6 @@
 /**
  * Consumers and installations belong to one customer and are created idempotently by their
- * caller-chosen id (CONTRACT section 6): the same id in the same customer returns the existing
+ * caller-chosen id (docs/api.md "Consumers"): the same id in the same customer returns the existing
  * record unchanged; an id another customer owns is 409.
  */
 import type { RecordOf } from '../../storage/records'

@@ -26,7 +26,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
       read(({ principal, request }) => {
         authorize(may.manageTokens(principal), 'read or change tokens')
         const q = parseQuery(TokenListQuery, request)
-        // Shaped like the consumer list (CONTRACT section 9): no trace_id, `page` only when sent.
+        // Shaped like the consumer list (docs/api.md "Tokens"): no trace_id, `page` only when sent.
         const slice = sliceOf(principal)
         return then(service.list(principal, q, slice), ({ items, total }) =>
           listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))

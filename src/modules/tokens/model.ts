@@ -4,7 +4,7 @@ import { formatTimestamp } from '../../store/clock'
 import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES, TOKEN_SHAPE } from '../../auth/tokens'
 import { AnsweredUuid, Description, mustBeOneOf, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
-/** A token's lifetime, `45s` to `366d` (CONTRACT section 9), in seconds. */
+/** A token's lifetime, `45s` to `366d` (docs/api.md "Tokens"), in seconds. */
 export const TokenTtl = v.pipe(
   v.string(),
   // What parseDuration takes (no lookahead for "not zero": RE2-based generators cannot compile one);
@@ -16,7 +16,7 @@ export const TokenTtl = v.pipe(
   v.maxValue(MAX_TOKEN_TTL_SECONDS, 'ttl must be at most 366d'),
 )
 
-/** One of the three roles; `administrator` is `admin` (CONTRACT section 2). */
+/** One of the three roles; `administrator` is `admin` (docs/api.md "Authentication, roles and scope"). */
 const RoleName = v.pipe(
   v.picklist([...ROLES, 'administrator'], `role must be one of ${ROLES.join(', ')}`),
   v.transform((name) => parseRole(name)!),
@@ -42,7 +42,7 @@ export type TokenListInput = v.InferOutput<typeof TokenListQuery>
 export const tokenState = (t: Token, now = Date.now() * 1000): (typeof TOKEN_STATES)[number] =>
   t.state === 'revoked' ? 'revoked' : t.expires <= now ? 'expired' : 'active'
 
-/** CONTRACT section 9's record: never the hash. */
+/** A token record of docs/api.md "Tokens": never the hash. */
 export const TokenRecord = v.strictObject({
   token_id: AnsweredUuid,
   organization_id: AnsweredUuid,
@@ -62,7 +62,7 @@ export const IssuedTokenAnswer = v.strictObject({
   ),
   trace_id: TraceId,
 })
-/** No trace_id in this list, like the consumer list (CONTRACT section 9). */
+/** No trace_id in this list, like the consumer list (docs/api.md "Tokens"). */
 export const TokenListAnswer = v.strictObject({ tokens: v.array(TokenRecord), ...pagedListFields })
 
 export const tokenView = (t: Token): v.InferOutput<typeof TokenRecord> => ({

@@ -1,5 +1,5 @@
 /**
- * Tokens (CONTRACT section 9; README "Tokens"): issued, listed and revoked by the API, by `init`
+ * Tokens (docs/api.md "Tokens"; README "Tokens"): issued, listed and revoked by the API, by `init`
  * and by the CLI (directly, or through a running server's control socket), all through here. No HTTP.
  */
 import type { Organization, Role, Token } from '../../storage/records'

@@ -69,7 +69,7 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
         state text NOT NULL,
         created bigint NOT NULL,
         modified bigint NOT NULL,
-        -- CONTRACT section 6: one enrollment per (consumer, installation, application, environment).
+        -- docs/api.md "Enrollments": one enrollment per (consumer, installation, application, environment).
         -- Installation first: it also answers "the enrollments of this installation".
         CONSTRAINT enrollments_tuple UNIQUE (installation_id, consumer_id, application_id, environment)
       );
@@ -104,7 +104,7 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       -- Tokens are records now (README "Tokens"): the secret signed tokens that are no longer accepted.
       DROP TABLE signing_secret;
 
-      -- CONTRACT section 9. token_hash is the SHA-256 of the token string, never the string.
+      -- docs/api.md "Tokens". token_hash is the SHA-256 of the token string, never the string.
       CREATE TABLE tokens (
         token_id uuid PRIMARY KEY,
         organization_id uuid NOT NULL,
@@ -119,7 +119,7 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       CREATE INDEX tokens_created ON tokens (created, token_id);
       CREATE INDEX tokens_organization ON tokens (organization_id, created, token_id);
 
-      -- CONTRACT section 10, stored flat (docs/storage.md). Inserted, never updated; retention
+      -- docs/api.md "Audit events", stored flat (docs/storage.md). Inserted, never updated; retention
       -- deletes the oldest. changes is json, not jsonb: its fields keep the order they were recorded in.
       CREATE TABLE audit_events (
         event_id uuid PRIMARY KEY,

@@ -73,7 +73,7 @@ const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 /**
  * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
  * (22P02) and would match an uppercase spelling. Anything else names nothing, as in the embedded
- * store, where a key is compared as it is (identifiers arrive lowercased, CONTRACT section 4).
+ * store, where a key is compared as it is (identifiers arrive lowercased, docs/api.md "Conventions").
  */
 export const isKey = (id: string) => KEY.test(id)
 

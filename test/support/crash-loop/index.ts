@@ -14,7 +14,7 @@
  *     (the kill cut it off), the state that write would have made: unanswered writes may or may not
  *     have happened, acknowledged ones must have;
  *   - nothing may exist that no write created;
- *   - the audit trail matches the records (CONTRACT section 10): every record has its one create
+ *   - the audit trail matches the records (docs/api.md "Audit events"): every record has its one create
  *     event, whose changes hold the record's id and creation time, and its `modified` is the time of the newest event about it (a change that lost its
  *     event, or an event that lost its change, would leave the two apart); every event is about a
  *     record that exists; a token is revoked exactly when it has a revoke event.

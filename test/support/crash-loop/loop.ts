@@ -305,7 +305,7 @@ export class CrashLoop {
       const action = event.action as string
       const target = (event.target as Fields).id as string
       touch(target, event.time as string)
-      // A keyset's creation changes its enrollment too (one event, CONTRACT section 10).
+      // A keyset's creation changes its enrollment too (one event, docs/api.md "Audit events").
       if (action === 'keyset.create') touch(((event.changes as Record<string, unknown[]>).enrollment_id as string[])[1]!, event.time as string)
       if (action.endsWith('.create') || action === 'vendor.init') {
         creates.set(target, (creates.get(target) ?? 0) + 1)

@@ -110,7 +110,7 @@ function changeOrganizationEnvironments(c: LoadClient, role: 'admin' | 'vendor')
     path,
     body: { environment: 'scratch' },
     expect: noOp ? (add ? 409 : 404) : 200,
-    // The add and remove answers name the organization's id `application_id` (SPEC.md's quirk).
+    // The add and remove answers name the organization's id `application_id` (a quirk of the specification: docs/api.md "Organization environments").
     check: (b) => (b.application_id === tenant.customerId && b.supported === supported(add) && b.default === tenant.defaultEnvironment ? null : wrong(`expected ${supported(add)}`)),
     done: () => (tenant.scratch = add),
   }

@@ -108,7 +108,7 @@ export function createEnrollment(c: LoadClient): Step | null {
     }
   }
   if (existing && roll < 0.22) {
-    // The same enrollment_id claimed with another consumer (SPEC.md's compromised client): 400.
+    // The same enrollment_id claimed with another consumer (the compromised client of docs/api.md "Enrollments"): 400.
     const e = c.enrollments.get(existing)!
     return post('conflict', 400, { ...e, consumer: crypto.randomUUID() })
   }
