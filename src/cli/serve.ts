@@ -72,7 +72,7 @@ const parseRateLimit = (text: string) => wholeNumber('--rate-limit', text, 0, Nu
 
 /**
  * `--database-connections`: the pool of each instance, 1 to 1,000 (else bad usage). Each instance
- * holds up to this many and two more (the credential generation's read, the readiness probe), so
+ * holds up to this many (3 at least) and two more (the credential generation's read, the readiness probe), so
  * instances × (N + 2) must stay below the database's `max_connections` (README "Database mode").
  */
 const parseDatabaseConnections = (text: string) => wholeNumber('--database-connections', text, 1, 1000, 'give a number of connections from 1 to 1000, like 16')

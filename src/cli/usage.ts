@@ -74,8 +74,8 @@ Options:
                                  database's answers is 503 database_unavailable, like 10s;
                                  at most 24h (env KEYWARD_DATABASE_TIMEOUT, default 10s)
   --database-connections N       database mode: this instance's connection pool, 1 to 1000; it
-                                 holds up to N + 2 connections (env KEYWARD_DATABASE_CONNECTIONS,
-                                 default 16)
+                                 holds up to N + 2 connections, 5 at least
+                                 (env KEYWARD_DATABASE_CONNECTIONS, default 16)
   --help                         this text`,
   init: `Usage: keyward init [options]
 

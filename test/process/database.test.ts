@@ -193,7 +193,8 @@ describe.skipIf(!canRun)('two instances on one database', () => {
   test('--database-connections (KEYWARD_DATABASE_CONNECTIONS) bounds what an instance holds: N + 2 connections under any load', async () => {
     const c1 = customers[0]!
     const relay = pausableRelay(db.url)
-    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_CONNECTIONS: '2' } })
+    // 6 for reads and changes, 2 for lists (docs/storage.md, "Plans").
+    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_CONNECTIONS: '8' } })
     try {
       const answers = await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
@@ -202,8 +203,8 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       )
       expect(answers.map((answer) => answer.status).sort()).toEqual([...Array(20).fill(200), ...Array(20).fill(201)])
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200)
-      expect(relay.peakConnections).toBeGreaterThanOrEqual(2)
-      expect(relay.peakConnections).toBeLessThanOrEqual(4)
+      expect(relay.peakConnections).toBeGreaterThanOrEqual(3)
+      expect(relay.peakConnections).toBeLessThanOrEqual(10)
     } finally {
       await stopServer(server, 'SIGTERM')
       relay.close()

@@ -84,9 +84,10 @@ export class PostgresStorage implements Storage {
     // of going on with work nobody will read (docs/storage.md, "A database that does not answer").
     const limits = { statement_timeout: answerTimeoutMs }
     // A quarter of the connections for lists, planned for each list's own values; the others keep
-    // PostgreSQL's default plan caching (docs/storage.md, "Plans").
+    // PostgreSQL's default plan caching (docs/storage.md, "Plans"). Two at least for the others:
+    // the start holds one for its migration lock while its work uses another.
     const lists = Math.max(1, Math.floor(max / 4))
-    const sql = new SQL({ url, max: Math.max(1, max - lists), connectionTimeout: 10, connection: limits })
+    const sql = new SQL({ url, max: Math.max(2, max - lists), connectionTimeout: 10, connection: limits })
     const listSql = new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } })
     return new PostgresStorage(url, sql, listSql, max + 1, answerTimeoutMs)
   }
