@@ -188,9 +188,12 @@ test('a read that gave the loop back while a write it had seen was undone is tha
   expect((await h.request('GET', '/api/consumers?state=suspended', { token })).body.total).toBe(0)
 })
 
-test("a change accepted on its token's organization while that organization's activation was in flight is refused (503) once the activation is undone", async () => {
+test("a change, or a refusal, accepted on its token's organization while that organization's activation was in flight is the 503 once the activation is undone", async () => {
   const customer = await h.createCustomer('Reactivated')
   const token = h.token(customer, 'admin')
+  const suspended = crypto.randomUUID()
+  expect((await h.request('POST', '/api/consumers', { token, body: { consumer_id: suspended } })).status).toBe(201)
+  expect((await h.request('PATCH', `/api/consumers/${suspended}/suspend`, { token })).status).toBe(200)
   await h.tokensRecorded()
   expect((await h.request('PATCH', `/api/organizations/${customer}/suspend`)).status).toBe(200)
   const sync = holdNextSync(h)
@@ -198,17 +201,24 @@ test("a change accepted on its token's organization while that organization's ac
   try {
     const activate = h.request('PATCH', `/api/organizations/${customer}/activate`)
     await sync.waiting()
-    // The token is checked now, with the customer active in memory; its body comes later, as a slow client's does.
-    let send!: ReadableStreamDefaultController<Uint8Array>
-    const body = new ReadableStream<Uint8Array>({ start: (controller) => void (send = controller) })
-    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
-    const create = h.app.handle(new Request('http://localhost/api/consumers', { method: 'POST', body, headers, duplex: 'half' } as RequestInit))
+    // The token is checked now, with the customer active in memory; the body comes later, as a slow client's does.
+    const sent: ReadableStreamDefaultController<Uint8Array>[] = []
+    const slowly = (method: string, path: string) => {
+      const body = new ReadableStream<Uint8Array>({ start: (controller) => void sent.push(controller) })
+      const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+      return h.app.handle(new Request(`http://localhost${path}`, { method, body, headers, duplex: 'half' } as RequestInit))
+    }
+    const create = slowly('POST', '/api/consumers')
+    // Refused (409 already_in_state) on what it reads, but its token rests on the activation too.
+    const again = slowly('PATCH', `/api/consumers/${suspended}/suspend`)
     sync.fail()
     expectProblem(await activate, 503, 'storage_unavailable')
-    send.enqueue(new TextEncoder().encode(JSON.stringify({ consumer_id: consumerId })))
-    send.close()
-    const created = await create
-    expect([created.status, ((await created.json()) as { code: string }).code]).toEqual([503, 'storage_unavailable'])
+    sent[0]!.enqueue(new TextEncoder().encode(JSON.stringify({ consumer_id: consumerId })))
+    sent[1]!.enqueue(new TextEncoder().encode('{}'))
+    for (const controller of sent) controller.close()
+    for (const answer of await Promise.all([create, again])) {
+      expect([answer.status, ((await answer.json()) as { code: string }).code]).toEqual([503, 'storage_unavailable'])
+    }
   } finally {
     sync.restore()
   }

@@ -59,11 +59,14 @@ export class EmbeddedStorage implements Storage {
   }
 
   transaction<R>(body: (tx: Tx) => Promise<R>, since?: StateMark): Promise<R> {
+    const undone = () => since !== undefined && since !== this.store.undoMark
     const result = this.running.then(async () => {
+      // Before the body, so that a refusal it would make rests on no undone write either.
+      if (undone()) throw undoneSince()
       const tx = new EmbeddedTx(this)
       const value = await body(tx)
-      // Checked in the same turn as the commit below: no undo can come in between.
-      if (since !== undefined && since !== this.store.undoMark) throw undoneSince()
+      // And in the same turn as the commit below: no undo can come in between.
+      if (undone()) throw undoneSince()
       // Applied in this same turn, so the next transaction (queued behind `running`) sees it.
       return { value, durable: this.store.commit((engine) => tx.apply(engine)) }
     })
