@@ -928,32 +928,46 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
 
     test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', async () => {
       const relay = pausableRelay(db.url)
+      // The smallest pool: two connections for changes and reads (and one for lists).
       const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 1000, maxConnections: 1 })
       try {
         const record = await hanging.transaction((tx) => tx.insert('consumers', consumer()))
         relay.pause()
-        // The pool's one connection is this transaction's, which waits for an answer...
-        let reserved!: () => void
-        const holding = new Promise<void>((resolve) => (reserved = resolve))
-        const first = hanging.transaction(async (tx) => {
-          reserved()
-          return await tx.find('consumers', record.consumer_id)
+        // The pool's two connections are these transactions', which wait for an answer...
+        const holders = [0, 1].map(() => {
+          let reserved!: () => void
+          const holding = new Promise<void>((resolve) => (reserved = resolve))
+          const done = hanging.transaction(async (tx) => {
+            reserved()
+            return await tx.find('consumers', record.consumer_id)
+          })
+          return { holding, done }
         })
-        await holding
+        await Promise.all(holders.map((holder) => holder.holding))
         // ...so this change waits for a connection, past its deadline: answered 503, it must never run.
         let ran = false
         const late = hanging.transaction((tx) => {
           ran = true
           return tx.update('consumers', record.consumer_id, { state: 'suspended' })
         })
-        expect(await first.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        for (const holder of holders) expect(await holder.done.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
         expect(await late.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
         relay.resume()
-        // The pool's connection serves its waiters in turn: by this read, the late reservation had it.
+        // The pool's connections serve their waiters in turn: by this read, the late reservation had one.
         expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
         expect(ran).toBe(false)
-        // Had the late reservation kept the connection, the pool would have none left for this one.
-        expect((await hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+        // Had the late reservation kept its connection, these two could not each hold one at once.
+        let arrived = 0
+        let bothIn!: () => void
+        const both = new Promise<void>((resolve) => (bothIn = resolve))
+        const pair = [0, 1].map(() =>
+          hanging.transaction(async (tx) => {
+            if (++arrived === 2) bothIn()
+            await both
+            return tx.find('consumers', record.consumer_id)
+          }),
+        )
+        expect((await Promise.all(pair)).map((found) => found?.state)).toEqual(['active', 'active'])
       } finally {
         await hanging.close()
         relay.close()
