@@ -8,7 +8,7 @@ import { mapInTurns, newSlice, then, type Maybe, type Slice, type StateMark, typ
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
-import { jsonAnswer, problemFor, withTraceId } from './foundation'
+import { failureAnswer, jsonAnswer, withTraceId } from './foundation'
 import { BYTES_IN_TURNS_ABOVE_CHARS, JsonBytes } from './json-bytes'
 import type { ViewText } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
@@ -209,7 +209,8 @@ export interface ReadContext {
  */
 export function readRoutes(deps: AppDeps) {
   const { storage, logger } = deps
-  const failed = (set: ReadContext['set']) => (error: unknown) => problemFor(error, undefined, set, logger)
+  // A read that failed after it yielded: answered as the error hook answers (a refusal once what it read is durable).
+  const failed = (set: ReadContext['set'], since: StateMark) => (error: unknown) => failureAnswer(error, undefined, set, logger, (value, mark) => storage.settle(value, mark), since)
   /** `settle` for a request that began to read at `since` (its principal's mark: `StateMark`). */
   const settleSince = (since: StateMark) => <T>(answer: T) => storage.settle(answer, since)
   return <R>(read: (context: ReadContext) => Maybe<R>) => {
@@ -222,7 +223,7 @@ export function readRoutes(deps: AppDeps) {
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
       answer = then(read({ principal, params, request, set }), settleSince(principal.since))
-      if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set)) as Promise<R>
+      if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set, principal.since)) as Promise<R>
       return answer
     }
   }

@@ -12,6 +12,8 @@ import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 import { noteBytesOut } from './observe'
 import { JsonBytes } from './json-bytes'
 import type { ChargeAddress } from './context'
+import type { Principal } from './auth'
+import type { StateMark } from '../storage/storage'
 
 export const newTraceId = () => crypto.randomUUID()
 
@@ -56,7 +58,7 @@ export function problemFor(error: unknown, code: string | number | undefined, se
   return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId, undefined, limitHeaders(error, set))
 }
 
-type Settle = <T>(value: T) => T | Promise<T>
+type Settle = <T>(value: T, since?: StateMark) => T | Promise<T>
 
 /**
  * A refusal (a 4xx of keyward's rules) may rest on a change that is applied in memory but not yet
@@ -66,9 +68,25 @@ type Settle = <T>(value: T) => T | Promise<T>
  * rested on never happened (docs/storage.md "What each implementation promises"). Free when
  * nothing waits for an fsync.
  */
-function refusalOnceDurable(problem: Response, settle: Settle, set: { headers: Record<string, unknown> }, logger: Logger): Response | Promise<Response> {
-  const settled = settle(problem)
+function refusalOnceDurable(problem: Response, settle: Settle, since: StateMark | undefined, set: { headers: Record<string, unknown> }, logger: Logger): Response | Promise<Response> {
+  const settled = settle(problem, since)
   return settled instanceof Promise ? settled.catch((error: unknown) => problemFor(error, undefined, set, logger)) : settled
+}
+
+/**
+ * The problem response of a failure (`problemFor`); a refusal's once what it rested on is durable
+ * (`refusalOnceDurable`), for a request that began to read at `since`.
+ */
+export function failureAnswer(
+  error: unknown,
+  code: string | number | undefined,
+  set: { headers: Record<string, unknown> },
+  logger: Logger,
+  settle: Settle,
+  since: StateMark | undefined,
+): Response | Promise<Response> {
+  const answer = problemFor(error, code, set, logger)
+  return error instanceof ApiError && !(error instanceof RateLimited) ? refusalOnceDurable(answer, settle, since, set, logger) : answer
 }
 
 /** The rate-limit headers `authenticated` set (every /api answer has them), and Retry-After on a 429. */
@@ -87,7 +105,10 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
  */
 export const foundation = (logger: Logger, settle: Settle, chargeUnmatched: ChargeAddress) =>
   new Elysia({ name: 'foundation' })
-    .onError({ as: 'global' }, ({ code, error, request, set }) => {
+    .onError({ as: 'global' }, (context) => {
+      const { code, error, request, set } = context
+      // The request's mark, once its token was checked (`authenticated`): a refusal made after it rests on what it read since.
+      const since = (context as { principal?: Principal }).principal?.since
       if (code === 'NOT_FOUND') {
         try {
           chargeUnmatched(request, set)
@@ -96,8 +117,7 @@ export const foundation = (logger: Logger, settle: Settle, chargeUnmatched: Char
         }
       }
       let answer: Response | Promise<Response>
-      answer = problemFor(error, code, set, logger)
-      if (error instanceof ApiError && !(error instanceof RateLimited)) answer = refusalOnceDurable(answer, settle, set, logger)
+      answer = failureAnswer(error, code, set, logger, settle, since)
       return answer
     })
     // JSON answers are serialised and made into their Response here rather than by Elysia: so that

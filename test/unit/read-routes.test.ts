@@ -209,14 +209,15 @@ test("a change, or a refusal, accepted on its token's organization while that or
       return h.app.handle(new Request(`http://localhost${path}`, { method, body, headers, duplex: 'half' } as RequestInit))
     }
     const create = slowly('POST', '/api/consumers')
-    // Refused (409 already_in_state) on what it reads, but its token rests on the activation too.
+    // Refused on what they read (409 already_in_state in the change; 404 before it), but their token rests on the activation too.
     const again = slowly('PATCH', `/api/consumers/${suspended}/suspend`)
+    const unknown = slowly('PATCH', `/api/consumers/${crypto.randomUUID()}/suspend`)
     sync.fail()
     expectProblem(await activate, 503, 'storage_unavailable')
     sent[0]!.enqueue(new TextEncoder().encode(JSON.stringify({ consumer_id: consumerId })))
-    sent[1]!.enqueue(new TextEncoder().encode('{}'))
+    for (const controller of sent.slice(1)) controller.enqueue(new TextEncoder().encode('{}'))
     for (const controller of sent) controller.close()
-    for (const answer of await Promise.all([create, again])) {
+    for (const answer of await Promise.all([create, again, unknown])) {
       expect([answer.status, ((await answer.json()) as { code: string }).code]).toEqual([503, 'storage_unavailable'])
     }
   } finally {
