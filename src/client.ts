@@ -2,7 +2,7 @@
  * A typed client for TypeScript users (Bun or a bundler): `import { client } from 'keyward/client'`.
  * It is Eden treaty typed from the app itself, so paths, methods and answers are checked by the
  * compiler against this version of the server. Other languages generate a client from
- * GET /openapi.json instead (docs/api.md, "Clients").
+ * GET /openapi.json instead (docs/api.md, "The OpenAPI document, the page and clients").
  *
  *   const api = client('http://127.0.0.1:3000', token)
  *   const { data, error, status } = await api.api.organizations({ organization_id: id }).get()

@@ -9,10 +9,11 @@
  * restore is refused; never does a first start initialise the dir while the restore writes into
  * it, and then overwrite what was restored with its own snapshot.
  *
- * The snapshot goes first, and it holds everything: a restore cut short before its rename leaves at
+ * The snapshot goes first, and it holds everything: a restore killed before its rename leaves at
  * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would
- * take for new and initialise; cut short after it, the dir is whole (its format is then told from
- * its files and labelled at the first start). A backup taken by a version with signed tokens also
+ * take for new and initialise; killed after it, the dir is whole (its format is then told from its
+ * files and labelled at the first start). One that fails with an error (a full disk) takes its
+ * temporary file away: the dir is as it found it, and the restore can be run again. A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
 import { open, rename, rm, stat } from 'node:fs/promises'

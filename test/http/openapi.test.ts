@@ -1,5 +1,5 @@
 /**
- * GET /openapi.json as a client generator meets it (docs/api.md, "The OpenAPI document"), and the
+ * GET /openapi.json as a client generator meets it (docs/api.md, "The OpenAPI document, the page and clients"), and the
  * check that test/support/harness.ts runs on every answer of the HTTP tests: it must fail where the
  * document and an answer disagree.
  */

@@ -154,7 +154,7 @@ export class PostgresStorage implements Storage {
   }
 
   private readGeneration(): Promise<number> {
-    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10 })
+    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: { statement_timeout: this.answerTimeoutMs } })
     const sql = this.generationSql
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
     // Unanswered, it is closed and forgotten: the next read opens a new one instead of queueing behind it.
