@@ -222,7 +222,10 @@ export function readRoutes(deps: AppDeps) {
     const answered = (request: Request, set: ReadContext['set']) => (value: unknown) => jsonAnswer(request, set, value) ?? value
     return ({ principal, params, request, set }: ReadContext): Maybe<R> => {
       let answer: Maybe<R>
-      answer = then(read({ principal, params, request, set }), settleSince(principal.since))
+      answer = read({ principal, params, request, set })
+      // Settled as it is when it came synchronously (the read by id): no function made per request.
+      if (answer instanceof Promise) answer = answer.then(settleSince(principal.since))
+      else answer = storage.settle(answer, principal.since)
       if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set, principal.since)) as Promise<R>
       return answer
     }
