@@ -9,10 +9,10 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { FileHandle } from 'node:fs/promises'
-import { createHarness, type Harness } from '../support/harness'
+import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { expectProblem } from '../support/actors'
 import { RateLimiter } from '../../src/ops/rate-limit'
-import { performTokenCommand } from '../../src/cli/token-commands'
+import { performTokenCommand, type TokenCommand } from '../../src/cli/token-commands'
 import { StorageUnavailableError } from '../../src/store/wal'
 
 let h: Harness
@@ -232,28 +232,23 @@ test('a token command of the CLI answers once what it read is durable, and fails
   const customer = await h.createCustomer('Commanded')
   const issued = await h.request('POST', '/api/tokens', { body: { organization_id: customer, role: 'viewer' } })
   const tokenId = issued.body.token.token_id
-  let sync = holdNextSync(h)
-  try {
-    const revoke = h.request('PATCH', `/api/tokens/${tokenId}/revoke`)
-    await sync.waiting()
-    const command = performTokenCommand(h.storage, { command: 'tokens revoke', token_id: tokenId })
-    sync.fail()
-    expectProblem(await revoke, 503, 'storage_unavailable')
-    expect(await command.catch((error) => error)).toBeInstanceOf(StorageUnavailableError)
-  } finally {
-    sync.restore()
+  /** `command` run while `write` waits for an fsync that then fails: both are the 503's. */
+  const besideFailedWrite = async (write: () => Promise<ApiResponse>, command: TokenCommand) => {
+    const sync = holdNextSync(h)
+    try {
+      const written = write()
+      await sync.waiting()
+      const answered = performTokenCommand(h.storage, command)
+      sync.fail()
+      expectProblem(await written, 503, 'storage_unavailable')
+      expect(await answered.catch((error) => error)).toBeInstanceOf(StorageUnavailableError)
+    } finally {
+      sync.restore()
+    }
   }
+  await besideFailedWrite(() => h.request('PATCH', `/api/tokens/${tokenId}/revoke`), { command: 'tokens revoke', token_id: tokenId })
   expect((await h.request('GET', `/api/organizations/${customer}`, { token: issued.body.secret })).status).toBe(200)
-  sync = holdNextSync(h)
-  try {
-    const issue = h.request('POST', '/api/tokens', { body: { organization_id: customer, role: 'admin', description: 'never made' } })
-    await sync.waiting()
-    const list = performTokenCommand(h.storage, { command: 'tokens list', organization_id: customer })
-    sync.fail()
-    expectProblem(await issue, 503, 'storage_unavailable')
-    expect(await list.catch((error) => error)).toBeInstanceOf(StorageUnavailableError)
-  } finally {
-    sync.restore()
-  }
+  const neverMade = { organization_id: customer, role: 'admin', description: 'never made' }
+  await besideFailedWrite(() => h.request('POST', '/api/tokens', { body: neverMade }), { command: 'tokens list', organization_id: customer })
   expect(await performTokenCommand(h.storage, { command: 'tokens revoke', token_id: tokenId })).toEqual({ revoked: true })
 })
