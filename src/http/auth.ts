@@ -23,6 +23,13 @@ export interface Principal {
   readonly since: StateMark
 }
 
+/**
+ * The tenant a request works for, whose turn its long work waits for (the event loop's line, the
+ * list connections): the customer whose data the token reaches; the vendor's own organization for
+ * a vendor token.
+ */
+export const tenantOf = (p: Principal): string => p.customerId ?? p.organization.organization_id
+
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
 // Scheme is case-insensitive (docs/api.md "Authentication, roles and scope"); the token itself never contains whitespace.

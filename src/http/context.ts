@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import { mapInTurns, newSlice, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
-import { authenticate, type Principal } from './auth'
+import { authenticate, tenantOf, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
 import { failureAnswer, jsonAnswer, withTraceId } from './foundation'
 import { BYTES_IN_TURNS_ABOVE_CHARS, JsonBytes } from './json-bytes'
@@ -183,7 +183,7 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
  * reaches (the vendor's own organization for a vendor token), so that one tenant's many big
  * requests do not slow another's (docs/security.md, "Big answers").
  */
-export const sliceOf = (principal: Principal): Slice => newSlice(principal.customerId ?? principal.organization.organization_id)
+export const sliceOf = (principal: Principal): Slice => newSlice(tenantOf(principal))
 
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })

@@ -12,7 +12,8 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
+import { NO_TENANT, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
+import { ListSlots } from './list-slots'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
@@ -63,6 +64,8 @@ export class PostgresStorage implements Storage {
     private readonly sql: SQL,
     /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"). */
     private readonly listSql: SQL,
+    /** Their turns, shared by tenants (src/storage/postgres/list-slots.ts). */
+    private readonly listSlots: ListSlots,
     /**
      * Tries of a statement whose connection the server had closed. The pool notices that the
      * server closed an idle connection (a restart, pg_terminate_backend) only when it next uses
@@ -89,7 +92,7 @@ export class PostgresStorage implements Storage {
     const lists = Math.max(1, Math.floor(max / 4))
     const sql = new SQL({ url, max: Math.max(2, max - lists), connectionTimeout: 10, connection: limits })
     const listSql = new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } })
-    return new PostgresStorage(url, sql, listSql, max + 1, answerTimeoutMs)
+    return new PostgresStorage(url, sql, listSql, new ListSlots(lists), max + 1, answerTimeoutMs)
   }
 
   /**
@@ -182,7 +185,11 @@ export class PostgresStorage implements Storage {
 
   async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
     const statement = listStatement(query)
-    const rows: Rows = await this.read(() => this.listSql.unsafe(statement.text, statement.params))
+    // One deadline for the wait for a list connection and the list's answer.
+    const deadline = performance.now() + this.answerTimeoutMs
+    const rows: Rows = await this.listSlots.run(query.slice?.tenant ?? NO_TENANT, this.answerTimeoutMs, () =>
+      answeredWithin(this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries), Math.max(1, deadline - performance.now())),
+    )
     if (!query.page) return { items: rows.map((row) => toRecord(query.table, row)), total: rows.length }
     const key = PRIMARY_KEY[query.table]
     const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord(query.table, row))

@@ -1,0 +1,74 @@
+/**
+ * The list connections' turns in database mode (src/storage/postgres/list-slots.ts): a tenant never
+ * holds every slot, and waiting lists go in turn per tenant, so one tenant's slow lists do not queue
+ * another's behind them.
+ */
+import { expect, test } from 'bun:test'
+import { ListSlots } from '../../src/storage/postgres/list-slots'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+
+const LONG = 60_000
+
+/** A list that runs until `finish` is called; `started` tells whether it began. */
+function heldList() {
+  let finish!: () => void
+  const done = new Promise<void>((resolve) => (finish = resolve))
+  const list = { started: false, finish, run: async () => ((list.started = true), await done) }
+  return list
+}
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+test("a tenant holds all slots but one: another tenant's list runs at once, however many the first one sends", async () => {
+  const slots = new ListSlots(4)
+  const big = Array.from({ length: 8 }, heldList)
+  const running = big.map((list) => slots.run('big', LONG, list.run))
+  await turn()
+  expect(big.filter((list) => list.started)).toHaveLength(3)
+  const small = heldList()
+  const smallDone = slots.run('small', LONG, small.run)
+  await turn()
+  expect(small.started).toBe(true)
+  small.finish()
+  await smallDone
+  for (const list of big) list.finish()
+  await Promise.all(running)
+  expect(big.every((list) => list.started)).toBe(true)
+  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+})
+
+test('waiting lists go in turn per tenant, each tenant\'s in order', async () => {
+  const slots = new ListSlots(2) // one each at most
+  const order: string[] = []
+  const lists = new Map<string, ReturnType<typeof heldList>>()
+  const start = (name: string) => {
+    const list = heldList()
+    lists.set(name, list)
+    return slots.run(name[0]!, LONG, async () => (order.push(name), await list.run()))
+  }
+  const all = ['A1', 'A2', 'A3', 'B1', 'B2'].map(start)
+  await turn()
+  expect(order).toEqual(['A1', 'B1']) // one slot each
+  for (const name of ['A1', 'B1', 'A2', 'B2', 'A3']) {
+    lists.get(name)!.finish()
+    await turn()
+  }
+  await Promise.all(all)
+  expect(order).toEqual(['A1', 'B1', 'A2', 'B2', 'A3'])
+})
+
+test('a list that got no slot within its deadline is 503 and never runs', async () => {
+  const slots = new ListSlots(2)
+  const holder = heldList()
+  const held = slots.run('a', LONG, holder.run)
+  const other = heldList()
+  const otherHeld = slots.run('b', LONG, other.run)
+  const late = heldList()
+  const outcome = await slots.run('a', 20, late.run).catch((error) => error)
+  expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
+  holder.finish()
+  other.finish()
+  await Promise.all([held, otherHeld])
+  expect(late.started).toBe(false)
+  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+})
