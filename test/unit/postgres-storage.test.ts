@@ -8,9 +8,10 @@ import { SQL } from 'bun'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
+import * as statements from '../../src/storage/postgres/statements'
 import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
 import type { TableName } from '../../src/storage/records'
-import { UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
+import { newSlice, UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
 import { recordEvent } from '../../src/modules/shared/audit'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
 
@@ -628,6 +629,42 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(await ids([{ field: 'state', in: ['active'] }, { field: 'expires', from: now + 1 }])).toEqual([live.token_id])
       expect(await ids([{ field: 'state', in: ['active'] }, { field: 'expires', until: now }])).toEqual([expired.token_id])
       expect(await ids([{ field: 'state', in: ['revoked'] }])).toEqual([revoked.token_id])
+    })
+
+    test('a page of big audit events is made into records in turns of the event loop, equal to what was stored (docs/security.md, "Big answers")', async () => {
+      const heavy = crypto.randomUUID()
+      const description = 'a' + '\u0001'.repeat(1023) // 6 KB of JSON
+      const stored = Array.from({ length: 300 }, () => event({ customer_id: heavy, changes: { description: [null, description], state: [null, 'active'] } }))
+      await storage.transaction(async (tx) => {
+        const time = await tx.time()
+        for (const e of stored) tx.appendEvent(e, time)
+      })
+      // Another request's work, one per turn of the loop, logged among the rows made into records.
+      const order: string[] = []
+      let stopped = false
+      const loopTurns = () => {
+        if (stopped) return
+        order.push('turn')
+        setImmediate(loopTurns)
+      }
+      const listedRecord = statements.listedRecord
+      const made = spyOn(statements, 'listedRecord')
+      made.mockImplementation((table, row) => (order.push('row'), listedRecord(table, row)) as never)
+      let page
+      try {
+        const listing = storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [heavy] }], page: { number: 1, size: 1000 }, order: 'asc', slice: newSlice('heavy') })
+        setImmediate(loopTurns)
+        page = await listing
+      } finally {
+        stopped = true
+        made.mockRestore()
+      }
+      expect(page.total).toBe(stored.length)
+      expect(page.items.map((e) => [e.event_id, e.changes])).toEqual(stored.map((e) => [e.event_id, e.changes]))
+      const rows = order.flatMap((entry, i) => (entry === 'row' ? [i] : []))
+      expect(rows).toHaveLength(stored.length)
+      // Turns of the loop came between the first and the last row: other requests went on meanwhile.
+      expect(order.slice(rows[0], rows.at(-1)).includes('turn')).toBe(true)
     })
 
     test("a customer's filter on actions reads its own events of those actions alone (schema 4)", async () => {

@@ -12,12 +12,12 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { NO_TENANT, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
+import { mapInTurns, NO_TENANT, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { ListSlots } from './list-slots'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { appendEventsStatement, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
+import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -190,10 +190,11 @@ export class PostgresStorage implements Storage {
     const rows: Rows = await this.listSlots.run(query.slice?.tenant ?? NO_TENANT, this.answerTimeoutMs, () =>
       answeredWithin(this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries), Math.max(1, deadline - performance.now())),
     )
-    if (!query.page) return { items: rows.map((row) => toRecord(query.table, row)), total: rows.length }
-    const key = PRIMARY_KEY[query.table]
-    const items = rows.filter((row) => row[key] !== null).map(({ total: _, ...row }) => toRecord(query.table, row))
-    return { items, total: Number(rows[0]?.total ?? 0) }
+    // A page past the end is one row of nulls, carrying the total only.
+    const listed = query.page ? rows.filter((row) => row[PRIMARY_KEY[query.table]] !== null) : rows
+    // Made into records in turns of the event loop, in the request's slice (a page of big audit events).
+    const items = await mapInTurns(listed, ({ total: _, ...row }) => listedRecord(query.table, row), query.slice)
+    return { items, total: query.page ? Number(rows[0]?.total ?? 0) : rows.length }
   }
 
   async exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Promise<boolean> {
