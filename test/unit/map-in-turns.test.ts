@@ -99,3 +99,11 @@ test("tenants take turns: one tenant's many long tasks slow another tenant's as 
   // Every other turn is B's until it is done: its three slices among the first six, not one in four.
   expect(slices.slice(0, 6)).toEqual(['A', 'B', 'A', 'B', 'A', 'B'])
 })
+
+test("a tenant's tasks are finished one after the other, not all advanced together: what they hold unfinished is one task's", async () => {
+  const tenant = newSlice('tenant A').tenant
+  const order = await turnsDuring((log) => Promise.all(['A1', 'A2', 'A3'].map((name) => bigStage(name, log, newSlice(tenant)))))
+  expectOneSlicePerTurn(order)
+  // After their first slices (run as each started), each task's three others in a row.
+  expect(order.filter((entry) => entry !== 'turn')).toEqual(['A1', 'A1', 'A1', 'A2', 'A2', 'A2', 'A3', 'A3', 'A3'])
+})

@@ -9,7 +9,7 @@
 import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
-import { mapInTurns, nextTurn, NO_TENANT, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { mapInTurns, nextTurn, newSlice, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */
@@ -54,6 +54,8 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
     return decodedPage(table, query, generation, page.map((i) => seqs.at(i)), seqs.length)
   }
   const walk = new Walk(table, source, tests)
+  // The request's slice, whose tenant the walk waits in line as (a walk of no request: a slice of its own).
+  const turns = query.slice ?? newSlice()
   const finish = (): Maybe<Page<AuditEvent>> => {
     const matched = walk.matched
     if (!source.ordered) matched.sort((a, b) => a - b)
@@ -63,7 +65,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await nextTurn(query.slice?.tenant ?? NO_TENANT)
+      await nextTurn(turns)
       // Renumbered (a rebuild, never in normal operation): the candidates mean nothing now.
       if (table.generation !== generation) return listAuditEvents(table, query)
     } while (!walk.step())

@@ -14,7 +14,7 @@
 import type { Table } from '../../store/table'
 import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
 import type { Enrollment, RecordOf, TableName } from '../records'
-import { nextTurn, NO_TENANT, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { nextTurn, newSlice, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { auditEventExists, listAuditEvents } from './audit-query'
 
 export interface Filter<T> {
@@ -58,6 +58,8 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
     return { items: slice(ids, paging.offset, paging.size, query.order).map((id) => table.get(id)!), total: ids.length }
   }
   const walk = new Walk(table, source, tests)
+  // The request's slice, whose tenant the walk waits in line as (a walk of no request: a slice of its own).
+  const turns = query.slice ?? newSlice()
   const finish = (): Page<RecordOf<N>> => {
     const matched = walk.matched
     if (!source.ordered) matched.sort((a, b) => a.created - b.created || (table.keyOf(a) < table.keyOf(b) ? -1 : 1))
@@ -67,7 +69,7 @@ export function listPage<N extends TableName>(tables: Tables, query: ListQuery<N
   return (async () => {
     do {
       plannerWork.turnsYielded++
-      await nextTurn(query.slice?.tenant ?? NO_TENANT)
+      await nextTurn(turns)
     } while (!walk.step())
     return finish()
   })()
