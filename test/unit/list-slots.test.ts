@@ -7,7 +7,8 @@ import { expect, test } from 'bun:test'
 import { ListSlots } from '../../src/storage/postgres/list-slots'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 
-const LONG = 60_000
+/** A deadline far away (`performance.now()` time). */
+const far = () => performance.now() + 60_000
 
 /** A list that runs until `finish` is called; `started` tells whether it began. */
 function heldList() {
@@ -22,11 +23,11 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 test("a tenant holds all slots but one: another tenant's list runs at once, however many the first one sends", async () => {
   const slots = new ListSlots(4)
   const big = Array.from({ length: 8 }, heldList)
-  const running = big.map((list) => slots.run('big', LONG, list.run))
+  const running = big.map((list) => slots.run('big', far(), list.run))
   await turn()
   expect(big.filter((list) => list.started)).toHaveLength(3)
   const small = heldList()
-  const smallDone = slots.run('small', LONG, small.run)
+  const smallDone = slots.run('small', far(), small.run)
   await turn()
   expect(small.started).toBe(true)
   small.finish()
@@ -44,7 +45,7 @@ test('waiting lists go in turn per tenant, each tenant\'s in order', async () =>
   const start = (name: string) => {
     const list = heldList()
     lists.set(name, list)
-    return slots.run(name[0]!, LONG, async () => (order.push(name), await list.run()))
+    return slots.run(name[0]!, far(), async () => (order.push(name), await list.run()))
   }
   const all = ['A1', 'A2', 'A3', 'B1', 'B2'].map(start)
   await turn()
@@ -60,15 +61,24 @@ test('waiting lists go in turn per tenant, each tenant\'s in order', async () =>
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
   const slots = new ListSlots(2)
   const holder = heldList()
-  const held = slots.run('a', LONG, holder.run)
+  const held = slots.run('a', far(), holder.run)
   const other = heldList()
-  const otherHeld = slots.run('b', LONG, other.run)
+  const otherHeld = slots.run('b', far(), other.run)
   const late = heldList()
-  const outcome = await slots.run('a', 20, late.run).catch((error) => error)
+  const outcome = await slots.run('a', performance.now() + 20, late.run).catch((error) => error)
   expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
   holder.finish()
   other.finish()
   await Promise.all([held, otherHeld])
+  expect(late.started).toBe(false)
+  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+})
+
+test('a list let in with too little time left to answer is 503 and not sent: it would run on after its caller was answered', async () => {
+  const slots = new ListSlots(2)
+  const late = heldList()
+  // A slot is free, but its deadline is 10 ms away.
+  expect(await slots.run('a', performance.now() + 10, late.run).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
   expect(late.started).toBe(false)
   expect(slots.counts).toEqual({ running: 0, waiting: 0 })
 })

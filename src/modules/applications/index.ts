@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, readRoutes, sliceOf, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, createBody, customerNamed, findOwned, may } from '../../http/access'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
@@ -30,7 +30,7 @@ export const applicationsController = (deps: AppDeps) => {
     .get(
       '',
       read(({ principal, set }) =>
-          then(service.list(principal), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) })))),
+          then(service.list(principal, sliceOf(principal)), (apps) => then(all(apps.map(view)), (applications) => ({ applications, trace_id: traceIdOf(set) })))),
       { detail: doc({ operationId: 'listApplications', summary: 'List the applications in scope', tag: 'applications', responses: { 200: ApplicationListAnswer } }) },
     )
     .get(

@@ -1,7 +1,7 @@
 /** Applications of a customer (docs/api.md "Applications"). No HTTP here. */
 import { createHash, randomBytes } from 'node:crypto'
 import type { Application, Organization } from '../../storage/records'
-import { then, type Maybe, type Storage } from '../../storage/storage'
+import { then, type Maybe, type Slice, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
@@ -14,8 +14,8 @@ export class ApplicationService {
   constructor(private readonly storage: Storage) {}
 
   /** In creation order: the vendor all; others their customer's. */
-  list(p: Principal): Maybe<readonly Application[]> {
-    return then(this.storage.list({ table: 'applications', scope: p.customerId, where: [], order: 'asc' }), (page) => page.items)
+  list(p: Principal, slice?: Slice): Maybe<readonly Application[]> {
+    return then(this.storage.list({ table: 'applications', scope: p.customerId, where: [], order: 'asc', slice }), (page) => page.items)
   }
 
   /** The new application and its api_key, which is shown once and stored only as a hash. */

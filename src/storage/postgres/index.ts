@@ -185,11 +185,13 @@ export class PostgresStorage implements Storage {
 
   async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
     const statement = listStatement(query)
-    // One deadline for the wait for a list connection and the list's answer.
+    // One deadline for the wait for a list connection and the list's answer; the connection's slot is
+    // held until its statement is done, even one answered 503 (src/storage/postgres/list-slots.ts).
     const deadline = performance.now() + this.answerTimeoutMs
-    const rows: Rows = await this.listSlots.run(query.slice?.tenant ?? NO_TENANT, this.answerTimeoutMs, () =>
-      answeredWithin(this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries), Math.max(1, deadline - performance.now())),
+    const answer = this.listSlots.run(query.slice?.tenant ?? NO_TENANT, deadline, () =>
+      this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
     )
+    const rows: Rows = await answeredWithin(answer, this.answerTimeoutMs)
     // A page past the end is one row of nulls, carrying the total only.
     const listed = query.page ? rows.filter((row) => row[PRIMARY_KEY[query.table]] !== null) : rows
     // Made into records in turns of the event loop, in the request's slice (a page of big audit events).

@@ -1,12 +1,16 @@
 /**
  * The list connections' turns (docs/storage.md, "Plans"): a list runs only with one of the `slots`
- * (one per list connection), and tenants share them. A tenant holds at most all but one at once, so
+ * (one per list connection), and tenants share them. A tenant holds at most all but one at once (of
+ * a single one, all: then the tenants only take turns for it), so
  * another tenant's list finds one free or waits for the next to come free, never behind a queue of
  * the first tenant's; waiting lists go in turn per tenant, each tenant's in order. Without this the
  * pool served lists first come, first served: a tenant's slow text searches on eight connections
  * held a small tenant's page 33 times longer (found in review, 2026-11-29).
  */
 import { DatabaseUnavailableError } from './errors'
+
+/** A list let in with less time than this left is not sent: it would run on after its caller was answered 503. */
+const MIN_TIME_LEFT_MS = 50
 
 interface Waiter {
   readonly admit: () => void
@@ -27,12 +31,14 @@ export class ListSlots {
   }
 
   /**
-   * Runs `list` once `tenant` has a slot; DatabaseUnavailableError if none came within `ms` (the
-   * list then never runs: its caller was answered 503).
+   * Runs `list` once `tenant` has a slot, and holds the slot until `list` is done (its connection is
+   * busy until then, answered or not). DatabaseUnavailableError, and `list` never runs, if no slot
+   * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
-  async run<T>(tenant: string, ms: number, list: () => Promise<T>): Promise<T> {
-    await this.acquire(tenant, ms)
+  async run<T>(tenant: string, deadline: number, list: () => Promise<T>): Promise<T> {
+    await this.acquire(tenant, deadline - performance.now())
     try {
+      if (deadline - performance.now() < MIN_TIME_LEFT_MS) throw new DatabaseUnavailableError(new Error('no list connection free in time'))
       return await list()
     } finally {
       this.release(tenant)
@@ -50,8 +56,8 @@ export class ListSlots {
         },
         timer: setTimeout(() => {
           this.forget(tenant, waiter)
-          reject(new DatabaseUnavailableError(new Error(`no list connection free within ${ms} ms`)))
-        }, ms),
+          reject(new DatabaseUnavailableError(new Error('no list connection free in time')))
+        }, Math.max(0, ms)),
       }
       const line = this.waiting.get(tenant)
       if (line) line.push(waiter)
