@@ -20,34 +20,21 @@ export function then<T, R>(value: Maybe<T>, next: (value: T) => Maybe<R>): Maybe
 export const TURN_BUDGET_MS = 1
 
 /**
- * A long task's next turns go first to the tasks that have had few (`FRESH_TURNS`), in turn, so
- * that a short one is done in a few turns whatever else its tenant has in line; past them, a task
- * is long, and its tenant's long tasks are finished one after the other (`nextTurn`).
- */
-export const FRESH_TURNS = 8
-
-interface WaitingTask {
-  readonly slice: Slice
-  readonly resume: () => void
-}
-
-/**
  * Long tasks waiting to go on (`nextTurn`), by tenant: the tenants in the order they take turns (a
- * Map keeps the order of insertion), each with its tasks that have had fewer than FRESH_TURNS and
- * its long ones. Whether a turn is booked for the next; and the slice the last turn went on.
+ * Map keeps the order of insertion), each with its tasks (their slices, and what resumes them),
+ * first in line first. Whether a turn is booked for the next; and the slice the last turn went on.
  */
-const waitingTenants = new Map<string, { readonly fresh: WaitingTask[]; readonly long: WaitingTask[] }>()
+const waitingTenants = new Map<string, { readonly slice: Slice; readonly resume: () => void }[]>()
 let turnBooked = false
 let resumed: Slice | undefined
 
 function goOn(): void {
   turnBooked = false
-  for (const [tenant, line] of waitingTenants) {
+  for (const [tenant, tasks] of waitingTenants) {
     waitingTenants.delete(tenant)
-    const task = line.fresh.shift() ?? line.long.shift()!
+    const task = tasks.shift()!
     // The tenant's other tasks wait behind every other tenant's next one.
-    if (line.fresh.length + line.long.length > 0) waitingTenants.set(tenant, line)
-    task.slice.turns++
+    if (tasks.length > 0) waitingTenants.set(tenant, tasks)
     resumed = task.slice
     task.resume()
     break
@@ -69,23 +56,24 @@ function bookTurn(): void {
  * tenant's next task goes on after every other tenant's waiting one, so a tenant with many long
  * requests in flight slows another tenant's long request as one with a single request would (its
  * share of the loop is one in the number of tenants waiting, not one in the number of tasks).
- * Within a tenant, tasks that have had fewer than FRESH_TURNS go first, in turn (a short answer is
- * not held up by its tenant's big ones); then the long task that went on last goes on again
- * first, until it is done: a tenant's long tasks are finished one after the other rather than all
- * advanced together, so that what they hold while unfinished (megabytes of texts and bytes each)
- * is one task's, not all of them (one token's 32 big audit pages at once got the server killed in
- * 1 GiB: found in review, 2026-11-29). The stages of one request share its slice (`Slice`: a
- * page's decoding, its texts, its bytes); the first slices of requests that arrive together each
- * run at once: a turn spends a few ms at most.
+ * Within a tenant, the task that went on last goes on again first, until it is done: a tenant's
+ * tasks are finished one after the other rather than all advanced together, so that what they hold
+ * while unfinished (megabytes of texts and bytes each) is one task's, not all of them (one token's
+ * 32 big audit pages at once got the server killed in 1 GiB: found in review, 2026-11-29). The
+ * price is the tenant's own: its short answer waits for the long ones it already has under way
+ * (their turns, never another tenant's). Letting a task's first few turns go first was tried: with
+ * 3 or 8 of them, peak memory under the abuse pattern rose from +240 to +365 to +556 MiB
+ * (docs/security.md, "Big answers"), so it was not kept. The
+ * stages of one request share its slice (`Slice`: a page's decoding, its texts, its bytes); the
+ * first slices of requests that arrive together each run at once: a turn spends a few ms at most.
  */
 export function nextTurn(slice: Slice): Promise<void> {
   return new Promise<void>((resolve) => {
-    let line = waitingTenants.get(slice.tenant)
-    if (!line) waitingTenants.set(slice.tenant, (line = { fresh: [], long: [] }))
+    let tasks = waitingTenants.get(slice.tenant)
+    if (!tasks) waitingTenants.set(slice.tenant, (tasks = []))
     const task = { slice, resume: resolve }
-    if (slice.turns < FRESH_TURNS) line.fresh.push(task)
-    else if (slice === resumed) line.long.unshift(task)
-    else line.long.push(task)
+    if (slice === resumed) tasks.unshift(task)
+    else tasks.push(task)
     bookTurn()
   })
 }
@@ -100,14 +88,12 @@ export function nextTurn(slice: Slice): Promise<void> {
 export interface Slice {
   endsAt: number
   readonly tenant: string
-  /** The turns it has had (`nextTurn`). */
-  turns: number
 }
 
 /** Work of no tenant's request (the CLI, tests) waits in line as this one. */
 export const NO_TENANT = ''
 
-export const newSlice = (tenant: string = NO_TENANT): Slice => ({ endsAt: 0, tenant, turns: 0 })
+export const newSlice = (tenant: string = NO_TENANT): Slice => ({ endsAt: 0, tenant })
 
 /**
  * `items.map(each)`, giving the event loop back whenever a turn has spent TURN_BUDGET_MS on it: a

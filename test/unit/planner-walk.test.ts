@@ -72,6 +72,7 @@ test("walks take turns by tenant (the query's slice): one tenant's three walks d
       finished.push(tenant),
     )
   await Promise.all([walk('A'), walk('A'), walk('A'), walk('B')])
-  // B's chunks alternate with A's: it is done first, where in one line of tasks it would be last.
-  expect(finished).toEqual(['B', 'A', 'A', 'A'])
+  // B's chunks alternate with those of A's first walk (A's go one after the other): B is done
+  // second, where in one line of tasks it would be last.
+  expect(finished).toEqual(['A', 'B', 'A', 'A'])
 })
