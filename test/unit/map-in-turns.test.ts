@@ -4,6 +4,7 @@
  */
 import { expect, test } from 'bun:test'
 import { mapInTurns, newSlice, then, TURN_BUDGET_MS, type Slice } from '../../src/storage/storage'
+import { turnsDuring } from '../support/event-loop'
 
 /** Work that takes `ms` of the clock, as building a big record's text does. */
 function busy(ms: number): void {
@@ -33,25 +34,6 @@ test('what takes longer gives the event loop back between turns, and keeps its o
   expect(ranMeanwhile[0]!).toBeGreaterThan(0)
   expect(ranMeanwhile[0]!).toBeLessThan(items.length)
 })
-
-/**
- * What happens in each turn of the event loop while `work` runs: another request's work takes one
- * entry ('turn') per turn, and `work` logs its slices into the same order (a name per 16 items).
- * Returns that order from the first 'turn' on: the first slices, run as each task starts, are before it.
- */
-async function turnsDuring(work: (log: (name: string) => void) => Promise<unknown>): Promise<string[]> {
-  const order: string[] = []
-  let stopped = false
-  const loopTurns = () => {
-    if (stopped) return
-    order.push('turn')
-    setImmediate(loopTurns)
-  }
-  setImmediate(loopTurns)
-  await work((name) => order.push(name))
-  stopped = true
-  return order.slice(order.indexOf('turn'))
-}
 
 /** 64 items of a big answer, 16 to a slice (the clock is read every 16): four slices, each logged as `name`. */
 const bigStage = (name: string, log: (name: string) => void, slice?: Slice) =>

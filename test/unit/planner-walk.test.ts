@@ -8,6 +8,7 @@ import { createTables } from '../../src/store/database'
 import { listPage, WALK_CHUNK } from '../../src/storage/embedded/planner'
 import type { Consumer } from '../../src/storage/records'
 import { newSlice } from '../../src/storage/storage'
+import { turnsDuring } from '../support/event-loop'
 
 const ORG = 'org-1'
 const COUNT = 4 * WALK_CHUNK
@@ -46,21 +47,15 @@ test('walks running at once go on one chunk per turn of the event loop, in the l
   for (let n = 1; n <= COUNT; n++) tables.consumers.put(consumer(n))
   const walk = () => listPage(tables, { table: 'consumers', scope: ORG, where: [{ field: 'state', in: ['active'] }], order: 'asc' })
   // Another request's work, one per turn of the loop, counted against the walks' turns.
-  let turns = 0
-  let stopped = false
-  const loopTurns = () => {
-    if (stopped) return
-    turns++
-    setImmediate(loopTurns)
-  }
-  setImmediate(loopTurns)
-  const walks = [walk(), walk(), walk()]
-  for (const pending of walks) expect(pending).toBeInstanceOf(Promise)
-  const pages = await Promise.all(walks)
-  stopped = true
+  let pages: Awaited<ReturnType<typeof walk>>[] = []
+  const order = await turnsDuring(async () => {
+    const walks = [walk(), walk(), walk()]
+    for (const pending of walks) expect(pending).toBeInstanceOf(Promise)
+    pages = await Promise.all(walks)
+  })
   expect(new Set(pages.map((page) => page.total)).size).toBe(1)
   // Three walks of four chunks, the first of each at once: nine more chunks, each in a turn of its own.
-  expect(turns).toBeGreaterThanOrEqual(9)
+  expect(order.length).toBeGreaterThanOrEqual(9)
 })
 
 test("walks take turns by tenant (the query's slice): one tenant's three walks do not hold another's back three times as long", async () => {

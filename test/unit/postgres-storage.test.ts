@@ -10,10 +10,11 @@ import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
 import * as statements from '../../src/storage/postgres/statements'
 import { EVENTS_PER_STATEMENT, listStatement } from '../../src/storage/postgres/statements'
-import type { TableName } from '../../src/storage/records'
-import { newSlice, UniqueViolation, type Condition, type Fresh, type ListQuery, type Tx } from '../../src/storage/storage'
+import type { AuditEvent, TableName } from '../../src/storage/records'
+import { newSlice, UniqueViolation, type Condition, type Fresh, type ListQuery, type Page, type Tx } from '../../src/storage/storage'
 import { recordEvent } from '../../src/modules/shared/audit'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
+import { turnsDuring } from '../support/event-loop'
 
 const reachable = await databaseTestsCanRun()
 
@@ -640,25 +641,17 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         for (const e of stored) tx.appendEvent(e, time)
       })
       // Another request's work, one per turn of the loop, logged among the rows made into records.
-      const order: string[] = []
-      let stopped = false
-      const loopTurns = () => {
-        if (stopped) return
-        order.push('turn')
-        setImmediate(loopTurns)
-      }
       const listedRecord = statements.listedRecord
-      const made = spyOn(statements, 'listedRecord')
-      made.mockImplementation((table, row) => (order.push('row'), listedRecord(table, row)) as never)
-      let page
-      try {
-        const listing = storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [heavy] }], page: { number: 1, size: 1000 }, order: 'asc', slice: newSlice('heavy') })
-        setImmediate(loopTurns)
-        page = await listing
-      } finally {
-        stopped = true
-        made.mockRestore()
-      }
+      let page: Page<AuditEvent> | undefined
+      const order = await turnsDuring(async (log) => {
+        const made = spyOn(statements, 'listedRecord').mockImplementation((table, row) => (log('row'), listedRecord(table, row)) as never)
+        try {
+          page = await storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [heavy] }], page: { number: 1, size: 1000 }, order: 'asc', slice: newSlice('heavy') })
+        } finally {
+          made.mockRestore()
+        }
+      })
+      if (!page) throw new Error('no page')
       expect(page.total).toBe(stored.length)
       expect(page.items.map((e) => [e.event_id, e.changes])).toEqual(stored.map((e) => [e.event_id, e.changes]))
       const rows = order.flatMap((entry, i) => (entry === 'row' ? [i] : []))
