@@ -4,8 +4,8 @@
  * missing one (404), and scope is checked before role (403).
  */
 import type { Organization, RecordOf, TableName, Token } from '../storage/records'
-import { newSlice, then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
-import { tenantOf, type Principal } from './auth'
+import { then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
+import { sliceOf, type Principal } from './auth'
 import * as v from 'valibot'
 import { parseBody, type RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
@@ -59,7 +59,7 @@ export function readableOrganizations(reader: Reader, p: Principal): Maybe<strin
   if (p.customerId === null) return null
   if (p.organization.organization_type === 'partner') return [p.organization.organization_id]
   const customerId = p.customerId
-  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc', slice: newSlice(tenantOf(p)) }), (partners) => [
+  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc', slice: sliceOf(p) }), (partners) => [
     customerId,
     ...partners.items.map((partner) => partner.organization_id),
   ])

@@ -5,7 +5,7 @@
  * customer, is 401; activated again, its unrevoked tokens work again).
  */
 import type { Organization } from '../storage/records'
-import { then, type Maybe, type Reader, type StateMark } from '../storage/storage'
+import { newSlice, then, type Maybe, type Reader, type Slice, type StateMark } from '../storage/storage'
 import { hashToken, TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
@@ -24,11 +24,12 @@ export interface Principal {
 }
 
 /**
- * The tenant a request works for, whose turn its long work waits for (the event loop's line, the
- * list connections): the customer whose data the token reaches; the vendor's own organization for
- * a vendor token.
+ * A request's share of the event loop and of the list connections (`Slice`, src/storage/storage.ts),
+ * for its page's walk and its answer: its long work waits in line as its tenant's, the customer whose
+ * data the token reaches (the vendor's own organization for a vendor token), so that one tenant's
+ * many big requests do not slow another's (docs/security.md, "Big answers").
  */
-export const tenantOf = (p: Principal): string => p.customerId ?? p.organization.organization_id
+export const sliceOf = (p: Principal): Slice => newSlice(p.customerId ?? p.organization.organization_id)
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32

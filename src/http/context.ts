@@ -4,9 +4,9 @@
  * (then 413 and 415): the order of docs/api.md "Status codes and errors", and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { mapInTurns, newSlice, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
+import { mapInTurns, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
 import type { TokenVerifier } from '../auth/tokens'
-import { authenticate, tenantOf, type Principal } from './auth'
+import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'
 import { failureAnswer, jsonAnswer, withTraceId } from './foundation'
 import { BYTES_IN_TURNS_ABOVE_CHARS, JsonBytes } from './json-bytes'
@@ -176,14 +176,6 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
     return `${head}${views.join(',')}${tail}` as unknown as Answer
   })
 }
-
-/**
- * A list request's share of the event loop (`Slice`, src/storage/storage.ts), for its page's walk
- * and its answer: its long work waits in line as its tenant's, the customer whose data the token
- * reaches (the vendor's own organization for a vendor token), so that one tenant's many big
- * requests do not slow another's (docs/security.md, "Big answers").
- */
-export const sliceOf = (principal: Principal): Slice => newSlice(tenantOf(principal))
 
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })

@@ -157,6 +157,17 @@ export const PRIMARY_KEY = {
 
 export const TABLE_NAMES = Object.keys(PRIMARY_KEY) as TableName[]
 
+/** The table of each target type of an audit event (an action's first word: src/modules/shared/audit.ts `targetTypeOf`). */
+export const TARGET_TABLES = {
+  organization: 'organizations',
+  application: 'applications',
+  consumer: 'consumers',
+  installation: 'installations',
+  enrollment: 'enrollments',
+  keyset: 'keysets',
+  token: 'tokens',
+} as const satisfies Readonly<Record<string, TableName>>
+
 export type EnrollmentTuple = Pick<Enrollment, 'consumer_id' | 'installation_id' | 'application_id' | 'environment'>
 
 /** docs/api.md "Enrollments": `<installation_id>:<consumer_id>:<application_id>:<ENVIRONMENT>`, always generated. */

@@ -61,11 +61,10 @@ function bookTurn(): void {
  * while unfinished (megabytes of texts and bytes each) is one task's, not all of them (one token's
  * 32 big audit pages at once got the server killed in 1 GiB: found in review, 2026-11-29). The
  * price is the tenant's own: its short answer waits for the long ones it already has under way
- * (their turns, never another tenant's). Letting a task's first few turns go first was tried: with
- * 3 or 8 of them, peak memory under the abuse pattern rose from +240 to +365 to +556 MiB
- * (docs/security.md, "Big answers"), so it was not kept. The
- * stages of one request share its slice (`Slice`: a page's decoding, its texts, its bytes); the
- * first slices of requests that arrive together each run at once: a turn spends a few ms at most.
+ * (their turns, never another tenant's); letting every task's first turns go first instead cost
+ * the memory back (docs/security.md, "Big answers"). The stages of one request share its slice
+ * (`Slice`: a page's decoding, its texts, its bytes); the first slices of requests that arrive
+ * together each run at once: a turn spends a few ms at most.
  */
 export function nextTurn(slice: Slice): Promise<void> {
   return new Promise<void>((resolve) => {

@@ -10,7 +10,7 @@
  * (data format 3) is replayed as it is.
  */
 import { areChangesOfCreate, changesOf } from '../storage/audit-changes'
-import { PRIMARY_KEY, type AuditEvent, type TableName } from '../storage/records'
+import { PRIMARY_KEY, TARGET_TABLES, type AuditEvent, type TableName } from '../storage/records'
 
 export interface LogEntry {
   lsn: number
@@ -35,17 +35,6 @@ const ROW_FIELDS = [
   'created',
   'modified',
 ] as const satisfies readonly Exclude<keyof AuditEvent, 'changes'>[]
-
-/** The table of each target type of an event (src/modules/shared/audit.ts `targetTypeOf`). */
-const TARGET_TABLES: Readonly<Record<string, TableName>> = {
-  organization: 'organizations',
-  application: 'applications',
-  consumer: 'consumers',
-  installation: 'installations',
-  enrollment: 'enrollments',
-  keyset: 'keysets',
-  token: 'tokens',
-}
 
 /** The JSON text of a transaction's log record. */
 export function logRecordText(lsn: number, puts: readonly (readonly [TableName, unknown])[], drops: readonly (readonly [TableName, string[]])[]): string {
@@ -99,7 +88,7 @@ type CreatedRecordOf = (event: AuditEvent) => object | undefined
 const PUTS_SEARCHED = 16
 
 function createdRecords(puts: readonly (readonly [string, unknown])[]): CreatedRecordOf {
-  const tableOf = (event: AuditEvent) => (Object.hasOwn(TARGET_TABLES, event.target_type) ? TARGET_TABLES[event.target_type]! : undefined)
+  const tableOf = (event: AuditEvent): TableName | undefined => (Object.hasOwn(TARGET_TABLES, event.target_type) ? TARGET_TABLES[event.target_type as keyof typeof TARGET_TABLES] : undefined)
   const keyOf = (name: string, record: unknown) =>
     Object.hasOwn(PRIMARY_KEY, name) && typeof record === 'object' && record !== null ? (record as Record<string, unknown>)[PRIMARY_KEY[name as TableName]] : undefined
   if (puts.length <= PUTS_SEARCHED) {

@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
-import { authenticated, listAnswer, readRoutes, sliceOf, type AppDeps } from '../../http/context'
+import { sliceOf } from '../../http/auth'
+import { authenticated, listAnswer, readRoutes, type AppDeps } from '../../http/context'
 import { authorize, may } from '../../http/access'
 import { parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'

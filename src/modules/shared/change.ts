@@ -3,7 +3,7 @@
  * decided on the record as it is now (locked until the change commits), written, its audit event
  * recorded in the same transaction.
  */
-import type { RecordOf } from '../../storage/records'
+import { TARGET_TABLES, type RecordOf, type TableName } from '../../storage/records'
 import type { Changes, Maybe, Storage, Tx } from '../../storage/storage'
 import { conflict } from '../../http/errors'
 import { changeBy, customerIdOf, recordEvent, type Actor, type AuditAction } from './audit'
@@ -37,7 +37,8 @@ export function changeRecord<N extends Changeable>(
 
 /** The verb of the action that brings a record to a state (`consumer.suspend`, `installation.verify`). */
 const VERBS = { active: 'activate', suspended: 'suspend', verified: 'verify' } as const
-const TARGET_TYPES = { organizations: 'organization', applications: 'application', consumers: 'consumer', installations: 'installation', enrollments: 'enrollment' } as const
+/** The target type of a table's records: `TARGET_TABLES` the other way round. */
+const TARGET_TYPE_OF = Object.fromEntries(Object.entries(TARGET_TABLES).map(([type, table]) => [table, type])) as Record<TableName, string>
 
 /**
  * Brings a record to the state `to`, from any other (docs/api.md "Endpoints": installations suspend
@@ -45,7 +46,7 @@ const TARGET_TYPES = { organizations: 'organization', applications: 'application
  * `409 already_in_state`, as every no-op transition is (docs/api.md).
  */
 export function transition<N extends Changeable>(storage: Storage, actor: Actor, table: N, id: string, to: RecordOf<N>['state'] & keyof typeof VERBS): Promise<RecordOf<N>> {
-  const action = `${TARGET_TYPES[table]}.${VERBS[to]}` as AuditAction
+  const action = `${TARGET_TYPE_OF[table]}.${VERBS[to]}` as AuditAction
   return changeRecord(storage, actor, table, id, action, (current) => {
     if (current.state === to) throw conflict('already_in_state', `It is already ${to}.`)
     return { state: to } as Changes<N>

@@ -59,14 +59,15 @@ export class EmbeddedStorage implements Storage {
   }
 
   transaction<R>(body: (tx: Tx) => Promise<R>, since?: StateMark): Promise<R> {
-    const undone = () => since !== undefined && since !== this.store.undoMark
     const result = this.running.then(async () => {
       // Before the body, so that a refusal it would make rests on no undone write either.
-      if (undone()) throw undoneSince()
+      let undone = this.undoneSince(since)
+      if (undone) throw undone
       const tx = new EmbeddedTx(this)
       const value = await body(tx)
       // And in the same turn as the commit below: no undo can come in between.
-      if (undone()) throw undoneSince()
+      undone = this.undoneSince(since)
+      if (undone) throw undone
       // Applied in this same turn, so the next transaction (queued behind `running`) sees it.
       return { value, durable: this.store.commit((engine) => tx.apply(engine)) }
     })
@@ -87,9 +88,16 @@ export class EmbeddedStorage implements Storage {
   }
 
   settle<T>(value: T, since?: StateMark): Maybe<T> {
-    if (since !== undefined && since !== this.store.undoMark) return Promise.reject(undoneSince())
+    const undone = this.undoneSince(since)
+    if (undone) return Promise.reject(undone)
     const barrier = this.store.readBarrier()
     return barrier ? barrier.then(() => value) : value
+  }
+
+  /** The 503 of a request that began to read at `since`, if a write was undone since (`StateMark`). */
+  private undoneSince(since: StateMark | undefined): StorageUnavailableError | undefined {
+    if (since === undefined || since === this.store.undoMark) return undefined
+    return new StorageUnavailableError(new Error('a change this request may have read was undone: its write to the log failed'))
   }
 
   readiness(): Readiness {
@@ -108,9 +116,6 @@ export class EmbeddedStorage implements Storage {
     return this.store.close()
   }
 }
-
-/** What a request is answered when a write was undone since it began reading (`StateMark`). */
-const undoneSince = () => new StorageUnavailableError(new Error('a change this request may have read was undone: its write to the log failed'))
 
 /** Whether `record` meets every condition of `within` (`Reader.find`). */
 const meets = <N extends TableName>(record: RecordOf<N>, within: readonly FieldIn<N>[]) =>

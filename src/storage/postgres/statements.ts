@@ -269,10 +269,8 @@ function whereClause<N extends TableName>(table: N, scope: string | null | undef
  * JSON); `listedRecord` parses each event's in turn, in turns of the event loop
  * (docs/security.md, "Big answers").
  */
-function listedColumns(table: TableName): string {
-  if (table !== 'audit_events') return 't.*'
-  return [...Object.keys(COLUMNS.audit_events).map((column) => (column === 'changes' ? 't.changes::text AS changes' : `t.${column}`)), 't.created', 't.modified'].join(', ')
-}
+const AUDIT_EVENT_COLUMNS = [...Object.keys(COLUMNS.audit_events).map((column) => (column === 'changes' ? 't.changes::text AS changes' : `t.${column}`)), 't.created', 't.modified'].join(', ')
+const listedColumns = (table: TableName): string => (table === 'audit_events' ? AUDIT_EVENT_COLUMNS : 't.*')
 
 /** A listed row (`listStatement`) as a record. */
 export function listedRecord<N extends TableName>(table: N, row: Record<string, unknown>): RecordOf<N> {
