@@ -488,12 +488,9 @@ export class Reader {
     const length = this.varint()
     const start = this.at
     this.at += length
-    let ascii = true
-    for (let i = start; i < this.at; i++) if (this.bytes[i]! > 127) ascii = false
-    if (!ascii) return codec.decodeText(this.bytes, start, this.at)
-    let text = ''
-    for (let i = start; i < this.at; i++) text += String.fromCharCode(this.bytes[i]!)
-    return text
+    // The native decoder, even for short ASCII: a string built a character at a time was slower at
+    // every length and, long, a chain of one node per character until read (docs/storage.md).
+    return codec.decodeText(this.bytes, start, this.at)
   }
 }
 
