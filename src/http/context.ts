@@ -127,7 +127,8 @@ export const authenticated = (deps: AppDeps) => {
  * Route options of every route that takes a body (`{ ...takesBody, detail: ... }`). Elysia must not
  * parse the body itself ('none'): it would do so before any hook, before the token is checked. The
  * transform runs after `authenticated` (a route's own hooks come after its plugins'). Only these
- * routes get it: any parse hook would make Elysia compile GET routes async too (README, Performance).
+ * routes get it: any parse hook would make Elysia compile GET routes async too
+ * (docs/performance.md "The read by id, 2026-11-28").
  */
 export const takesBody = {
   parse: 'none' as const,

@@ -4,8 +4,8 @@
  *
  * Observed around Elysia's handler of each route (`app.wrap`), which sees the final Response of
  * every request, not in a lifecycle hook: a global onRequest hook costs the read by id more than the
- * read itself (README "Performance"), and onAfterResponse schedules a task per request and is given
- * the handler's value, not the Response it became. Bun's router calls one handler per route, so the
+ * read itself (docs/performance.md "What earlier changes won"), and onAfterResponse schedules a
+ * task per request and is given the handler's value, not the Response it became. Bun's router calls one handler per route, so the
  * route's template is found once per handler; requests that reach Elysia's own router (no route
  * matched, or `app.handle` in tests) are matched here, per request. The cost: docs/operations.md.
  */

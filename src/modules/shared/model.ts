@@ -118,8 +118,9 @@ const REMEMBERED_VIEWS = 1024
 /**
  * `view` as JSON text, remembered per record object. The embedded store's records are immutable
  * (a change replaces the object: docs/storage.md), so a record read again is answered with the
- * same text instead of building and serialising its view again (README, "Performance"); cleared
- * when full. Database mode reads a new object each time, so its text is made once per read.
+ * same text instead of building and serialising its view again
+ * (docs/performance.md "The read by id, 2026-11-28"); cleared when full. Database mode reads a new
+ * object each time, so its text is made once per read.
  */
 export function rememberedView<R extends object, V>(view: (record: R) => V): (record: R) => ViewText<V> {
   const texts = new Map<R, string>()
