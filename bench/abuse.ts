@@ -2,7 +2,7 @@
 /**
  * Hand-run abuse benchmark (issue 9's proof; not a test, not in CI):
  *
- *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 20000] [--only TEXT[|TEXT...]] [--repeat N]
+ *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 10000] [--only TEXT[|TEXT...]] [--repeat N]
  *                                              [--memory-limit MIB]
  *
  * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
@@ -41,13 +41,14 @@ import { Children, onInterrupt } from './support/servers'
 import { busyBeforeStart, machineDescription, memoryCgroup, mib, procStatus, waitQuiet, type MemoryCgroup } from './support/system'
 import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
 import { recordEvent } from '../src/modules/shared/audit'
+import { MAX_KEYSETS_PER_ENROLLMENT } from '../src/modules/shared/limits'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
   options: {
     seconds: { type: 'string', default: '10' },
     rate: { type: 'string', default: '200' },
-    keysets: { type: 'string', default: '20000' },
+    keysets: { type: 'string', default: String(MAX_KEYSETS_PER_ENROLLMENT) },
     /** Only the patterns whose name holds this text, or one of these `|`-separated texts (the unloaded row always runs); for trying a fix. */
     only: { type: 'string' },
     /** Rounds of the unloaded row and the patterns, on one data dir: to tell a fix from the noise. */
@@ -65,7 +66,7 @@ const MEMORY_LIMIT_MIB = Number(values['memory-limit'])
 for (const [name, value, min, max] of [
   ['seconds', MEASURE_SECONDS, 1, 600],
   ['rate', VICTIM_RATE, 1, 5000],
-  ['keysets', KEYSETS, 1, 1_000_000],
+  ['keysets', KEYSETS, 1, MAX_KEYSETS_PER_ENROLLMENT],
   ['repeat', ROUNDS, 1, 20],
   ['memory-limit', MEMORY_LIMIT_MIB, 0, 1_048_576],
 ] as const) {
@@ -222,7 +223,7 @@ function patterns(w: World): Pattern[] {
       env: { ABUSE_TOKEN: w.attackerCustomerToken, ABUSE_PATHS: '/api/audit-events?page_size=1000&order=desc' },
     },
     {
-      name: `keyset list of an enrollment with ${KEYSETS.toLocaleString('en')} keysets`,
+      name: `the whole keyset list of an enrollment with ${KEYSETS.toLocaleString('en')} keysets`,
       sender: 'attacker partner viewer',
       env: { ...attacker, ABUSE_PATHS: `/api/enrollments/${w.keysetEnrollment}/keysets` },
     },

@@ -42,6 +42,7 @@ export const PROBLEM_CODES = {
     'too_many_environments',
     'too_many_partners',
     'too_many_applications',
+    'too_many_keysets',
     'environment_not_supported',
     'environment_is_default',
     'environment_in_use',

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
 import { ACTORS, expectProblem } from '../support/actors'
+import { MAX_KEYSETS_PER_ENROLLMENT } from '../../src/modules/shared/limits'
 import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS, p256Key } from '../support/fixtures'
 
 let h: Harness
@@ -32,6 +33,23 @@ async function keysetsOf(id: string) {
 }
 
 const path = (id: string) => `/api/enrollments/${id}/keysets`
+
+/** `count` retired keysets of the enrollment, made directly (thousands of requests would only be slower). */
+async function addRetiredKeysets(enrollmentId: string, count: number) {
+  const enrollment = await readAsVendor(h, 'enrollments', enrollmentId)
+  await h.storage.transaction(async (tx) => {
+    for (let n = 0; n < count; n++) {
+      await tx.insert('keysets', {
+        keyset_id: crypto.randomUUID(),
+        enrollment_id: enrollmentId,
+        application_id: enrollment.application_id!,
+        environment: enrollment.environment!,
+        client_enclave_key: p256Key().base64,
+        state: 'retired',
+      })
+    }
+  })
+}
 const postKey = (id: string, key: unknown, token?: string) => h.request('POST', path(id), { token, body: { client_enclave_key: key } })
 
 // ---------------------------------------------------------------------------------------------
@@ -194,9 +212,9 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     const e = await enroll(h, w.appA, 'DEV')
     const empty = await h.request('GET', path(e.enrollment_id!.toUpperCase()))
     expect(empty.status).toBe(200)
-    expect(Object.keys(empty.body).sort()).toEqual(['keysets', 'page_size', 'total', 'trace_id'])
+    expect(Object.keys(empty.body).sort()).toEqual(['keysets', 'trace_id'])
     expect(empty.body.trace_id).toBe(empty.headers.get('x-trace-id'))
-    expect(empty.body).toMatchObject({ keysets: [], total: 0, page_size: 100 })
+    expect(empty.body.keysets).toEqual([])
     const created = await postKey(e.enrollment_id!, p256Key().base64)
     const res = await h.request('GET', path(e.enrollment_id!))
     expect(res.body.keysets).toHaveLength(1)
@@ -235,6 +253,39 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     // Keysets of one enrollment are not another's.
     const other = await enroll(h, w.appA, 'PROD')
     expect(await keysetsOf(other.enrollment_id!)).toEqual([])
+  })
+
+  test('whole without paging parameters (the active keyset, the newest, included); a page with them', async () => {
+    const e = await enroll(h, w.appA, 'DEV')
+    await addRetiredKeysets(e.enrollment_id!, 150)
+    const created = await postKey(e.enrollment_id!, p256Key().base64)
+    expect(created.status).toBe(201)
+    const whole = await h.request('GET', path(e.enrollment_id!))
+    expect(Object.keys(whole.body).sort()).toEqual(['keysets', 'trace_id'])
+    expect(whole.body.keysets).toHaveLength(151)
+    expect(whole.body.keysets.at(-1)).toMatchObject({ keyset_id: created.body.enrollment.active_keyset_id, state: 'active' })
+    const newestFirst = await h.request('GET', `${path(e.enrollment_id!)}?order=desc`)
+    expect(newestFirst.body.keysets).toEqual([...whole.body.keysets].reverse())
+    const sized = await h.request('GET', `${path(e.enrollment_id!)}?page_size=100`)
+    expect(Object.keys(sized.body).sort()).toEqual(['keysets', 'page_size', 'total', 'trace_id'])
+    expect(sized.body).toMatchObject({ total: 151, page_size: 100 })
+    expect(sized.body.keysets).toEqual(whole.body.keysets.slice(0, 100))
+    const second = await h.request('GET', `${path(e.enrollment_id!)}?page=2`)
+    expect(second.body).toMatchObject({ total: 151, page: 2, page_size: 100 })
+    expect(second.body.keysets).toEqual(whole.body.keysets.slice(100))
+    expectProblem(await h.request('GET', `${path(e.enrollment_id!)}?page_size=1001`), 400)
+  })
+
+  test(`at most ${MAX_KEYSETS_PER_ENROLLMENT} an enrollment: one more is 409 too_many_keysets and changes nothing`, async () => {
+    const e = await enroll(h, w.appA, 'DEV')
+    await addRetiredKeysets(e.enrollment_id!, MAX_KEYSETS_PER_ENROLLMENT - 1)
+    expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
+    const before = await readAsVendor(h, 'enrollments', e.enrollment_id!)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64), 409, 'too_many_keysets')
+    expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(before)
+    expect(await keysetsOf(e.enrollment_id!)).toHaveLength(MAX_KEYSETS_PER_ENROLLMENT)
+    // Another enrollment is not bounded by this one's keysets.
+    expect((await postKey((await enroll(h, w.appA, 'DEV')).enrollment_id!, p256Key().base64)).status).toBe(201)
   })
 
   test('readable while the enrollment is suspended', async () => {

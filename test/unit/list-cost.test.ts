@@ -110,7 +110,7 @@ describe('long walks and long lists', () => {
     expect(read).toBe(25)
   })
 
-  test('the keyset list is paged: a page reads its records only, whatever the enrollment holds', async () => {
+  test('the keyset list: whole, it reads each keyset once; a page reads its records only, whatever the enrollment holds', async () => {
     const enrollment = other.enrollment
     await h.storage.transaction(async (tx) => {
       for (let n = 0; n < 500; n++) {
@@ -125,7 +125,11 @@ describe('long walks and long lists', () => {
       }
     })
     const token = h.token(other.customer, 'viewer')
-    const first = await cost(`/api/enrollments/${enrollment}/keysets`, token)
+    const whole = await cost(`/api/enrollments/${enrollment}/keysets`, token)
+    expect(Object.keys(whole.res.body).sort()).toEqual(['keysets', 'trace_id'])
+    expect(whole.res.body.keysets).toHaveLength(500)
+    expect(whole.read).toBe(500)
+    const first = await cost(`/api/enrollments/${enrollment}/keysets?page_size=100`, token)
     expect(first.res.body).toMatchObject({ total: 500, page_size: 100 })
     expect(first.res.body.keysets).toHaveLength(100)
     expect(first.read).toBe(100)

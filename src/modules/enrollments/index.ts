@@ -8,6 +8,8 @@ import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
 import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
+import { pageOf } from '../shared/scope'
+import { DEFAULT_PAGE_SIZE } from '../shared/model'
 import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetText } from './model'
@@ -100,15 +102,15 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
             const slice = sliceOf(principal)
-            return then(service.keysets(enrollment, q, slice), ({ items, total }) =>
+            // Paged only when asked for; otherwise every keyset, a bounded number (docs/api.md "Keysets").
+            const page = q.page !== undefined || q.page_size !== undefined ? pageOf({ page: q.page, page_size: q.page_size ?? DEFAULT_PAGE_SIZE }) : undefined
+            return then(service.keysets(enrollment, page, q.order, slice), ({ items, total }) =>
               listAnswer('keysets', items, keysetText, {
-                total,
-                ...(q.page ? { page: q.page } : {}),
-                page_size: q.page_size,
+                ...(page ? { total, ...(q.page ? { page: q.page } : {}), page_size: page.size } : {}),
                 trace_id: traceIdOf(set),
               }, slice))
           })),
-      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (paged like the other lists)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (all of them, or a page when page or page_size is sent)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',

@@ -12,6 +12,8 @@ import {
   TraceId,
   Uuid,
   UuidList,
+  pageFields,
+  pageSize,
   pagedListFields,
   pagingQuery,
   timestampFields,
@@ -44,7 +46,9 @@ export const EnrollmentListQuery = v.object({
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 
 /** The keyset list pages like the other lists (docs/api.md). */
-export const KeysetListQuery = v.object({ ...pagingQuery })
+/** Paged only when `page` or `page_size` is sent (docs/api.md "Keysets"): otherwise the whole list. */
+export const KeysetListQuery = v.object({ ...pagingQuery, page_size: v.optional(pageSize()) })
+export type KeysetListInput = v.InferOutput<typeof KeysetListQuery>
 
 export const CreateKeysetBody = v.object({
   client_enclave_key: v.pipe(
@@ -78,8 +82,14 @@ export const KeysetRecord = v.strictObject({
   state: v.picklist(['active', 'retired']),
   created: Timestamp,
 })
-/** Paged like the consumer list (docs/api.md), with the trace id of a single-record answer. */
-export const KeysetListAnswer = v.strictObject({ keysets: v.array(KeysetRecord), ...pagedListFields, trace_id: TraceId })
+/** `{keysets, trace_id}`, and the counters of a paged list when paging was asked for (docs/api.md "Keysets"). */
+export const KeysetListAnswer = v.strictObject({
+  keysets: v.array(KeysetRecord),
+  total: v.optional(v.pipe(pageFields.total, v.description('Only when `page` or `page_size` was sent: all the keysets.'))),
+  page: v.optional(v.pipe(pageFields.page, v.description('Present only when the request sent `page`.'))),
+  page_size: v.optional(v.pipe(pageFields.page_size, v.description('Only when `page` or `page_size` was sent.'))),
+  trace_id: TraceId,
+})
 
 export const enrollmentView = (e: Enrollment): v.InferOutput<typeof EnrollmentRecord> => ({
   enrollment_id: e.enrollment_id,

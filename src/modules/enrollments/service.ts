@@ -1,12 +1,13 @@
 /** Enrollments and their keysets (docs/api.md "Enrollments"). No HTTP here. */
 import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
-import { then, UniqueViolation, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
+import { then, UniqueViolation, type ListQuery, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/change'
 import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import type { Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
+import { refuseBeyondLimit } from '../shared/limits'
 import { createConsumer } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
@@ -97,7 +98,12 @@ export class EnrollmentService {
     return changeBy(actor, this.storage, async (tx) => {
       // Asked together (an enrollment's application never changes), and so are the writes below:
       // in database mode three round trips instead of six (docs/storage.md "Round trips").
-      const [locked, application] = await Promise.all([tx.find('enrollments', enrollment.enrollment_id, 'update'), tx.find('applications', enrollment.application_id)])
+      // The bound is counted after the lock, so concurrent keysets of one enrollment cannot pass it.
+      const [locked, application] = await Promise.all([
+        tx.find('enrollments', enrollment.enrollment_id, 'update'),
+        tx.find('applications', enrollment.application_id),
+        refuseBeyondLimit(tx, enrollment.enrollment_id, 'keysets'),
+      ])
       const current = locked!
       const app = requireActive(application!)
       // An environment without keysets may be removed from the application while enrollments in it
@@ -124,8 +130,9 @@ export class EnrollmentService {
     })
   }
 
-  keysets(enrollment: Enrollment, q: { readonly page?: number; readonly page_size: number; readonly order: 'asc' | 'desc' }, slice?: Slice): Maybe<Page<Keyset>> {
-    return this.storage.list({ table: 'keysets', where: [{ field: 'enrollment_id', in: [enrollment.enrollment_id] }], page: pageOf(q), order: q.order, slice })
+  /** The enrollment's keysets: one page, or all of them (at most MAX_KEYSETS_PER_ENROLLMENT, shared/limits.ts). */
+  keysets(enrollment: Enrollment, page: ListQuery<'keysets'>['page'], order: 'asc' | 'desc', slice?: Slice): Maybe<Page<Keyset>> {
+    return this.storage.list({ table: 'keysets', where: [{ field: 'enrollment_id', in: [enrollment.enrollment_id] }], page, order, slice })
   }
 
   list(p: Principal, q: EnrollmentListInput, slice?: Slice): Maybe<Page<Enrollment>> {

@@ -196,6 +196,9 @@ const positiveInteger = (max: number, name: string, byDefault?: number) =>
     v.maxValue(max, `${name} must be at most ${max}`),
   )
 
+/** `page_size` in a query, documented with its default when it has one. */
+export const pageSize = (byDefault?: number) => positiveInteger(MAX_PAGE_SIZE, 'page_size', byDefault)
+
 /** Any page a client can count to (past the end: an empty page). */
 export const MAX_PAGE = Number.MAX_SAFE_INTEGER
 export const MAX_PAGE_SIZE = 1000
@@ -207,7 +210,7 @@ export const DEFAULT_PAGE_SIZE = 100
  */
 export const pagingQuery = {
   page: v.optional(positiveInteger(MAX_PAGE, 'page')),
-  page_size: v.optional(positiveInteger(MAX_PAGE_SIZE, 'page_size', DEFAULT_PAGE_SIZE), String(DEFAULT_PAGE_SIZE)),
+  page_size: v.optional(pageSize(DEFAULT_PAGE_SIZE), String(DEFAULT_PAGE_SIZE)),
   order: v.optional(v.picklist(['asc', 'desc'], 'order must be asc or desc'), 'asc'),
 }
 
