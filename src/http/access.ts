@@ -172,7 +172,9 @@ function namesOrganization(p: Principal, org: Organization): boolean {
 export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<Organization> {
   return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
     if (!org || !namesOrganization(p, org)) throw notFound('Organization')
-    if (org.organization_type !== 'customer') throw badRequest('not_a_customer', 'organization_id must name a customer organization.')
+    if (org.organization_type !== 'customer') {
+      throw badRequest('not_a_customer', 'organization_id must name a customer organization.', [{ path: 'body.organization_id', message: 'Must name a customer' }])
+    }
     return org
   })
 }
@@ -223,7 +225,9 @@ export function createBody<S extends v.GenericSchema>(reader: Reader, p: Princip
 /** The customer new consumers and installations go to: the token's, or for the vendor the one named. */
 export function owningCustomer(reader: Reader, p: Principal, id: string | undefined): Maybe<Organization> {
   if (id !== undefined) return customerNamed(reader, p, id)
-  if (p.customerId === null) throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.')
+  if (p.customerId === null) {
+    throw badRequest('organization_required', 'organization_id (the customer) is required for vendor tokens.', [{ path: 'body.organization_id', message: 'Required' }])
+  }
   return then(reader.find('organizations', p.customerId), (customer) => customer!)
 }
 

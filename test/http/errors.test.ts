@@ -115,6 +115,24 @@ describe('problem bodies', () => {
     expect(json.body.errors).toBeUndefined()
   })
 
+  test('a 400 about one body field names it in errors: a missing organization_id, one not a customer, an environment the record lacks', async () => {
+    const app = (await h.request('POST', '/api/applications', { body: { organization_id: customer, description: 'App', allowed_environments: 'DEV' } })).body.application
+    const cases: [string, string, unknown, string, string][] = [
+      ['/api/consumers', 'consumer', { consumer_id: crypto.randomUUID() }, 'organization_required', 'body.organization_id'],
+      ['/api/installations', 'installation', { installation_id: crypto.randomUUID(), description: 'Pixel' }, 'organization_required', 'body.organization_id'],
+      ['/api/consumers', 'consumer', { consumer_id: crypto.randomUUID(), organization_id: partner }, 'not_a_customer', 'body.organization_id'],
+      ['/api/applications', 'application', { organization_id: partner, description: 'App' }, 'not_a_customer', 'body.organization_id'],
+      ['/api/applications', 'application', { organization_id: customer, description: 'App', allowed_environments: 'QA' }, 'unknown_environment', 'body.allowed_environments'],
+      [`/api/environments/${app.application_id}`, 'environment', { environment: 'QA' }, 'unknown_environment', 'body.environment'],
+      ['/api/enrollments', 'enrollment', { enrollment_id: crypto.randomUUID(), consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: app.application_id, environment: 'PROD', installation_description: 'Pixel' }, 'unknown_environment', 'body.environment'],
+    ]
+    for (const [path, what, body, code, field] of cases) {
+      const res = await h.request('POST', path, { body })
+      expectProblem(res, 400, code)
+      expect({ what, errors: res.body.errors.map((e: { path: string }) => e.path) }).toEqual({ what, errors: [field] })
+    }
+  })
+
   test('a malformed path identifier is a 400 naming the parameter', async () => {
     const res = await h.request('GET', '/api/organizations/1234')
     expectProblem(res, 400)

@@ -27,7 +27,11 @@ export class ApplicationService {
       const environments = input.allowed_environments ?? [defaultEnvironment(current)]
       const supported = supportedEnvironments(current)
       const unknown = environments.filter((name) => !supported.includes(name))
-      if (unknown.length > 0) throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`)
+      if (unknown.length > 0) {
+        throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`, [
+          { path: 'body.allowed_environments', message: 'Not a supported environment of the customer' },
+        ])
+      }
       await refuseBeyondLimit(tx, customer.organization_id, 'applications')
       const fields = {
         organization_id: customer.organization_id,

@@ -2,7 +2,6 @@ import { Elysia } from 'elysia'
 import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
 import { sliceOf, type Principal } from '../../http/auth'
-import { badRequest } from '../../http/errors'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
@@ -10,7 +9,7 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { pageOf } from '../shared/scope'
 import { DEFAULT_PAGE_SIZE } from '../shared/model'
-import { requireActive, type EnrollmentService } from './service'
+import { requireActive, requireEnvironment, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetText } from './model'
 
@@ -68,9 +67,7 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
         )
         const { record: app, parent: customer } = await findOwnedWithParentById(storage, 'applications', principal, input.application_id, 'Application', CUSTOMER)
         requireActive(app)
-        if (!app.environments.includes(input.environment)) {
-          throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
-        }
+        requireEnvironment(app, input.environment)
         const { record, created } = await service.create(app, customer!, input, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }

@@ -24,6 +24,13 @@ export function requireActive(app: Application): Application {
   return app
 }
 
+/** 400 `unknown_environment` when the application does not have the environment an enrollment's body names. */
+export function requireEnvironment(app: Application, environment: string): void {
+  if (!app.environments.includes(environment)) {
+    throw badRequest('unknown_environment', `The application has no environment ${environment}.`, [{ path: 'body.environment', message: 'Not an environment of the application' }])
+  }
+}
+
 export class EnrollmentService {
   constructor(
     private readonly storage: Storage,
@@ -46,9 +53,7 @@ export class EnrollmentService {
       ])
       if (existing) return sameEnrollment(existing, input)
       const app = requireActive(current!)
-      if (!app.environments.includes(input.environment)) {
-        throw badRequest('unknown_environment', `The application has no environment ${input.environment}.`)
-      }
+      requireEnvironment(app, input.environment)
       if (tupleTaken) {
         // The same request may have been committed by another instance since the id was looked up
         // (PostgreSQL reads each statement afresh, docs/storage.md): then the id decides (200).

@@ -15,7 +15,9 @@ export class EnvironmentService {
   add(app: Application, customer: Organization, name: string, actor: Actor): Promise<Application> {
     return this.change(app, actor, 'application_environments.add', async (tx, environments) => {
       const current = (await tx.find('organizations', customer.organization_id))!
-      if (!supportedEnvironments(current).includes(name)) throw badRequest('unknown_environment', `${name} is not a supported environment of this customer.`)
+      if (!supportedEnvironments(current).includes(name)) {
+        throw badRequest('unknown_environment', `${name} is not a supported environment of this customer.`, [{ path: 'body.environment', message: 'Not a supported environment of the customer' }])
+      }
       if (environments.includes(name)) throw conflict('environment_exists', `The application already has ${name}.`)
       return [...environments, name].sort()
     })
