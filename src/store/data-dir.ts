@@ -147,12 +147,19 @@ export async function requireKeywardDataDir(dir: string): Promise<void> {
   if (contents === 'unused') throw new DataDirError(`data dir ${dir} holds no keyward data: it is not initialised`)
 }
 
-/** Refuses a dir keyward must not use; creates a missing one, and makes the data dir private (0700). */
+/**
+ * Refuses a dir keyward must not use; creates a missing one (0700), and makes one it initialises
+ * (empty, or only dotfiles) private. A dir that holds keyward's files already keeps the mode its
+ * owner gave it: nothing changes the mode of a dir keyward did not create (README "The data dir";
+ * the files in it are 0600 whatever the dir's mode).
+ */
 export async function prepareDataDir(dir: string): Promise<void> {
-  if ((await inspectDataDir(dir)) === 'missing') {
+  let contents = await inspectDataDir(dir)
+  if (contents === 'missing') {
     await mkdir(dir, { recursive: true, mode: 0o700 })
-    await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
+    contents = await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
   }
+  if (contents !== 'unused') return
   const { mode } = await lstat(resolve(dir))
   if ((mode & 0o777) !== 0o700) await chmod(dir, 0o700)
 }

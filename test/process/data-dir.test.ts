@@ -187,12 +187,23 @@ describe('the data dir', () => {
     expect(statSync(data).mode & 0o777).toBe(0o700)
   })
 
-  test('a keyward data dir whose mode was loosened is made 0700 again', async () => {
-    const data = await initialised()
-    chmodSync(data, 0o755)
+  test('a keyward data dir keeps the mode its owner gave it: serve and the token commands never change it', async () => {
+    const data = join(newParent(), 'data')
+    const init = await keyward(['init', '--data', data])
+    expect(init.code).toBe(0)
+    const vendor = JSON.parse(init.stdout).organization_id
+    chmodSync(data, 0o750)
     const server = await startServer(data)
+    const [issued, listed] = await Promise.all([
+      keyward(['issue-token', '--data', data, '--org', vendor, '--role', 'viewer']),
+      keyward(['tokens', 'list', '--data', data]),
+    ])
+    expect([issued.code, listed.code]).toEqual([0, 0])
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
-    expect(statSync(data).mode & 0o777).toBe(0o700)
+    const [verified, again] = await Promise.all([keyward(['verify', '--data', data]), keyward(['tokens', 'list', '--data', data])])
+    expect([verified.code, again.code]).toEqual([0, 0])
+    expect(statSync(data).mode & 0o777).toBe(0o750)
+    for (const name of readdirSync(data)) if (!name.endsWith('.sock')) expect({ name, mode: statSync(join(data, name)).mode & 0o777 }).toEqual({ name, mode: 0o600 })
   })
 
   test('a data dir path that is a file is refused', async () => {
