@@ -1,18 +1,30 @@
 /**
  * The line a command shows a secret on (a token, once). Written synchronously, so that a stdout
  * that cannot take it (a full disk, a closed pipe) is the command's own failure, saying what became
- * of the secret and what to do, instead of a stack trace after the command has finished.
+ * of the secret and what to do, instead of a stack trace after the command has finished. A stdout
+ * that is the null device is one too: Bun opens /dev/null where stdout was closed (`>&-`), so
+ * writing there "succeeds" and the secret is gone without a word.
  */
-import { writeSync } from 'node:fs'
+import { fstatSync, statSync, writeSync } from 'node:fs'
 import type { Logger } from '../ops/logger'
 
 /** Writes `line` to stdout; throws an error saying `lost` (what to do now) if it cannot. */
 export function printSecretLine(line: string, lost: string): void {
+  if (stdoutIsNullDevice()) throw new Error(`stdout is /dev/null (closed, or sent there), so it cannot show a secret: ${lost}`)
   const bytes = Buffer.from(line)
   try {
     for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
   } catch (error) {
     throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
+  }
+}
+
+function stdoutIsNullDevice(): boolean {
+  try {
+    const stdout = fstatSync(1)
+    return stdout.isCharacterDevice() && stdout.rdev === statSync('/dev/null').rdev
+  } catch {
+    return false // no stdout to look at: the write below says what is wrong
   }
 }
 

@@ -141,6 +141,26 @@ describe('init', () => {
     expect((await keyward(['tokens', 'revoke', tokenId!, '--data', data])).code).toBe(0)
   })
 
+  test('a closed stdout (Bun opens /dev/null in its place), or one sent to /dev/null: the token is not shown, exit 1 saying what to do', async () => {
+    const data = newDataDir()
+    for (const redirect of ['>&-', '> /dev/null']) {
+      const shell = (args: string[]) => run(['sh', '-c', `exec "$@" ${redirect}`, 'sh', ...keywardCommand(args)])
+      const dir = newDataDir()
+      const init = await shell(['init', '--data', dir])
+      const vendorId = /--org ([0-9a-f-]{36}) --role admin/.exec(init.stderr)?.[1]
+      expect({ redirect, code: init.code, stderr: init.stderr }).toEqual({
+        redirect,
+        code: 1,
+        stderr: `keyward: stdout is /dev/null (closed, or sent there), so it cannot show a secret: initialised, but the vendor admin token was not shown: issue one with keyward issue-token --data ${dir} --org ${vendorId} --role admin\n`,
+      })
+      const lost = await shell(['issue-token', '--data', dir, '--org', vendorId!, '--role', 'viewer'])
+      expect([lost.code, lost.stderr]).toEqual([1, expect.stringContaining('so it cannot show a secret: the token ')])
+    }
+    // Anything else that takes the line is a stdout: a file.
+    const toFile = await run(['sh', '-c', 'exec "$@" > "$0"', join(data, '..', 'token.json'), ...keywardCommand(['init', '--data', data])])
+    expect(toFile.code).toBe(0)
+  })
+
   test("--vendor-description follows the API's rule for a description: code points counted, invisible text refused (exit 2)", async () => {
     const emoji = '😀'.repeat(600) // 600 characters, 1,200 UTF-16 units
     const data = newDataDir()
