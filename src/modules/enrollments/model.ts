@@ -45,7 +45,6 @@ export const EnrollmentListQuery = v.object({
 })
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 
-/** The keyset list pages like the other lists (docs/api.md). */
 /** Paged only when `page` or `page_size` is sent (docs/api.md "Keysets"): otherwise the whole list. */
 export const KeysetListQuery = v.object({ ...pagingQuery, page_size: v.optional(pageSize()) })
 export type KeysetListInput = v.InferOutput<typeof KeysetListQuery>
