@@ -47,7 +47,6 @@ export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 
 /** Paged only when `page` or `page_size` is sent (docs/api.md "Keysets"): otherwise the whole list. */
 export const KeysetListQuery = v.object({ ...pagingQuery, page_size: v.optional(pageSize()) })
-export type KeysetListInput = v.InferOutput<typeof KeysetListQuery>
 
 export const CreateKeysetBody = v.object({
   client_enclave_key: v.pipe(
