@@ -12,7 +12,7 @@ import { recordEvent } from '../modules/shared/audit'
 import { createToken } from '../modules/tokens/service'
 import { descriptionFlag } from './usage'
 import { initDatabaseCommand } from './database'
-import { notShown, printSecretLine } from './stdout'
+import { notShown, printSecretLine, requireStdoutForSecret } from './stdout'
 
 export class AlreadyInitialisedError extends Error {}
 
@@ -49,6 +49,7 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
 export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
   // The API's rule for a description (an organization's, here), so that the vendor's can be sent back unchanged.
   const description = descriptionFlag('--vendor-description', options.vendorDescription.trim())
+  requireStdoutForSecret('the vendor admin token', 'nothing was initialised')
   if (options.databaseUrl) return initDatabaseCommand(options.databaseUrl, description)
   await prepareDataDir(options.data)
   const lock = acquireDataDirLock(options.data)

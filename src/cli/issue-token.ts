@@ -1,6 +1,6 @@
 /** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
 import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
-import { printSecretLine } from './stdout'
+import { printSecretLine, requireStdoutForSecret } from './stdout'
 import { runTokenCommand } from './tokens'
 import { descriptionFlag, UsageError } from './usage'
 
@@ -22,6 +22,7 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   if (ttl === null) throw new UsageError(`invalid --ttl '${options.ttl}': use a number and s, m, h or d, like 90d`)
   if (ttl > MAX_TOKEN_TTL_SECONDS) throw new UsageError(`--ttl '${options.ttl}' is too long: a token lives at most 366d`)
   const description = options.description === undefined ? null : descriptionFlag('--description', options.description)
+  requireStdoutForSecret('the token', 'none was issued')
   const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
   const token = (answer as { token: string }).token
   const store = options.databaseUrl ? '--database-url URL' : `--data ${options.data}`

@@ -8,6 +8,14 @@
 import { fstatSync, statSync, writeSync } from 'node:fs'
 import type { Logger } from '../ops/logger'
 
+/**
+ * Before a command makes a secret (`init`, `issue-token`): a stdout that is the null device could
+ * not show it, so the command does nothing and says so (`what`: the secret, for the message).
+ */
+export function requireStdoutForSecret(what: string, instead: string): void {
+  if (stdoutIsNullDevice()) throw new Error(`stdout is /dev/null (closed, or sent there), so it cannot show ${what}: ${instead}; send stdout to a terminal, a file or a pipe`)
+}
+
 /** Writes `line` to stdout; throws an error saying `lost` (what to do now) if it cannot. */
 export function printSecretLine(line: string, lost: string): void {
   if (stdoutIsNullDevice()) throw new Error(`stdout is /dev/null (closed, or sent there), so it cannot show a secret: ${lost}`)

@@ -383,7 +383,7 @@ export class AuditCodec {
     this.view = new DataView(larger.buffer)
   }
 
-  /** UTF-8 text that is not plain ASCII. */
+  /** Stored UTF-8 text back to a string. */
   decodeText(bytes: Uint8Array, start: number, end: number): string {
     return this.utf8Decoder.decode(bytes.subarray(start, end))
   }

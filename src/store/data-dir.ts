@@ -149,17 +149,16 @@ export async function requireKeywardDataDir(dir: string): Promise<void> {
 
 /**
  * Refuses a dir keyward must not use; creates a missing one (0700), and makes one it initialises
- * (empty, or only dotfiles) private. A dir that holds keyward's files already keeps the mode its
- * owner gave it: nothing changes the mode of a dir keyward did not create (README "The data dir";
- * the files in it are 0600 whatever the dir's mode).
+ * (empty, only dotfiles, or what a first start writes before any data) private. A dir that holds
+ * keyward's data already keeps the mode its owner gave it: nothing changes the mode of a dir keyward
+ * did not create (README "The data dir"; the files in it are 0600 whatever the dir's mode).
  */
 export async function prepareDataDir(dir: string): Promise<void> {
-  let contents = await inspectDataDir(dir)
-  if (contents === 'missing') {
+  if ((await inspectDataDir(dir)) === 'missing') {
     await mkdir(dir, { recursive: true, mode: 0o700 })
-    contents = await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
+    await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
   }
-  if (contents !== 'unused') return
+  if (await holdsKeywardData(dir)) return
   const { mode } = await lstat(resolve(dir))
   if ((mode & 0o777) !== 0o700) await chmod(dir, 0o700)
 }

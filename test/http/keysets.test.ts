@@ -255,7 +255,7 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     expect(await keysetsOf(other.enrollment_id!)).toEqual([])
   })
 
-  test('whole without paging parameters (the active keyset, the newest, included); a page with them', async () => {
+  test('whole without paging parameters (the active keyset, the newest, included); a page with `page`; at most `page_size` unpaged', async () => {
     const e = await enroll(h, w.appA, 'DEV')
     await addRetiredKeysets(e.enrollment_id!, 150)
     const created = await postKey(e.enrollment_id!, p256Key().base64)
@@ -266,13 +266,17 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     expect(whole.body.keysets.at(-1)).toMatchObject({ keyset_id: created.body.enrollment.active_keyset_id, state: 'active' })
     const newestFirst = await h.request('GET', `${path(e.enrollment_id!)}?order=desc`)
     expect(newestFirst.body.keysets).toEqual([...whole.body.keysets].reverse())
-    const sized = await h.request('GET', `${path(e.enrollment_id!)}?page_size=100`)
-    expect(Object.keys(sized.body).sort()).toEqual(['keysets', 'page_size', 'total', 'trace_id'])
-    expect(sized.body).toMatchObject({ total: 151, page_size: 100 })
-    expect(sized.body.keysets).toEqual(whole.body.keysets.slice(0, 100))
+    // As the installation list: `page_size` alone bounds the unpaged shape; `page` makes a page.
+    const sized = await h.request('GET', `${path(e.enrollment_id!)}?page_size=120`)
+    expect(Object.keys(sized.body).sort()).toEqual(['keysets', 'trace_id'])
+    expect(sized.body.keysets).toEqual(whole.body.keysets.slice(0, 120))
     const second = await h.request('GET', `${path(e.enrollment_id!)}?page=2`)
+    expect(Object.keys(second.body).sort()).toEqual(['keysets', 'page', 'page_size', 'total', 'trace_id'])
     expect(second.body).toMatchObject({ total: 151, page: 2, page_size: 100 })
     expect(second.body.keysets).toEqual(whole.body.keysets.slice(100))
+    const last = await h.request('GET', `${path(e.enrollment_id!)}?page=3&page_size=50&order=desc`)
+    expect(last.body).toMatchObject({ total: 151, page: 3, page_size: 50 })
+    expect(last.body.keysets).toEqual([...whole.body.keysets].reverse().slice(100, 150))
     expectProblem(await h.request('GET', `${path(e.enrollment_id!)}?page_size=1001`), 400)
   })
 
@@ -286,6 +290,21 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     expect(await keysetsOf(e.enrollment_id!)).toHaveLength(MAX_KEYSETS_PER_ENROLLMENT)
     // Another enrollment is not bounded by this one's keysets.
     expect((await postKey((await enroll(h, w.appA, 'DEV')).enrollment_id!, p256Key().base64)).status).toBe(201)
+    // The bound comes after the other refusals: suspended, the enrollment is 409 enrollment_suspended.
+    expect((await h.request('PATCH', `/api/enrollments/${e.enrollment_id}/suspend`)).status).toBe(200)
+    expectProblem(await postKey(e.enrollment_id!, p256Key().base64), 409, 'enrollment_suspended')
+  })
+
+  test('concurrent keysets of one enrollment near its bound never pass it', async () => {
+    const e = await enroll(h, w.appA, 'DEV')
+    await addRetiredKeysets(e.enrollment_id!, MAX_KEYSETS_PER_ENROLLMENT - 3)
+    const answers = await Promise.all(Array.from({ length: 12 }, () => postKey(e.enrollment_id!, p256Key().base64)))
+    const statuses = answers.map((res) => res.status).sort()
+    expect(statuses).toEqual([...Array(3).fill(201), ...Array(9).fill(409)])
+    for (const res of answers) if (res.status === 409) expectProblem(res, 409, 'too_many_keysets')
+    const listed = await keysetsOf(e.enrollment_id!)
+    expect(listed).toHaveLength(MAX_KEYSETS_PER_ENROLLMENT)
+    expect(listed.filter((k) => k.state === 'active')).toHaveLength(1)
   })
 
   test('readable while the enrollment is suspended', async () => {

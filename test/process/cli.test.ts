@@ -141,24 +141,34 @@ describe('init', () => {
     expect((await keyward(['tokens', 'revoke', tokenId!, '--data', data])).code).toBe(0)
   })
 
-  test('a closed stdout (Bun opens /dev/null in its place), or one sent to /dev/null: the token is not shown, exit 1 saying what to do', async () => {
+  test('a closed stdout (Bun opens /dev/null in its place), or one sent to /dev/null: init and issue-token do nothing, exit 1 saying why', async () => {
     const data = newDataDir()
+    const init = await keyward(['init', '--data', data])
+    const vendorId = JSON.parse(init.stdout).organization_id
+    const tokensBefore = (await keyward(['tokens', 'list', '--data', data])).stdout
     for (const redirect of ['>&-', '> /dev/null']) {
       const shell = (args: string[]) => run(['sh', '-c', `exec "$@" ${redirect}`, 'sh', ...keywardCommand(args)])
       const dir = newDataDir()
-      const init = await shell(['init', '--data', dir])
-      const vendorId = /--org ([0-9a-f-]{36}) --role admin/.exec(init.stderr)?.[1]
-      expect({ redirect, code: init.code, stderr: init.stderr }).toEqual({
+      const refused = await shell(['init', '--data', dir])
+      expect({ redirect, code: refused.code, stderr: refused.stderr }).toEqual({
         redirect,
         code: 1,
-        stderr: `keyward: stdout is /dev/null (closed, or sent there), so it cannot show a secret: initialised, but the vendor admin token was not shown: issue one with keyward issue-token --data ${dir} --org ${vendorId} --role admin\n`,
+        stderr: 'keyward: stdout is /dev/null (closed, or sent there), so it cannot show the vendor admin token: nothing was initialised; send stdout to a terminal, a file or a pipe\n',
       })
-      const lost = await shell(['issue-token', '--data', dir, '--org', vendorId!, '--role', 'viewer'])
-      expect([lost.code, lost.stderr]).toEqual([1, expect.stringContaining('so it cannot show a secret: the token ')])
+      expect(existsSync(dir)).toBe(false)
+      const notIssued = await shell(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer'])
+      expect([redirect, notIssued.code, notIssued.stderr]).toEqual([redirect, 1, expect.stringContaining('so it cannot show the token: none was issued')])
     }
-    // Anything else that takes the line is a stdout: a file.
-    const toFile = await run(['sh', '-c', 'exec "$@" > "$0"', join(data, '..', 'token.json'), ...keywardCommand(['init', '--data', data])])
-    expect(toFile.code).toBe(0)
+    expect((await keyward(['tokens', 'list', '--data', data])).stdout).toBe(tokensBefore)
+  })
+
+  test('a first serve whose stdout is /dev/null says the token was not shown, and serves on', async () => {
+    const data = newDataDir()
+    const server = await startServer(data, { wrap: (command) => ['sh', '-c', 'exec "$@" > /dev/null', 'sh', ...command] })
+    expect(server.stderr.text).toContain('stdout is /dev/null (closed, or sent there), so it cannot show a secret: initialised, but the vendor admin token was not shown')
+    expect(server.stderr.text).not.toContain('the vendor admin token is on stdout')
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
   test("--vendor-description follows the API's rule for a description: code points counted, invisible text refused (exit 2)", async () => {

@@ -178,6 +178,24 @@ describe('the data dir', () => {
     expect(readdirSync(data)).not.toContain('secret') // tokens are recorded: there is no signing secret
   })
 
+  test('a dir holding only what a first start writes before any data (the lock, `format`) is made 0700 by init, serve and restore', async () => {
+    const archive = join(newParent(), 'backup.tar')
+    expect((await keyward(['backup', '--data', await initialised(), '--out', archive])).code).toBe(0)
+    const startedOnce = () => {
+      const data = join(newParent(), 'data')
+      mkdirSync(data, { mode: 0o755 })
+      chmodSync(data, 0o755)
+      writeFileSync(join(data, 'serve.lock'), '')
+      return data
+    }
+    const [viaInit, viaServe, viaRestore] = [startedOnce(), startedOnce(), startedOnce()]
+    expect((await keyward(['init', '--data', viaInit])).code).toBe(0)
+    const server = await startServer(viaServe)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    expect((await keyward(['restore', '--from', archive, '--data', viaRestore])).code).toBe(0)
+    for (const data of [viaInit, viaServe, viaRestore]) expect({ data, mode: statSync(data).mode & 0o777 }).toEqual({ data, mode: 0o700 })
+  })
+
   test('init on a dir holding only dotfiles initialises it', async () => {
     const data = join(newParent(), 'data')
     mkdirSync(data)

@@ -99,15 +99,16 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           then(find(principal, params.enrollment_id!), (enrollment) => {
             const q = parseQuery(KeysetListQuery, request)
             const slice = sliceOf(principal)
-            // Paged only when asked for; otherwise every keyset, a bounded number (docs/api.md "Keysets").
+            // Like the installation list (docs/api.md "Keysets"): paged when `page` is sent; otherwise
+            // every keyset (a bounded number), or the first `page_size` of them.
             const page = q.page !== undefined || q.page_size !== undefined ? pageOf({ page: q.page, page_size: q.page_size ?? DEFAULT_PAGE_SIZE }) : undefined
             return then(service.keysets(enrollment, page, q.order, slice), ({ items, total }) =>
               listAnswer('keysets', items, keysetText, {
-                ...(page ? { total, ...(q.page ? { page: q.page } : {}), page_size: page.size } : {}),
+                ...(q.page !== undefined ? { total, page: q.page, page_size: page!.size } : {}),
                 trace_id: traceIdOf(set),
               }, slice))
           })),
-      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (all of them, or a page when page or page_size is sent)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
+      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (all of them; a page when page is sent)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
     )
     .post(
       '/:enrollment_id/keysets',

@@ -45,7 +45,7 @@ export const EnrollmentListQuery = v.object({
 })
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 
-/** Paged only when `page` or `page_size` is sent (docs/api.md "Keysets"): otherwise the whole list. */
+/** Paged when `page` is sent; otherwise the whole list, or its first `page_size` (docs/api.md "Keysets"). */
 export const KeysetListQuery = v.object({ ...pagingQuery, page_size: v.optional(pageSize()) })
 
 export const CreateKeysetBody = v.object({
@@ -80,12 +80,12 @@ export const KeysetRecord = v.strictObject({
   state: v.picklist(['active', 'retired']),
   created: Timestamp,
 })
-/** `{keysets, trace_id}`, and the counters of a paged list when paging was asked for (docs/api.md "Keysets"). */
+/** `{keysets, trace_id}`, and the counters of a paged list when `page` was sent (docs/api.md "Keysets"). */
 export const KeysetListAnswer = v.strictObject({
   keysets: v.array(KeysetRecord),
-  total: v.optional(v.pipe(pageFields.total, v.description('Only when `page` or `page_size` was sent: all the keysets.'))),
-  page: v.optional(v.pipe(pageFields.page, v.description('Present only when the request sent `page`.'))),
-  page_size: v.optional(v.pipe(pageFields.page_size, v.description('Only when `page` or `page_size` was sent.'))),
+  total: v.optional(v.pipe(pageFields.total, v.description('Only when `page` was sent: all the keysets.'))),
+  page: v.optional(v.pipe(pageFields.page, v.description('Only when `page` was sent.'))),
+  page_size: v.optional(v.pipe(pageFields.page_size, v.description('Only when `page` was sent.'))),
   trace_id: TraceId,
 })
 

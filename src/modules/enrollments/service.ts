@@ -7,7 +7,7 @@ import { transition } from '../shared/change'
 import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import type { Created } from '../shared/owned'
 import { pageOf, scopedConditions } from '../shared/scope'
-import { refuseBeyondLimit } from '../shared/limits'
+import { countTowardsBound, refuseWhenFull } from '../shared/limits'
 import { createConsumer } from '../consumers/service'
 import type { InstallationService } from '../installations/service'
 import type { CreateEnrollmentInput, EnrollmentListInput } from './model'
@@ -103,11 +103,13 @@ export class EnrollmentService {
     return changeBy(actor, this.storage, async (tx) => {
       // Asked together (an enrollment's application never changes), and so are the writes below:
       // in database mode three round trips instead of six (docs/storage.md "Round trips").
-      // The bound is counted after the lock, so concurrent keysets of one enrollment cannot pass it.
-      const [locked, application] = await Promise.all([
+      // The keysets are counted after the enrollment's lock (in database mode these statements go
+      // out in this order), so concurrent keysets of one enrollment cannot pass the bound; it is
+      // judged after the other checks, which outrank it.
+      const [locked, application, keysets] = await Promise.all([
         tx.find('enrollments', enrollment.enrollment_id, 'update'),
         tx.find('applications', enrollment.application_id),
-        refuseBeyondLimit(tx, enrollment.enrollment_id, 'keysets'),
+        countTowardsBound(tx, enrollment.enrollment_id, 'keysets'),
       ])
       const current = locked!
       const app = requireActive(application!)
@@ -117,6 +119,7 @@ export class EnrollmentService {
         throw badRequest('unknown_environment', `The application no longer has the environment ${current.environment}.`)
       }
       if (current.state !== 'active') throw conflict('enrollment_suspended', 'Keysets can only be added to an active enrollment.')
+      refuseWhenFull(keysets, 'keysets')
       const keysetId = crypto.randomUUID()
       const [, keyset, changed] = await Promise.all([
         current.active_keyset_id ? tx.update('keysets', current.active_keyset_id, { state: 'retired' }) : undefined,

@@ -3,11 +3,11 @@
  * lists of a customer, the keyset list of an enrollment: docs/api.md "Endpoints"; docs/security.md):
  * a tenant cannot grow such an answer, nor the time the server spends building it for every tenant,
  * without end. Counted in the creating transaction (committed records), so creates at the same moment
- * may pass a bound by a few (keysets cannot: their enrollment is locked): a bound on size, not a rule
- * of the data.
+ * may pass a bound by a few (keysets cannot: they are counted after their enrollment is locked): a
+ * bound on size, not a rule of the data.
  */
 import { conflict } from '../../http/errors'
-import type { Tx } from '../../storage/storage'
+import type { Maybe, Tx } from '../../storage/storage'
 
 export const MAX_PARTNERS_PER_CUSTOMER = 1_000
 export const MAX_APPLICATIONS_PER_CUSTOMER = 1_000
@@ -17,13 +17,27 @@ export const MAX_APPLICATIONS_PER_CUSTOMER = 1_000
  */
 export const MAX_KEYSETS_PER_ENROLLMENT = 1_000
 
-/** 409 `too_many_<kind>` when the owner (a customer; an enrollment for keysets) already holds its bound. */
-export async function refuseBeyondLimit(tx: Tx, ownerId: string, kind: 'partners' | 'applications' | 'keysets'): Promise<void> {
-  const [limit, held, owner] =
-    kind === 'partners'
-      ? [MAX_PARTNERS_PER_CUSTOMER, await tx.count('organizations', [{ field: 'parent_id', in: [ownerId] }], MAX_PARTNERS_PER_CUSTOMER), 'A customer']
-      : kind === 'applications'
-        ? [MAX_APPLICATIONS_PER_CUSTOMER, await tx.count('applications', [{ field: 'organization_id', in: [ownerId] }], MAX_APPLICATIONS_PER_CUSTOMER), 'A customer']
-        : [MAX_KEYSETS_PER_ENROLLMENT, await tx.count('keysets', [{ field: 'enrollment_id', in: [ownerId] }], MAX_KEYSETS_PER_ENROLLMENT), 'An enrollment']
+type Bounded = 'partners' | 'applications' | 'keysets'
+
+/** Each bound: how many, whose (for the message), and how the owner's records are counted (up to the bound). */
+const BOUNDS: Record<Bounded, { readonly limit: number; readonly owner: string; readonly count: (tx: Tx, ownerId: string, limit: number) => Maybe<number> }> = {
+  partners: { limit: MAX_PARTNERS_PER_CUSTOMER, owner: 'A customer', count: (tx, id, limit) => tx.count('organizations', [{ field: 'parent_id', in: [id] }], limit) },
+  applications: { limit: MAX_APPLICATIONS_PER_CUSTOMER, owner: 'A customer', count: (tx, id, limit) => tx.count('applications', [{ field: 'organization_id', in: [id] }], limit) },
+  keysets: { limit: MAX_KEYSETS_PER_ENROLLMENT, owner: 'An enrollment', count: (tx, id, limit) => tx.count('keysets', [{ field: 'enrollment_id', in: [id] }], limit) },
+}
+
+/** How many of `kind` the owner (a customer; an enrollment for keysets) holds, up to its bound: sent at once, judged later (`refuseWhenFull`). */
+export function countTowardsBound(tx: Tx, ownerId: string, kind: Bounded): Maybe<number> {
+  return BOUNDS[kind].count(tx, ownerId, BOUNDS[kind].limit)
+}
+
+/** 409 `too_many_<kind>` when `held` is at the bound. */
+export function refuseWhenFull(held: number, kind: Bounded): void {
+  const { limit, owner } = BOUNDS[kind]
   if (held >= limit) throw conflict(`too_many_${kind}`, `${owner} has at most ${limit} ${kind}.`)
+}
+
+/** Both, for a create that has nothing to ask together with the count. */
+export async function refuseBeyondLimit(tx: Tx, ownerId: string, kind: Bounded): Promise<void> {
+  refuseWhenFull(await countTowardsBound(tx, ownerId, kind), kind)
 }
