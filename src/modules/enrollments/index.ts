@@ -108,7 +108,18 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
                 trace_id: traceIdOf(set),
               }, slice))
           })),
-      { detail: doc({ operationId: 'listKeysets', summary: "List an enrollment's keysets (all of them; a page when page is sent)", tag: 'keysets', query: KeysetListQuery, responses: { 200: KeysetListAnswer } }) },
+      {
+        detail: doc({
+          operationId: 'listKeysets',
+          summary: "List an enrollment's keysets",
+          description:
+            'Every keyset of the enrollment (at most 1,000) and a `trace_id`; with `page_size` alone, at most `page_size` of them. ' +
+            'Paged shape (`total`, `page`, `page_size`, which is 100 unless sent) when `page` is sent.',
+          tag: 'keysets',
+          query: KeysetListQuery,
+          responses: { 200: KeysetListAnswer },
+        }),
+      },
     )
     .post(
       '/:enrollment_id/keysets',

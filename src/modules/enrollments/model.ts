@@ -46,7 +46,10 @@ export const EnrollmentListQuery = v.object({
 export type EnrollmentListInput = v.InferOutput<typeof EnrollmentListQuery>
 
 /** Paged when `page` is sent; otherwise the whole list, or its first `page_size` (docs/api.md "Keysets"). */
-export const KeysetListQuery = v.object({ ...pagingQuery, page_size: v.optional(pageSize()) })
+export const KeysetListQuery = v.object({
+  ...pagingQuery,
+  page_size: v.optional(v.pipe(pageSize(), v.description('At most this many keysets; with `page`, the page\'s size (100 unless sent).'))),
+})
 
 export const CreateKeysetBody = v.object({
   client_enclave_key: v.pipe(
