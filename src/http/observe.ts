@@ -1,13 +1,14 @@
 /**
- * Every request's line in the log and its count and duration in the metrics (docs/operations.md;
- * docs/operations.md), including those no route answers, 401s and 429s.
+ * Every request's line in the log and its count and duration in the metrics (docs/operations.md),
+ * including those no route answers, 401s and 429s.
  *
  * Observed around Elysia's handler of each route (`app.wrap`), which sees the final Response of
  * every request, not in a lifecycle hook: a global onRequest hook costs the read by id more than the
  * read itself (docs/performance.md "What earlier changes won"), and onAfterResponse schedules a
- * task per request and is given the handler's value, not the Response it became. Bun's router calls one handler per route, so the
- * route's template is found once per handler; requests that reach Elysia's own router (no route
- * matched, or `app.handle` in tests) are matched here, per request. The cost: docs/operations.md.
+ * task per request and is given the handler's value, not the Response it became. Bun's router
+ * calls one handler per route, so the route's template is found once per handler; requests that
+ * reach Elysia's own router (no route matched, or `app.handle` in tests) are matched here, per
+ * request. The cost: docs/operations.md.
  */
 import type { Logger, RequestLineWriter } from '../ops/logger'
 import type { Metrics, RouteSeries } from '../ops/metrics'
