@@ -197,9 +197,32 @@ describe('GET /api/tokens', () => {
     expect(await of('active')).toEqual([ids.l1, ids.lp1, ids.lp2])
     expect(await of('revoked')).toEqual([ids.l2])
     expect(await of('expired')).toEqual([ids.expired])
+    // Several states are alternatives, repeated or comma-separated, as in every list (two of them with
+    // `revoked` are two lists merged in creation order: every page and its total checked against the whole).
+    const everyOne = [ids.l1, ids.lp1, ids.l2, ids.lp2, ids.expired]
+    const expected: Record<string, string[]> = {
+      'active,expired': [ids.l1, ids.lp1, ids.lp2, ids.expired],
+      'active,revoked': [ids.l1, ids.lp1, ids.l2, ids.lp2],
+      'expired,revoked': [ids.l2, ids.expired],
+      'active,expired,revoked': everyOne,
+    }
+    for (const [states, want] of Object.entries(expected)) {
+      expect({ states, got: await of(states) }).toEqual({ states, got: want })
+      expect(idsOf(await list(`organization_ids=${L},${LP}&${states.split(',').map((s) => `state=${s}`).join('&')}&order=desc`))).toEqual([...want].reverse())
+      for (const size of [1, 2, 3]) {
+        for (let page = 1; page <= Math.ceil(want.length / size) + 1; page++) {
+          for (const order of ['asc', 'desc'] as const) {
+            const body = await list(`organization_ids=${L},${LP}&state=${states}&page=${page}&page_size=${size}&order=${order}`)
+            const all = order === 'asc' ? want : [...want].reverse()
+            expect({ states, page, size, order, total: body.total, got: idsOf(body) }).toEqual({ states, page, size, order, total: want.length, got: all.slice((page - 1) * size, page * size) })
+          }
+        }
+      }
+      expect(await list(`organization_ids=${L},${LP}&state=${states}&page=${Number.MAX_SAFE_INTEGER}&page_size=1000`)).toMatchObject({ tokens: [], total: want.length })
+    }
     const unknown = await h.request('GET', '/api/tokens?state=suspended')
     expectProblem(unknown, 400)
-    expect(unknown.body.detail).toBe('query.state: state must be active, revoked or expired')
+    expect(unknown.body.detail).toBe('query.state.0: state must be active, revoked or expired')
     // valibot's own messages quote what they received (a token sent by mistake, here): never echoed.
     const secret = (await h.request('POST', '/api/tokens', { body: { organization_id: L, role: 'viewer' } })).body.secret as string
     const misplaced = await h.request('POST', '/api/organizations', { body: { description: 'x', parent_id: L, supported_environments: secret } })

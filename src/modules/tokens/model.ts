@@ -2,7 +2,7 @@ import * as v from 'valibot'
 import type { Token } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
 import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES, TOKEN_SHAPE } from '../../auth/tokens'
-import { AnsweredUuid, Description, mustBeOneOf, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
+import { AnsweredUuid, Description, StateList, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /** A token's lifetime, `45s` to `366d` (docs/api.md "Tokens"), in seconds. */
 export const TokenTtl = v.pipe(
@@ -33,7 +33,7 @@ export const TOKEN_STATES = ['active', 'revoked', 'expired'] as const
 
 export const TokenListQuery = v.object({
   organization_ids: UuidList,
-  state: v.optional(v.picklist(TOKEN_STATES, mustBeOneOf('state', TOKEN_STATES))),
+  state: StateList(TOKEN_STATES),
   ...pagingQuery,
 })
 export type TokenListInput = v.InferOutput<typeof TokenListQuery>
