@@ -149,6 +149,17 @@ export interface FieldIn<N extends TableName> {
 
 /** One condition of a query; a query's conditions must all hold. */
 export type Condition<N extends TableName> =
+  | FieldCondition<N>
+  /** Consumers and installations: has an enrollment whose `enrolled` field is one of `in`. */
+  | { readonly enrolled: EnrollmentLink; readonly in: readonly string[] }
+  /**
+   * One of the alternatives holds, each a list of conditions on the record's own fields that must
+   * all hold: a test on every candidate, never an index (the token list's states, docs/api.md "Tokens").
+   */
+  | { readonly anyOf: readonly (readonly FieldCondition<N>[])[] }
+
+/** A condition on the record's own fields. */
+export type FieldCondition<N extends TableName> =
   | FieldIn<N>
   /** A text field compared with `text`, case-sensitively. */
   | { readonly field: Field<N>; readonly match: 'exact' | 'contains' | 'startswith'; readonly text: string }
@@ -156,8 +167,6 @@ export type Condition<N extends TableName> =
   | { readonly field: Field<N>; readonly has: string }
   /** A number field (a timestamp) within [from, until], either end optional. */
   | { readonly field: Field<N>; readonly from?: number; readonly until?: number }
-  /** Consumers and installations: has an enrollment whose `enrolled` field is one of `in`. */
-  | { readonly enrolled: EnrollmentLink; readonly in: readonly string[] }
 
 export interface ListQuery<N extends TableName> {
   readonly table: N

@@ -599,3 +599,40 @@ function aroundEnrollment(kind: keyof Filters, seed: Row, pools: Record<Multi, s
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// the storage's alternatives: conditions of which one must hold (on both stores)
+
+describe('storage list: anyOf alternatives (docs/storage.md "Lists")', () => {
+  test('installations and audit events: each answer is the records for which one alternative holds, in order, paged, counted', async () => {
+    const all = await h.storage.list({ table: 'installations', scope: A, where: [], order: 'asc' })
+    const middle = all.items[Math.floor(all.items.length / 2)]!.created
+    const alternatives = [
+      [{ field: 'state' as const, in: ['suspended'] }, { field: 'description' as const, match: 'contains' as const, text: 'Pixel' }],
+      [{ field: 'created' as const, from: middle }, { field: 'state' as const, in: ['verified'] }],
+      [{ field: 'description' as const, match: 'exact' as const, text: 'Galaxy S24' }],
+    ]
+    const holds = (r: (typeof all.items)[number]) =>
+      (r.state === 'suspended' && r.description.includes('Pixel')) || (r.created >= middle && r.state === 'verified') || r.description === 'Galaxy S24'
+    const want = all.items.filter(holds).map((r) => r.installation_id)
+    expect(want.length).toBeGreaterThan(20)
+    expect(want.length).toBeLessThan(all.items.length)
+    for (const order of ['asc', 'desc'] as const) {
+      const ordered = order === 'asc' ? want : [...want].reverse()
+      for (const page of [1, 2, 3]) {
+        const got = await h.storage.list({ table: 'installations', scope: A, where: [{ anyOf: alternatives }], page: { number: page, size: 10 }, order })
+        expect({ order, page, total: got.total, ids: got.items.map((r) => r.installation_id) }).toEqual({ order, page, total: want.length, ids: ordered.slice((page - 1) * 10, page * 10) })
+      }
+    }
+    expect((await h.storage.list({ table: 'installations', scope: A, where: [{ anyOf: [] }], order: 'asc' })).items).toEqual([])
+    expect((await h.storage.list({ table: 'installations', scope: A, where: [{ anyOf: [[]] }], order: 'asc' })).total).toBe(all.total)
+
+    const events = await h.storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [A] }], order: 'asc' })
+    const late = events.items[Math.floor(events.items.length * 0.8)]!.created
+    const eventAlternatives = [[{ field: 'action' as const, in: ['installation.suspend'] }], [{ field: 'action' as const, in: ['consumer.create'] }, { field: 'created' as const, from: late }]]
+    const wantEvents = events.items.filter((e) => e.action === 'installation.suspend' || (e.action === 'consumer.create' && e.created >= late)).map((e) => e.event_id)
+    expect(wantEvents.length).toBeGreaterThan(10)
+    const gotEvents = await h.storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [A] }, { anyOf: eventAlternatives }], order: 'asc' })
+    expect({ total: gotEvents.total, ids: gotEvents.items.map((e) => e.event_id) }).toEqual({ total: wantEvents.length, ids: wantEvents })
+  })
+})

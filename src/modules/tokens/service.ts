@@ -3,7 +3,7 @@
  * and by the CLI (directly, or through a running server's control socket), all through here. No HTTP.
  */
 import type { Organization, Role, Token } from '../../storage/records'
-import { all, then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Condition, type FieldCondition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'
@@ -45,23 +45,11 @@ export class TokenService {
     })
   }
 
-  /**
-   * In creation order, within the caller's scope. States that are one stored condition are one
-   * list; `revoked` with `active` or with `expired` is two disjoint ones, merged (docs/api.md "Tokens").
-   */
+  /** In creation order, within the caller's scope. */
   list(p: Principal, q: TokenListInput, slice?: Slice): Maybe<Page<Token>> {
-    return then(this.scopedOrganizations(p, q.organization_ids), (where) => {
-      const [first, second] = stateConditions(q.state)
-      const query = (state: Condition<'tokens'>[], page: { number: number; size: number }) => this.storage.list({ table: 'tokens', where: [...where, ...state], page, order: q.order, slice })
-      const page = pageOf(q)
-      if (!second) return query(first!, page)
-      // Each part's first `upTo` tokens hold the page's, whichever part they come from.
-      const upTo = Math.min(page.number * page.size, Number.MAX_SAFE_INTEGER)
-      return then(all([query(first!, { number: 1, size: upTo }), query(second, { number: 1, size: upTo })]), ([a, b]) => ({
-        items: mergedInOrder(a.items, b.items, q.order).slice((page.number - 1) * page.size, page.number * page.size),
-        total: a.total + b.total,
-      }))
-    })
+    return then(this.scopedOrganizations(p, q.organization_ids), (where) =>
+      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state)], page: pageOf(q), order: q.order, slice }),
+    )
   }
 
   /** Every token, or an organization's, in creation order (`keyward tokens list`, which holds the data). */
@@ -99,28 +87,18 @@ export async function createToken(tx: Tx, grant: TokenGrant, actor: Actor, issue
 }
 
 /**
- * The states asked for as the conditions of one list, or of two disjoint lists whose union they are.
- * `expired` is derived: an active record whose `expires` has passed.
+ * The states asked for (alternatives) as conditions. `expired` is derived: an active record whose
+ * `expires` has passed; so `revoked` with `active` or with `expired` is one of two conditions.
  */
-function stateConditions(states: TokenListInput['state']): Condition<'tokens'>[][] {
+function stateConditions(states: TokenListInput['state']): Condition<'tokens'>[] {
   const wanted = new Set(states ?? [])
-  if (wanted.size === 0 || wanted.size === TOKEN_STATES.length) return [[]]
+  if (wanted.size === 0 || wanted.size === TOKEN_STATES.length) return []
   const now = Date.now() * 1000
-  const active: Condition<'tokens'> = { field: 'state', in: ['active'] }
-  const parts: Condition<'tokens'>[][] = []
-  if (wanted.has('active') && wanted.has('expired')) parts.push([active])
-  else if (wanted.has('active')) parts.push([active, { field: 'expires', from: now + 1 }])
-  else if (wanted.has('expired')) parts.push([active, { field: 'expires', until: now }])
-  if (wanted.has('revoked')) parts.push([{ field: 'state', in: ['revoked'] }])
-  return parts
-}
-
-/** Two lists each in creation order (`created`, then id; `desc` reversed), as one. */
-function mergedInOrder(a: readonly Token[], b: readonly Token[], order: 'asc' | 'desc'): Token[] {
-  const before = (x: Token, y: Token) => (x.created !== y.created ? x.created < y.created : x.token_id < y.token_id) === (order === 'asc')
-  const merged: Token[] = []
-  let i = 0
-  let j = 0
-  while (i < a.length && j < b.length) merged.push(before(a[i]!, b[j]!) ? a[i++]! : b[j++]!)
-  return merged.concat(a.slice(i), b.slice(j))
+  const active: FieldCondition<'tokens'> = { field: 'state', in: ['active'] }
+  const alternatives: FieldCondition<'tokens'>[][] = []
+  if (wanted.has('active') && wanted.has('expired')) alternatives.push([active])
+  else if (wanted.has('active')) alternatives.push([active, { field: 'expires', from: now + 1 }])
+  else if (wanted.has('expired')) alternatives.push([active, { field: 'expires', until: now }])
+  if (wanted.has('revoked')) alternatives.push([{ field: 'state', in: ['revoked'] }])
+  return alternatives.length === 1 ? alternatives[0]! : [{ anyOf: alternatives }]
 }

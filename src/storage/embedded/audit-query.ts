@@ -215,6 +215,10 @@ const rangeTest =
 /** A condition as a test of one event: on its header in place when it can, else on the decoded event. */
 function testOf(table: AuditEventTable, condition: Condition<'audit_events'>): Test {
   if ('enrolled' in condition) throw new Error('audit events have no enrollments to filter by')
+  if ('anyOf' in condition) {
+    const alternatives = condition.anyOf.map((all) => all.map((each) => testOf(table, each)))
+    return (header, seq) => alternatives.some((tests) => tests.every((test) => test(header, seq)))
+  }
   const field = condition.field as string
   const position = HEADER_INDEX[field]
   if ('in' in condition && position !== undefined) {

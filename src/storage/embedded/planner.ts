@@ -244,7 +244,10 @@ function filtersOf<N extends TableName>(tables: Tables, name: N, where: readonly
   }
   for (const condition of where) {
     if ('enrolled' in condition) filters.push(enrolledFilter(tables, name, condition.enrolled, condition.in))
-    else if ('in' in condition) {
+    else if ('anyOf' in condition) {
+      const alternatives = condition.anyOf.map((all) => filtersOf(tables, name, all).map((filter) => filter.test))
+      filters.push(predicate((record) => alternatives.some((tests) => tests.every((test) => test(record)))))
+    } else if ('in' in condition) {
       if (!covered.has(condition.field)) filters.push(fieldFilter(table, name, condition.field, condition.in))
     } else if ('match' in condition) {
       const { field, text } = condition

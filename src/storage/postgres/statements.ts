@@ -230,36 +230,41 @@ function whereClause<N extends TableName>(table: N, scope: string | null | undef
     if (!type) throw new Error(`${table} has no field ${field}`)
     return type
   }
-  const parts: string[] = []
-  if (scope) parts.push(`t.organization_id = ${parameter(scope, 'uuid')}`)
-  for (const condition of where) {
+  /** One condition as an SQL test of the row `t`. */
+  const test = (condition: Condition<N>): string => {
+    if ('anyOf' in condition) return `(${condition.anyOf.map((all) => (all.length === 0 ? 'true' : `(${all.map(test).join(' AND ')})`)).join(' OR ') || 'false'})`
     if ('enrolled' in condition) {
       const side = ENROLLED_SIDE[table]
       if (!side) throw new Error(`${table} have no enrollments to filter by`)
-      if (!condition.in.some(isKey)) parts.push('false')
-      else {
-        const values = parameter(condition.in.filter(isKey), 'uuid[]')
-        parts.push(`EXISTS (SELECT 1 FROM enrollments e WHERE e.${side} = t.${PRIMARY_KEY[table]} AND e.${condition.enrolled} = ANY(${values}))`)
-      }
-    } else if ('in' in condition) {
+      if (!condition.in.some(isKey)) return 'false'
+      const values = parameter(condition.in.filter(isKey), 'uuid[]')
+      return `EXISTS (SELECT 1 FROM enrollments e WHERE e.${side} = t.${PRIMARY_KEY[table]} AND e.${condition.enrolled} = ANY(${values}))`
+    }
+    if ('in' in condition) {
       const type = column(condition.field)
       const values = type === 'uuid' ? condition.in.filter(isKey) : condition.in
-      parts.push(values.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`)
-    } else if ('match' in condition) {
+      return values.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`
+    }
+    if ('match' in condition) {
       column(condition.field)
       const text = parameter(condition.text, 'text')
       // Case-sensitive, with no pattern characters to escape (LIKE would treat % and _ specially).
-      const test = { exact: `t.${condition.field} = ${text}`, contains: `strpos(t.${condition.field}, ${text}) > 0`, startswith: `starts_with(t.${condition.field}, ${text})` }
-      parts.push(test[condition.match])
-    } else if ('has' in condition) {
-      column(condition.field)
-      parts.push(`${parameter(condition.has, 'text')} = ANY(t.${condition.field})`)
-    } else {
-      column(condition.field)
-      if (condition.from !== undefined) parts.push(`t.${condition.field} >= ${parameter(condition.from, 'bigint')}`)
-      if (condition.until !== undefined) parts.push(`t.${condition.field} <= ${parameter(condition.until, 'bigint')}`)
+      const tests = { exact: `t.${condition.field} = ${text}`, contains: `strpos(t.${condition.field}, ${text}) > 0`, startswith: `starts_with(t.${condition.field}, ${text})` }
+      return tests[condition.match]
     }
+    if ('has' in condition) {
+      column(condition.field)
+      return `${parameter(condition.has, 'text')} = ANY(t.${condition.field})`
+    }
+    column(condition.field)
+    const bounds: string[] = []
+    if (condition.from !== undefined) bounds.push(`t.${condition.field} >= ${parameter(condition.from, 'bigint')}`)
+    if (condition.until !== undefined) bounds.push(`t.${condition.field} <= ${parameter(condition.until, 'bigint')}`)
+    return bounds.length > 0 ? bounds.join(' AND ') : 'true'
   }
+  const parts: string[] = []
+  if (scope) parts.push(`t.organization_id = ${parameter(scope, 'uuid')}`)
+  for (const condition of where) parts.push(test(condition))
   return parts.length > 0 ? parts.join(' AND ') : 'true'
 }
 
