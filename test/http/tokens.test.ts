@@ -197,8 +197,8 @@ describe('GET /api/tokens', () => {
     expect(await of('active')).toEqual([ids.l1, ids.lp1, ids.lp2])
     expect(await of('revoked')).toEqual([ids.l2])
     expect(await of('expired')).toEqual([ids.expired])
-    // Several states are alternatives, repeated or comma-separated, as in every list (two of them with
-    // `revoked` are two lists merged in creation order: every page and its total checked against the whole).
+    // Several states are alternatives, repeated or comma-separated, as in every list (`revoked` with
+    // another is an anyOf condition: every page and its total checked against the whole).
     const everyOne = [ids.l1, ids.lp1, ids.l2, ids.lp2, ids.expired]
     const expected: Record<string, string[]> = {
       'active,expired': [ids.l1, ids.lp1, ids.lp2, ids.expired],
