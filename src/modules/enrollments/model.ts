@@ -83,14 +83,11 @@ export const KeysetRecord = v.strictObject({
   state: v.picklist(['active', 'retired']),
   created: Timestamp,
 })
-/** `{keysets, trace_id}`, and the counters of a paged list when `page` was sent (docs/api.md "Keysets"). */
-export const KeysetListAnswer = v.strictObject({
-  keysets: v.array(KeysetRecord),
-  total: v.optional(v.pipe(pageFields.total, v.description('Only when `page` was sent: all the keysets.'))),
-  page: v.optional(v.pipe(pageFields.page, v.description('Only when `page` was sent.'))),
-  page_size: v.optional(v.pipe(pageFields.page_size, v.description('Only when `page` was sent.'))),
-  trace_id: TraceId,
-})
+/** Two shapes, as the installation list's (docs/api.md "Keysets"), each with the trace id of a single-record answer. */
+export const KeysetListAnswer = v.union([
+  v.pipe(v.strictObject({ keysets: v.array(KeysetRecord), ...pageFields, trace_id: TraceId }), v.title('Paged (page sent)')),
+  v.pipe(v.strictObject({ keysets: v.array(KeysetRecord), trace_id: TraceId }), v.title('Whole, or at most page_size (no page sent)')),
+])
 
 export const enrollmentView = (e: Enrollment): v.InferOutput<typeof EnrollmentRecord> => ({
   enrollment_id: e.enrollment_id,
