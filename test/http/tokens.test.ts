@@ -232,6 +232,26 @@ describe('GET /api/tokens', () => {
     expectProblem(await h.request('GET', '/api/tokens?organization_ids=x'), 400)
   })
 
+  test('a list reads the clock once: each token is answered in the state it was chosen for', async () => {
+    // Tokens expiring a second apart, and a clock that moves a second per reading: were the filter
+    // and the views to read it separately, a token expiring between the two would be listed as
+    // `active` and answered `expired` (or the reverse).
+    const E = await h.createCustomer('Expiring')
+    for (let seconds = 1; seconds <= 40; seconds++) h.token(E, 'viewer', seconds)
+    let clock = Date.now() + 500
+    const spy = spyOn(Date, 'now').mockImplementation(() => (clock += 1000))
+    try {
+      for (let request = 0; request < 6; request++) {
+        for (const state of ['active', 'expired'] as const) {
+          const states = (await list(`organization_ids=${E}&state=${state}&page_size=1000`)).tokens.map((t: { state: string }) => t.state)
+          expect(new Set(states)).toEqual(new Set(states.length ? [state] : []))
+        }
+      }
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
   test("a customer's admin lists its own and its partners' tokens, by filter too; nothing else", async () => {
     const admin = h.token(L)
     const own = await list('page_size=1000', admin)

@@ -8,9 +8,8 @@ import { then } from '../../storage/storage'
 import type { TokenService } from './service'
 import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenView } from './model'
 import { viewText } from '../shared/model'
+import type { Token } from '../../storage/records'
 
-/** Made anew per read: a token's view holds its derived state (`expired`), which changes with time alone. */
-const tokenText = viewText(tokenView)
 
 export const tokensController = (deps: AppDeps, service: TokenService) => {
   const { storage } = deps
@@ -28,7 +27,12 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         const q = parseQuery(TokenListQuery, request)
         // Shaped like the consumer list (docs/api.md "Tokens"): no trace_id, `page` only when sent.
         const slice = sliceOf(principal)
-        return then(service.list(principal, q, slice), ({ items, total }) =>
+        // One clock reading for the state filter and every view: a token that expires meanwhile is
+        // answered in the state it was chosen for. Views are made anew per read (not remembered):
+        // `expired` changes with time alone.
+        const now = Date.now() * 1000
+        const tokenText = viewText((token: Token) => tokenView(token, now))
+        return then(service.list(principal, q, now, slice), ({ items, total }) =>
           listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),
       { detail: doc({ operationId: 'listTokens', summary: 'List tokens', tag: 'tokens', query: TokenListQuery, responses: { 200: TokenListAnswer }, errors: [403] }) },

@@ -65,12 +65,13 @@ export const IssuedTokenAnswer = v.strictObject({
 /** No trace_id in this list, like the consumer list (docs/api.md "Tokens"). */
 export const TokenListAnswer = v.strictObject({ tokens: v.array(TokenRecord), ...pagedListFields })
 
-export const tokenView = (t: Token): v.InferOutput<typeof TokenRecord> => ({
+/** `now` (microseconds) decides `expired`: a list passes the one reading its state filter used. */
+export const tokenView = (t: Token, now = Date.now() * 1000): v.InferOutput<typeof TokenRecord> => ({
   token_id: t.token_id,
   organization_id: t.organization_id,
   role: t.role,
   description: t.description,
-  state: tokenState(t),
+  state: tokenState(t, now),
   created: formatTimestamp(t.created),
   expires: formatTimestamp(t.expires),
 })

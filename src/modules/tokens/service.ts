@@ -45,10 +45,13 @@ export class TokenService {
     })
   }
 
-  /** In creation order, within the caller's scope. */
-  list(p: Principal, q: TokenListInput, slice?: Slice): Maybe<Page<Token>> {
+  /**
+   * In creation order, within the caller's scope. `now` (microseconds) decides which active tokens
+   * are `expired`; the answer's views are made with the same reading.
+   */
+  list(p: Principal, q: TokenListInput, now: number, slice?: Slice): Maybe<Page<Token>> {
     return then(this.scopedOrganizations(p, q.organization_ids), (where) =>
-      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state)], page: pageOf(q), order: q.order, slice }),
+      this.storage.list({ table: 'tokens', where: [...where, ...stateConditions(q.state, now)], page: pageOf(q), order: q.order, slice }),
     )
   }
 
@@ -90,10 +93,9 @@ export async function createToken(tx: Tx, grant: TokenGrant, actor: Actor, issue
  * The states asked for (alternatives) as conditions. `expired` is derived: an active record whose
  * `expires` has passed; so `revoked` with `active` or with `expired` is one of two conditions.
  */
-function stateConditions(states: TokenListInput['state']): Condition<'tokens'>[] {
+function stateConditions(states: TokenListInput['state'], now: number): Condition<'tokens'>[] {
   const wanted = new Set(states ?? [])
   if (wanted.size === 0 || wanted.size === TOKEN_STATES.length) return []
-  const now = Date.now() * 1000
   const active: FieldCondition<'tokens'> = { field: 'state', in: ['active'] }
   const alternatives: FieldCondition<'tokens'>[][] = []
   if (wanted.has('active') && wanted.has('expired')) alternatives.push([active])
