@@ -9,7 +9,7 @@ import { DOCS_SCRIPT_PATH, docsPageResponse, docsScriptResponse } from './http/d
 import { cors } from './http/cors'
 import { addressCharge, type AppDeps, type AppOptions } from './http/context'
 import { operationsRoutes } from './http/operations'
-import { requestObserver, type Route } from './http/observe'
+import { requestObserver, sentRequestOf, type Route } from './http/observe'
 import { createLogger } from './ops/logger'
 import { Metrics } from './ops/metrics'
 import { organizationsController } from './modules/organizations'
@@ -38,7 +38,7 @@ export function createApp(options: AppOptions) {
     ...options,
     logger: options.logger ?? createLogger('json'),
     metrics: options.metrics ?? new Metrics(),
-    clientAddress: options.clientAddress ?? ((request) => app?.server?.requestIP(request)?.address ?? NO_ADDRESS),
+    clientAddress: options.clientAddress ?? ((request) => app?.server?.requestIP(sentRequestOf(request))?.address ?? NO_ADDRESS),
   }
   deps.storage.observeWrites((seconds) => deps.metrics.storageWrites.observe(seconds))
   return (app = routes(deps))

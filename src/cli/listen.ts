@@ -134,13 +134,16 @@ export function listenOnReservedPort(app: App, host: string, reserved: ReservedP
   reserved.release()
   // Elysia's listen hands its routes to Bun's native router: cheaper per request than app.fetch,
   // and immune to Elysia's own path parsing, which breaks on a Host shorter than 4 characters.
-  // No port sharing (reusePort), no development error pages. Bun's own body limit only guards
-  // memory; bodies over 64 KiB get our 413 problem body.
+  // No port sharing (reusePort), no development error pages. Bun's own body limit is set past any
+  // length a client sends: a declared length over it is Bun's bare 413 before any route, token or
+  // trace id, and keyward's own 64 KiB limit is a problem body in its place in the order of checks
+  // (docs/security.md "What keyward bounds"). Bun reads a body only as it is consumed: one keyward refuses is
+  // never taken in.
   app.listen({
     hostname: host,
     port: reserved.port,
     ...(tls ? { tls } : {}),
-    maxRequestBodySize: 16 * 1024 * 1024,
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     development: false,
     reusePort: false,
   })

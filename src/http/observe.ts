@@ -83,6 +83,30 @@ function routeMatcher(routes: readonly Route[]): (method: string, path: string) 
   }
 }
 
+/** The requests `forElysiaRouter` made, and the ones Bun was sent (whose socket they came by). */
+const sentRequests = new WeakMap<Request, Request>()
+
+/** The request as Bun was sent it: Bun's server knows the client's address of that one only. */
+export const sentRequestOf = (request: Request): Request => sentRequests.get(request) ?? request
+
+/**
+ * Elysia's router reads a URL's path from its 12th character on (`url.indexOf('/', 11)`), as if
+ * every host were 4 characters or more: with a shorter Host (`api`, as a proxy may send it) it
+ * dropped the path's first segment, and `/anything/api/tokens` ran the `/api/tokens` route. A
+ * request whose path starts earlier is handed to it with the URL's host replaced: no route reads
+ * the host (application `host_url`s come from `--public-url`). Only requests that Bun's router
+ * matched to no route (or `app.handle`'s) go through Elysia's.
+ */
+function forElysiaRouter(request: Request): Request {
+  const url = request.url
+  const hostStart = url.indexOf('//') + 2
+  const pathStart = url.indexOf('/', hostStart)
+  if (pathStart === -1 || pathStart >= 11) return request
+  const rewritten = new Request(`${url.slice(0, hostStart)}keyward.invalid${url.slice(pathStart)}`, request)
+  sentRequests.set(rewritten, request)
+  return rewritten
+}
+
 function pathOf(url: string): string {
   const start = url.indexOf('/', url.indexOf('//') + 2)
   if (start === -1) return '/'
@@ -117,9 +141,14 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     observer.line(status, Math.round(seconds * 1e6) / 1000, traceId, note?.principal.organization.organization_id, note?.principal.tokenId, bytesOut)
   }
 
-  /** `known`: the observer of the one route `handler` answers; else the request's route is matched per request. */
-  const observe = (handler: Handler, known: RouteObserver | undefined): Handler => {
-    return (request) => {
+  /**
+   * `known`: the observer of the one route `handler` answers; else the request's route is matched
+   * per request. `elysiaRouter`: `handler` is Elysia's router (it finds the route itself), given
+   * each request with a path it reads right (`forElysiaRouter`).
+   */
+  const observe = (handler: Handler, known: RouteObserver | undefined, elysiaRouter = false): Handler => {
+    return (sent) => {
+      const request = elysiaRouter ? forElysiaRouter(sent) : sent
       const started = performance.now()
       const observer = known ?? routeObserver(request.method, templateOf(request))
       inHand = request
@@ -151,7 +180,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     if (observed) return observed
     // Bun's router gives the requests of its routes `params`; Elysia's router (no route matched,
     // or `app.handle`) handles every route with one handler: matched per request.
-    if ((request as { params?: unknown }).params === undefined) return (general ??= observe(handler, undefined))
+    if ((request as { params?: unknown }).params === undefined) return (general ??= observe(handler, undefined, true))
     const template = templateOf(request)
     // Bun routes the path as sent, but `request.url` reads it normalised: `/api/organizations/.`
     // reaches the `:organization_id` route (a 400) and reads back as `/api/organizations/`, which no
