@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
 import Ajv2020 from 'ajv/dist/2020'
 import { answerChecker } from '../support/openapi-check'
-import { MAX_FILTER_VALUES } from '../../src/modules/shared/model'
+import { MAX_ENVIRONMENTS, MAX_FILTER_VALUES } from '../../src/modules/shared/model'
 import { AUDIT_ACTIONS } from '../../src/modules/shared/audit'
 import { PROBLEM_CODES } from '../../src/http/errors'
 import { readFileSync } from 'node:fs'
@@ -141,6 +141,9 @@ describe('the document', () => {
     const supported = (list: unknown) => fits('post', '/api/organizations', { description: 'x', parent_id: crypto.randomUUID(), supported_environments: { default: 'PROD', supported: list } })
     expect([' prod ,\ttest', ['\tprod ']].filter((list) => !supported(list))).toEqual([])
     expect(['prod,\ntest', 'prod,\u00a0test', ['prod\n']].filter(supported)).toEqual([])
+    // A bound JSON Schema cannot state (different names once uppercased) is in the description.
+    const supportedField = document.paths['/api/organizations'].post.requestBody.content['application/json'].schema.properties.supported_environments.properties.supported
+    expect(supportedField.description).toContain(`at most ${MAX_ENVIRONMENTS} different ones`)
   })
 
   test('the answers that hold a secret shown once (a new token, a new application) list Cache-Control: no-store, as they send it', async () => {

@@ -92,7 +92,7 @@ export const EnvironmentList = v.pipe(
       { type: 'string', pattern: `^[ \\t]*${NAME_TEXT}[ \\t]*(,[ \\t]*${NAME_TEXT}[ \\t]*)*$`, examples: ['prod,test'] },
       { type: 'array', minItems: 1, items: { type: 'string', pattern: `^[ \\t]*${NAME_TEXT}[ \\t]*$` } },
     ],
-    description: 'Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array.',
+    description: `Environment names (letters, digits, "_" or "-"; any case), comma-separated or as an array: at most ${MAX_ENVIRONMENTS} different ones once uppercased.`,
   }),
   v.transform((input) => (typeof input === 'string' ? input.split(',') : input).map((name) => name.replace(/^[ \t]+|[ \t]+$/g, ''))),
   v.check((names) => names.length > 0 && names.every(isEnvironmentName), `${ENVIRONMENT_NAME_MESSAGE}, separated by commas`),
