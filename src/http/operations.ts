@@ -17,7 +17,7 @@ import { VERSION } from '../version'
 const ReadyAnswer = v.strictObject({ status: v.literal('ready') })
 
 const DETAIL = {
-  storage_unavailable: 'The last write to disk failed; changes are refused until one succeeds again.',
+  storage_unavailable: 'The last write to disk failed: every change is still tried, and this is answered until one succeeds.',
   database_unavailable: 'The database cannot be reached.',
 } as const
 

@@ -6,10 +6,11 @@
  *
  * Lines are buffered and handed to stderr in batches (a request line must not cost a system call,
  * nor block on a slow reader of stderr); `flush` writes what is left, and the process writes it
- * synchronously if it exits before that.
+ * synchronously if it exits before that. A log that cannot be written (a full disk, a reader gone)
+ * costs lines, counted, never the server: nothing here throws.
  */
 
-import { writeSync } from 'node:fs'
+import { fstatSync, write as writeAsync, writeSync } from 'node:fs'
 
 export type LogFormat = 'json' | 'text'
 export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text']
@@ -78,10 +79,31 @@ const FLUSH_AT_CHARS = 64 * 1024
 /** Characters of lines held while stderr is read too slowly; lines beyond are dropped and counted. */
 export const MAX_WAITING_CHARS = 4 * 1024 * 1024
 
-/** Where batches go: Bun's writer for stderr (a FileSink); `flush` is a promise while the pipe is full. */
+/** What a write did: the bytes written, and the error (a code such as `ENOSPC`) that stopped it short. */
+export interface Written {
+  readonly bytes: number
+  readonly error?: string
+}
+
+/**
+ * Where batches go (`stderrWriter`): writes all of `bytes`, or up to a failure, which it reports and
+ * never throws. A promise while a pipe takes them (its reader is slow).
+ */
 export interface BatchWriter {
-  write(bytes: Uint8Array): unknown
-  flush(): unknown
+  write(bytes: Uint8Array): Written | Promise<Written>
+}
+
+/** Why lines were dropped, for their count's line: undefined while stderr is only read too slowly. */
+export type DroppedLine = (count: number, error: string | undefined) => string
+
+const NEWLINE = 10
+
+/** A batch on its way: the rest of a cut line (`tailFirst`), lines, and the line counting `reporting` lost ones. */
+interface Outgoing {
+  readonly parts: Uint8Array[]
+  readonly tailFirst: boolean
+  readonly count: Uint8Array | undefined
+  readonly reporting: number
 }
 
 /** Bytes of one batch buffer; text longer than a third of it gets a buffer of its own size. */
@@ -102,7 +124,7 @@ const ENCODE_AT_CHARS = 16 * 1024
  * waits, so the event loop never blocks on the pipe, and what waits is bounded: over
  * `maxWaitingChars` lines are dropped, and a line says how many (docs/operations.md, "Logs").
  */
-export function batchedSink(writer: BatchWriter, droppedLine: (count: number) => string, maxWaitingChars = MAX_WAITING_CHARS) {
+export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWaitingChars = MAX_WAITING_CHARS) {
   const encoder = new TextEncoder()
   /**
    * Buffers the writer has finished with, filled again by later batches: a fresh 128 KiB buffer per
@@ -117,7 +139,14 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
   /** Lines not yet encoded, and the characters of every line waiting (encoded or not). */
   let joined = ''
   let chars = 0
+  /** Lines lost and not yet reported in a line of their own, and the last write error among the causes. */
   let dropped = 0
+  let failure: string | undefined
+  /**
+   * The rest of a line that a failed write cut: written first once writes succeed again, so that
+   * the log stays whole lines (the next line glued to half of one is not JSON).
+   */
+  let tail: Uint8Array | undefined
   let timer: ReturnType<typeof setTimeout> | undefined
   let draining: Promise<unknown> | undefined
   const schedule = () => void (timer ??= setTimeout(write, FLUSH_AFTER_MS))
@@ -150,23 +179,62 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
   function recycle(batch: readonly Uint8Array[]): void {
     for (const bytes of batch) if (bytes.buffer.byteLength === BATCH_BYTES && spare.length < 2) spare.push(new Uint8Array(bytes.buffer))
   }
+  /** What waits, with the rest of a cut line first and the count of the lines lost last. */
+  const takeOutgoing = (): Outgoing => {
+    const parts = takeBatch()
+    const tailFirst = tail !== undefined
+    if (tail) parts.unshift(tail)
+    tail = undefined
+    const count = dropped > 0 ? encoder.encode(droppedLine(dropped, failure)) : undefined
+    if (count) parts.push(count)
+    return { parts, tailFirst, count, reporting: dropped }
+  }
+  /**
+   * Notes how the write of `parts[index]` went; false when it failed: the rest of the line it cut
+   * is kept (`tail`), and the whole lines after it, in it and in the rest of the batch, are dropped
+   * (the count's own line aside: its count stays to be reported).
+   */
+  function wrote(out: Outgoing, index: number, result: Written): boolean {
+    const bytes = out.parts[index]!
+    if (result.error === undefined) {
+      if (bytes === out.count && (dropped -= out.reporting) === 0) failure = undefined
+      return true
+    }
+    failure = result.error
+    let from = result.bytes
+    if (from > 0 ? bytes[from - 1] !== NEWLINE : index === 0 && out.tailFirst) {
+      const cut = bytes.indexOf(NEWLINE, from)
+      const end = cut === -1 ? bytes.length : cut + 1
+      tail = bytes.slice(from, end)
+      from = end
+      if (bytes === out.count) dropped -= out.reporting
+    }
+    for (const [rest, part] of [[bytes.subarray(from), bytes], ...out.parts.slice(index + 1).map((p) => [p, p])] as const) {
+      if (part === out.count) continue
+      for (let at = rest.indexOf(NEWLINE); at !== -1; at = rest.indexOf(NEWLINE, at + 1)) dropped++
+    }
+    return false
+  }
+  /** Writes the parts in turn from `index`: a promise while one is on its way. */
+  function writeParts(out: Outgoing, index: number): Promise<void> | undefined {
+    for (let i = index; i < out.parts.length; i++) {
+      const result = writer.write(out.parts[i]!)
+      if (result instanceof Promise) return result.then((written) => (wrote(out, i, written) ? writeParts(out, i + 1) : undefined))
+      if (!wrote(out, i, result)) return undefined
+    }
+    return undefined
+  }
   /** Hands what waits to the writer, unless a batch is still draining (then tries again later). */
   function write(): void {
     clearTimeout(timer)
     timer = undefined
     if (draining) return schedule()
-    if (dropped > 0) {
-      encodeJoined()
-      append(droppedLine(dropped))
-      dropped = 0
-    }
-    const batch = takeBatch()
-    if (batch.length === 0) return
-    for (const bytes of batch) writer.write(bytes)
-    const flushed = writer.flush()
+    const out = takeOutgoing()
+    if (out.parts.length === 0) return
+    const writing = writeParts(out, 0)
     // Until the writer has written them all, it may still read the batch's buffers.
-    if (flushed instanceof Promise) draining = flushed.finally(() => ((draining = undefined), recycle(batch)))
-    else recycle(batch)
+    if (writing) draining = writing.finally(() => ((draining = undefined), recycle(out.parts)))
+    else recycle(out.parts)
   }
   return {
     sink: (text: string) => {
@@ -188,29 +256,67 @@ export function batchedSink(writer: BatchWriter, droppedLine: (count: number) =>
     },
     /** What waits, unwritten (the process is exiting: written synchronously). */
     takeWaiting: (): Uint8Array => {
-      encodeJoined()
-      if (dropped > 0) append(droppedLine(dropped))
+      const out = takeOutgoing()
       dropped = 0
-      const batch = takeBatch()
-      const bytes = Buffer.concat(batch)
-      recycle(batch)
+      const bytes = Buffer.concat(out.parts)
+      recycle(out.parts)
       return bytes
     },
   }
 }
 
-function stderrSink(droppedLine: (count: number) => string): { sink: LineSink; flush(): Promise<void> } {
-  const batches = batchedSink(Bun.stderr.writer(), droppedLine)
-  // What is still waiting when the process exits (an exit from a fatal error) is written then.
+const errorCode = (error: unknown) => (error as NodeJS.ErrnoException).code ?? String(error)
+
+/**
+ * Writes to the file descriptor `fd` (stderr): at once to a file or a terminal, which take bytes
+ * without waiting on anyone; through Bun's thread pool to a pipe or a socket, whose reader may be
+ * slow, so that the event loop never waits on it. Bun's own writer for stderr (a FileSink) reported
+ * a failed write (ENOSPC, EPIPE) as an uncaught error, which made the process exit 1 at its end.
+ */
+export function fdWriter(fd: number): BatchWriter {
+  const info = fstatSync(fd, { throwIfNoEntry: false })
+  const waitsOnReader = info === undefined || info.isFIFO() || info.isSocket()
+  const later = (bytes: Uint8Array, done: number): Promise<Written> =>
+    new Promise((resolve) => {
+      writeAsync(fd, bytes, done, bytes.length - done, null, (error, written) => {
+        // A non-blocking pipe that is full: the same bytes a little later.
+        if (error && errorCode(error) === 'EAGAIN') setTimeout(() => resolve(later(bytes, done)), FLUSH_AFTER_MS)
+        else if (error) resolve({ bytes: done, error: errorCode(error) })
+        else if (done + written < bytes.length) resolve(later(bytes, done + written))
+        else resolve({ bytes: bytes.length })
+      })
+    })
+  if (waitsOnReader) return { write: (bytes) => later(bytes, 0) }
+  return {
+    write: (bytes) => {
+      let done = 0
+      try {
+        while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done)
+        return { bytes: done }
+      } catch (error) {
+        return errorCode(error) === 'EAGAIN' ? later(bytes, done) : { bytes: done, error: errorCode(error) }
+      }
+    },
+  }
+}
+
+function stderrSink(droppedLine: DroppedLine): { sink: LineSink; flush(): Promise<void> } {
+  const batches = batchedSink(fdWriter(2), droppedLine)
+  // What is still waiting when the process exits (an exit from a fatal error) is written then, if it can be.
   process.on('exit', () => {
     const bytes = batches.takeWaiting()
-    if (bytes.length > 0) writeSync(2, bytes)
+    try {
+      if (bytes.length > 0) writeSync(2, bytes)
+    } catch {}
   })
   return { sink: batches.sink, flush: batches.flush }
 }
 
 export function createLogger(format: LogFormat, sink?: LineSink): Logger {
-  const droppedLine = (count: number) => formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
+  const droppedLine: DroppedLine = (count, error) =>
+    error === undefined
+      ? formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
+      : formatLine(format, now(), 'warn', 'log lines dropped: stderr could not be written', { dropped: count, error })
   const out = sink ? { sink, flush: async () => {} } : stderrSink(droppedLine)
   const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
   const requests = (method: string, route: string): RequestLineWriter => {

@@ -110,6 +110,18 @@ test('JSON lines: one per request with its fields, lifecycle lines, and no token
   }
 })
 
+test('a log nobody reads any more (its pipe closed: EPIPE) costs lines, never the server: it serves on, and SIGTERM still exits 0', async () => {
+  // stderr goes through `dd`, which passes on the first 2,000 bytes (the listening line among
+  // them) and exits: every write after that fails. Bun's writer for stderr raised such a failure
+  // as an uncaught error, and the process exited 1 at its end.
+  const closesItsReader = (command: string[]) => ['bash', '-c', 'exec 2> >(dd bs=1 count=2000 status=none >&2); exec "$@"', 'bash', ...command]
+  const server = await startServer(newDataDir(), { wrap: closesItsReader })
+  const { token } = initLine(server)
+  for (let i = 0; i < 200; i++) expect((await api(server.url, token, 'GET', '/api/organizations')).status).toBe(200)
+  expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  expect(server.stderr.text.length).toBeLessThanOrEqual(2000)
+})
+
 test('--log-format text (and KEYWARD_LOG_FORMAT): the same fields as readable lines', async () => {
   for (const options of [{ wrap: (command: string[]) => [...command, '--log-format', 'text'] }, { env: { KEYWARD_LOG_FORMAT: 'text' } }]) {
     const server = await startServer(newDataDir(), options)

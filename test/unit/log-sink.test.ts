@@ -4,9 +4,9 @@
  * bounded: lines beyond the bound are dropped and counted in a line of their own.
  */
 import { expect, test } from 'bun:test'
-import { batchedSink } from '../../src/ops/logger'
+import { batchedSink, type Written } from '../../src/ops/logger'
 
-/** A writer whose flushes stay pending until released (a pipe nobody reads), counting its writes. */
+/** A writer whose writes stay pending until released (a pipe nobody reads), counting them. */
 function slowWriter() {
   const writes: string[] = []
   const releases: (() => void)[] = []
@@ -15,12 +15,14 @@ function slowWriter() {
     writes,
     setSlow: (value: boolean) => void (slow = value),
     release: () => releases.splice(0).forEach((release) => release()),
-    write: (bytes: Uint8Array) => void writes.push(new TextDecoder().decode(bytes)),
-    flush: () => (slow ? new Promise<number>((resolve) => releases.push(() => resolve(0))) : 0),
+    write: (bytes: Uint8Array): Written | Promise<Written> => {
+      writes.push(new TextDecoder().decode(bytes))
+      return slow ? new Promise((resolve) => releases.push(() => resolve({ bytes: bytes.length }))) : { bytes: bytes.length }
+    },
   }
 }
 
-const dropped = (count: number) => `dropped ${count}\n`
+const dropped = (count: number, error: string | undefined) => `dropped ${count}${error ? ` (${error})` : ''}\n`
 
 test('lines go out together in one write, not one write each, multi-byte text intact', async () => {
   const writer = slowWriter()
@@ -51,8 +53,9 @@ test('while a batch drains nothing more is written; what waits is bounded, and t
   writer.release()
   await firstFlush
   await batches.flush()
-  expect(writer.writes).toHaveLength(2)
-  const lines = writer.writes[1]!.split('\n').filter(Boolean)
+  // The lines, then the count of the dropped ones (a write of its own).
+  expect(writer.writes).toHaveLength(3)
+  const lines = writer.writes.slice(1).join('').split('\n').filter(Boolean)
   expect(lines).toHaveLength(101)
   expect(lines[0]).toBe('line 0000')
   expect(lines[99]).toBe('line 0099')
@@ -88,14 +91,15 @@ test('a batch\'s buffers are filled again only once the writer has written them'
   const written: string[] = []
   let release = () => {}
   const writer = {
-    write: (bytes: Uint8Array) => void kept.push(bytes),
-    flush: () =>
-      new Promise<number>((resolve) => {
+    write: (bytes: Uint8Array) => {
+      kept.push(bytes)
+      return new Promise<Written>((resolve) => {
         release = () => {
           written.push(...kept.splice(0).map((bytes) => new TextDecoder().decode(bytes)))
-          resolve(0)
+          resolve({ bytes: bytes.length })
         }
-      }),
+      })
+    },
   }
   const batches = batchedSink(writer, dropped)
   const buffers: ArrayBufferLike[] = []
@@ -115,4 +119,50 @@ test('a batch\'s buffers are filled again only once the writer has written them'
   expect(written).toEqual(lines)
   // Taken back once written and filled again: a few buffers in turn, not a new one per batch.
   expect(new Set(buffers).size).toBeLessThanOrEqual(3)
+})
+
+/**
+ * A writer like a file on a disk that fills up: it takes `room` bytes more, then fails with ENOSPC
+ * (after writing what fits of the bytes in hand), until given room again.
+ */
+function fillingWriter(room: number) {
+  let written = ''
+  let left = room
+  return {
+    text: () => written,
+    makeRoom: (bytes: number) => void (left = bytes),
+    write: (bytes: Uint8Array): Written => {
+      const taken = Math.min(left, bytes.length)
+      written += new TextDecoder().decode(bytes.subarray(0, taken))
+      left -= taken
+      return taken < bytes.length ? { bytes: taken, error: 'ENOSPC' } : { bytes: taken }
+    },
+  }
+}
+
+test('a write that fails (a full disk) throws nothing: the cut line is finished first once writes work, the lost lines counted with the error', async () => {
+  const writer = fillingWriter(25)
+  const batches = batchedSink(writer, dropped)
+  for (const line of ['line one\n', 'line two\n', 'line three\n', 'line four\n']) batches.sink(line)
+  await batches.flush()
+  // 25 bytes: two lines and 7 bytes of the third, which is kept; the fourth is lost.
+  expect(writer.text()).toBe('line one\nline two\nline th')
+  batches.sink('line five\n')
+  await batches.flush() // still full: nothing more, nothing thrown
+  expect(writer.text()).toBe('line one\nline two\nline th')
+  writer.makeRoom(1_000)
+  batches.sink('line six\n')
+  await batches.flush()
+  // Whole lines only: the third finished, the new one, then the line counting the lost ones (four
+  // and five; the first count's line, lost too, is not one of them: its count is in this one).
+  expect(writer.text().split('\n')).toEqual(['line one', 'line two', 'line three', 'line six', 'dropped 2 (ENOSPC)', ''])
+})
+
+test('a writer that fails at once (a reader gone: EPIPE) costs lines, never an exception; at exit what waits is taken', async () => {
+  const writer = { write: (): Written => ({ bytes: 0, error: 'EPIPE' }) }
+  const batches = batchedSink(writer, dropped)
+  for (let i = 0; i < 5; i++) batches.sink(`line ${i}\n`)
+  await batches.flush()
+  batches.sink('last\n')
+  expect(new TextDecoder().decode(batches.takeWaiting())).toBe('last\ndropped 5 (EPIPE)\n')
 })
