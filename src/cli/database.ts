@@ -3,6 +3,7 @@
  * `--database-url` option, and the start-up work every command does on a database: connect,
  * migrate or check the schema, initialise once.
  */
+import { SQL } from 'bun'
 import { PostgresStorage } from '../storage/postgres'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
@@ -16,10 +17,17 @@ export const DATABASE_URL_OPTION = {
   ...(process.env.KEYWARD_DATABASE_URL ? { default: process.env.KEYWARD_DATABASE_URL } : {}),
 } as const
 
-/** A postgres:// or postgresql:// URL (else bad usage, exit 2); undefined when not given (embedded mode). */
+/**
+ * A postgres:// or postgresql:// URL that the database client accepts (else bad usage, exit 2: a
+ * value that cannot work must not become a failure a service manager restarts); undefined when not
+ * given (embedded mode). An empty flag is an error, not embedded mode: `--database-url "$URL"`
+ * with URL unset must not give a server a data dir of its own (an empty KEYWARD_DATABASE_URL is
+ * unset, as every empty KEYWARD_ variable is).
+ */
 export function databaseUrlOf(value: unknown): string | undefined {
-  if (value === undefined || value === '') return undefined
+  if (value === undefined) return undefined
   const text = String(value)
+  if (text === '') throw new UsageError('--database-url is empty: give a postgres:// or postgresql:// URL, or leave it out for a data dir')
   let url: URL
   try {
     url = new URL(text)
@@ -27,6 +35,18 @@ export function databaseUrlOf(value: unknown): string | undefined {
     throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
+  try {
+    for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part)
+  } catch {
+    throw new UsageError('--database-url has a malformed %-escape in its user, password or database name (a % itself is %25)')
+  }
+  try {
+    // Parsed as the client will (percent-escapes, the port, sslmode and its other parameters); it
+    // connects on first use only. Its messages do not quote the URL (a password may be in it).
+    void new SQL({ url: text, max: 1 }).close().catch(() => {})
+  } catch (error) {
+    throw new UsageError(`--database-url does not parse: ${(error as Error).message}`)
+  }
   return text
 }
 

@@ -23,16 +23,23 @@ const testHost = new URL(TEST_DATABASE_URL).hostname
 const canRestart = canRun && process.getuid?.() === 0 && Bun.which('pg_ctlcluster') !== null && ['127.0.0.1', 'localhost'].includes(testHost)
 
 describe('--database-url', () => {
-  test('anything but a postgres:// or postgresql:// URL is bad usage (exit 2), from the flag or the environment', async () => {
-    for (const [args, env] of [
-      [['serve', '--port', '0', '--database-url', 'mysql://db/keyward'], {}],
-      [['init', '--database-url', 'not a url'], {}],
-      [['issue-token', '--org', crypto.randomUUID(), '--role', 'admin'], { KEYWARD_DATABASE_URL: 'http://db/keyward' }],
+  test('anything but a postgres:// or postgresql:// URL the client accepts is bad usage (exit 2), from the flag or the environment; an empty flag too', async () => {
+    const notPostgres = 'must be a postgres:// or postgresql:// URL'
+    for (const [args, env, says] of [
+      [['serve', '--port', '0', '--database-url', 'mysql://db/keyward'], {}, notPostgres],
+      [['init', '--database-url', 'not a url'], {}, notPostgres],
+      [['issue-token', '--org', crypto.randomUUID(), '--role', 'admin'], { KEYWARD_DATABASE_URL: 'http://db/keyward' }, notPostgres],
+      // Neither an empty flag (`--database-url "$URL"`, URL unset) nor a URL the client refuses
+      // starts anything: not a data dir of its own, not a failure a service manager restarts.
+      [['serve', '--port', '0', '--database-url', ''], {}, 'is empty'],
+      [['init', '--database-url', ''], {}, 'is empty'],
+      [['serve', '--port', '0', '--database-url', 'postgres://keyward:p%ZZ@127.0.0.1:1/keyward'], {}, 'has a malformed %-escape'],
+      [['verify'], { KEYWARD_DATABASE_URL: 'postgres://127.0.0.1:1/keyward?sslmode=bogus' }, "does not parse: The argument 'sslmode' must be one of"],
     ] as const) {
       const result = await run(keywardCommand([...args]), env)
       expect({ args, code: result.code }).toEqual({ args, code: 2 })
       // Named as the operator gave it: the flag, or the variable.
-      expect(result.stderr).toContain(`${'KEYWARD_DATABASE_URL' in env ? 'KEYWARD_DATABASE_URL' : '--database-url'} must be a postgres:// or postgresql:// URL`)
+      expect(result.stderr).toContain(`keyward: ${'KEYWARD_DATABASE_URL' in env ? 'KEYWARD_DATABASE_URL' : '--database-url'} ${says}`)
       expect(result.stdout).toBe('')
     }
   })
