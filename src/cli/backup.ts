@@ -8,7 +8,7 @@
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
-import { mkdtemp, open, rename, rm, stat } from 'node:fs/promises'
+import { mkdtemp, open, realpath, rename, rm, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
@@ -42,11 +42,16 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   const out = resolve(options.out)
   // Before the work: the archive replaces a file there, never a directory.
   if (await stat(out).then((info) => info.isDirectory(), () => false)) throw new Error(`--out ${options.out} is a directory: name the archive file to write, like ${join(options.out, 'keyward.tar')}`)
+  const folder = dirname(out)
+  if (!(await stat(folder).then((info) => info.isDirectory(), () => false))) throw new Error(`the directory of --out, ${folder}, does not exist: create it first`)
+  // Renamed into the data dir, the archive could replace one of its files (the live log, the
+  // snapshot), losing acknowledged writes; nor may a dir keyward uses hold other files.
+  if ((await realpath(folder)) === (await realpath(options.data).catch(() => null))) {
+    throw new Error(`--out ${options.out} is in the data dir: write the archive elsewhere (it could replace the dir's own files)`)
+  }
   const checked = await checkDataDir(options.data)
 
   // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700.
-  const folder = dirname(out)
-  if (!(await stat(folder).then((info) => info.isDirectory(), () => false))) throw new Error(`the directory of --out, ${folder}, does not exist: create it first`)
   const staging = await mkdtemp(join(folder, '.keyward-backup-'))
   try {
     const snapshot = join(staging, SNAPSHOT_FILE)

@@ -7,7 +7,7 @@
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { open } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
 import { api, initLine, keyward, keywardCommand, killServers, run, startServer, stopServer, underFileSizeLimit, waitFor, type ServerProcess } from '../support/server-process.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
@@ -198,6 +198,22 @@ describe('backup refuses', () => {
     expect(result.stderr).toContain(`--out ${out} is a directory: name the archive file to write, like ${join(out, 'keyward.tar')}`)
     expect(readdirSync(out)).toEqual([])
     expect(readdirSync(dirname(out)).filter((name) => name.startsWith('.keyward-backup-'))).toEqual([])
+  })
+})
+
+describe('backup refuses an --out in the data dir', () => {
+  test("exit 1 before any work: a file of the dir's own (the live log, the snapshot) is never replaced, nor one added", async () => {
+    const data = newPath('source')
+    copyFixture('format-3-stopped', data)
+    const before = Object.fromEntries(readdirSync(data).map((name) => [name, readFileSync(join(data, name)).toString('base64')]))
+    for (const name of [...Object.keys(before), 'keyward.tar']) {
+      for (const out of [join(data, name), join(data, '.', name), `${data}/../${basename(data)}/${name}`]) {
+        const result = await keyward(['backup', '--data', data, '--out', out])
+        expect({ out, code: result.code }).toEqual({ out, code: 1 })
+        expect(result.stderr).toContain(`--out ${out} is in the data dir`)
+      }
+    }
+    expect(Object.fromEntries(readdirSync(data).map((name) => [name, readFileSync(join(data, name)).toString('base64')]))).toEqual(before)
   })
 })
 
