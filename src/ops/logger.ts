@@ -274,8 +274,13 @@ const errorCode = (error: unknown) => (error as NodeJS.ErrnoException).code ?? S
  * a failed write (ENOSPC, EPIPE) as an uncaught error, which made the process exit 1 at its end.
  */
 export function fdWriter(fd: number): BatchWriter {
-  const info = fstatSync(fd, { throwIfNoEntry: false })
-  const waitsOnReader = info === undefined || info.isFIFO() || info.isSocket()
+  let waitsOnReader = false
+  try {
+    const info = fstatSync(fd)
+    waitsOnReader = info.isFIFO() || info.isSocket()
+  } catch {
+    // Not open (EBADF): every write will fail, and be counted.
+  }
   const later = (bytes: Uint8Array, done: number): Promise<Written> =>
     new Promise((resolve) => {
       writeAsync(fd, bytes, done, bytes.length - done, null, (error, written) => {
