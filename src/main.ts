@@ -17,7 +17,8 @@ import { SCHEMA_VERSION } from './storage/postgres/schema'
 
 const env = process.env
 const DATA = { type: 'string', default: env.KEYWARD_DATA || './data' } as const
-const HELP = { type: 'boolean', default: false } as const
+/** `--help` of every command; `-h` too, as for the program itself (`keyward -h`). */
+const HELP = { type: 'boolean', short: 'h', default: false } as const
 /** A yes/no environment variable: unset or empty is no; a value that is neither is bad usage, not silently no. */
 function switchedOn(name: string): boolean {
   const value = (env[name] ?? '').trim().toLowerCase()

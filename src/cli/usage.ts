@@ -76,7 +76,7 @@ Options:
   --database-connections N       database mode: this instance's connection pool, 1 to 1000; it
                                  holds up to N + 2 connections, 5 at least
                                  (env KEYWARD_DATABASE_CONNECTIONS, default 16)
-  --help                         this text`,
+  -h, --help                     this text`,
   init: `Usage: keyward init [options]
 
 Creates the data dir (or the database's schema) and the vendor organization, and prints
@@ -90,7 +90,7 @@ Options:
                                 keyward, not a symbolic link
   --database-url URL            a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
   --vendor-description TEXT     the vendor organization's description (default "Vendor")
-  --help                        this text`,
+  -h, --help                    this text`,
   'issue-token': `Usage: keyward issue-token --org ID --role ROLE [options]
 
 Records a bearer token for organization ID with role ROLE (admin, application_admin or
@@ -104,7 +104,7 @@ Options:
   --description TEXT    what the token is for (shown in token lists)
   --data DIR            data directory (env KEYWARD_DATA, default ./data)
   --database-url URL    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
-  --help                this text`,
+  -h, --help            this text`,
   tokens: `Usage: keyward tokens list [--org ID] [--data DIR | --database-url URL]
        keyward tokens revoke TOKEN_ID [--data DIR | --database-url URL]
 
@@ -119,7 +119,7 @@ Options:
   --org ID              list only this organization's tokens
   --data DIR            data directory (env KEYWARD_DATA, default ./data)
   --database-url URL    a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
-  --help                this text`,
+  -h, --help            this text`,
   backup: `Usage: keyward backup --out FILE [options]
 
 Writes a consistent copy of the data dir to FILE (mode 0600; a tar file with SHA-256 checksums),
@@ -129,7 +129,7 @@ In database mode, back up with the database's own tools (pg_dump).
 Options:
   --out FILE     the backup file to write (required)
   --data DIR     data directory (env KEYWARD_DATA, default ./data)
-  --help         this text`,
+  -h, --help     this text`,
   restore: `Usage: keyward restore --from FILE --data DIR
 
 Restores a backup into DIR, which must be missing or empty. Checks the whole backup before
@@ -138,7 +138,7 @@ writing anything. In database mode, restore with the database's own tools (pg_re
 Options:
   --from FILE    the backup file (required)
   --data DIR     the data directory to create (required)
-  --help         this text`,
+  -h, --help     this text`,
   verify: `Usage: keyward verify [options]
 
 Checks every file of the data dir without changing anything, also while a server runs on it.
@@ -149,5 +149,5 @@ database's schema is the version this keyward writes (exit 1 naming both otherwi
 Options:
   --data DIR            data directory (env KEYWARD_DATA, default ./data)
   --database-url URL    check a PostgreSQL database instead (env KEYWARD_DATABASE_URL)
-  --help                this text`,
+  -h, --help            this text`,
 } as const

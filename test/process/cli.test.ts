@@ -57,13 +57,15 @@ describe('usage', () => {
   })
 
   for (const command of ['serve', 'init', 'issue-token', 'tokens', 'backup', 'restore', 'verify']) {
-    test(`${command} --help prints its usage on stdout, exit 0, and does nothing else`, async () => {
-      const data = newDataDir()
-      const result = await keyward([command, '--data', data, '--help'])
-      expect(result).toMatchObject({ code: 0, stderr: '' })
-      expect(result.stdout).toContain(`Usage: keyward ${command}`)
-      expect(result.stdout).toContain('--data DIR')
-      expect(existsSync(data)).toBe(false)
+    test(`${command} --help (or -h, as for the program) prints its usage on stdout, exit 0, and does nothing else`, async () => {
+      for (const help of ['--help', '-h']) {
+        const data = newDataDir()
+        const result = await keyward([command, '--data', data, help])
+        expect(result).toMatchObject({ code: 0, stderr: '' })
+        expect(result.stdout).toContain(`Usage: keyward ${command}`)
+        expect(result.stdout).toContain('--data DIR')
+        expect(existsSync(data)).toBe(false)
+      }
     })
   }
 
