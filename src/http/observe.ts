@@ -107,6 +107,21 @@ function forElysiaRouter(request: Request): Request {
   return rewritten
 }
 
+/**
+ * Bun sends no `Date` header with the answer to a HEAD request (it does with every other), which an
+ * origin server must send (RFC 9110, section 6.6.1): given here. HEAD requests are few.
+ */
+function withDate(handler: Handler): Handler {
+  const dated = (response: Response) => {
+    if (!response.headers.has('date')) response.headers.set('date', new Date().toUTCString())
+    return response
+  }
+  return (request) => {
+    const response = handler(request)
+    return response instanceof Promise ? response.then(dated) : dated(response)
+  }
+}
+
 function pathOf(url: string): string {
   const start = url.indexOf('/', url.indexOf('//') + 2)
   if (start === -1) return '/'
@@ -173,7 +188,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
   return (handler: Handler, request: Request): Handler => {
     if (request.method === 'HEAD') {
       let head = headByHandler.get(handler)
-      if (!head) headByHandler.set(handler, (head = observe(handler, undefined)))
+      if (!head) headByHandler.set(handler, (head = withDate(observe(handler, undefined))))
       return head
     }
     const observed = byHandler.get(handler)

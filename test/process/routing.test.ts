@@ -83,3 +83,12 @@ test("a declared body of any length is keyward's own answer: 413 problem after t
     }
   }
 })
+
+test('a HEAD answer carries a Date header, as a GET answer does (Bun gives it to all but HEAD; RFC 9110 section 6.6.1)', async () => {
+  for (const [path, authorization] of [['/healthz'], [`/api/organizations/${vendor}`, `Bearer ${token}`], [`/api/organizations/${vendor}`], ['/nowhere']] as const) {
+    for (const method of ['GET', 'HEAD']) {
+      const res = await rawGet(path, 'localhost', authorization, method)
+      expect({ path, method, dates: res.headers.split('\r\n').filter((line) => line.startsWith('date: ')).length }).toEqual({ path, method, dates: 1 })
+    }
+  }
+})
