@@ -7,7 +7,7 @@ import * as v from 'valibot'
 import type { Storage } from '../storage/storage'
 import { MAX_TOKEN_TTL_SECONDS, ROLES } from '../auth/tokens'
 import { TokenService } from '../modules/tokens/service'
-import { tokenView } from '../modules/tokens/model'
+import { tokenView, tokenViewAt } from '../modules/tokens/model'
 import { Description } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import { ApiError } from '../http/errors'
@@ -99,7 +99,7 @@ async function answerTokenCommand(storage: Storage, command: TokenCommand, actor
       if (command.organization_id !== null && !(await storage.find('organizations', command.organization_id))) {
         throw new UnknownRecordError(named('organization', command.organization_id))
       }
-      return { tokens: (await tokens.listAll(command.organization_id)).map(tokenView) }
+      return { tokens: (await tokens.listAll(command.organization_id)).map(tokenViewAt(Date.now() * 1000)) }
     }
   }
 }

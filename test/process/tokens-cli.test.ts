@@ -80,6 +80,15 @@ describe('on a data dir no server holds', () => {
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
+  test('tokens list answers an active token past its expiry as expired, as the API does', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const token = await issue(data, vendorId, 'viewer', ['--ttl', '1s'])
+    const expires = timestampMicros((await tokensList(data)).find((t) => t.token_id === idOf(token))!.expires as string) / 1000
+    await waitFor('the token to expire', () => Date.now() > expires)
+    expect((await tokensList(data)).map((t) => t.state)).toEqual(['active', 'expired'])
+  })
+
   test('refusals: an unknown token or organization, a bad subcommand: exit 2; no data dir: exit 1', async () => {
     const data = newDataDir()
     await keyward(['init', '--data', data])

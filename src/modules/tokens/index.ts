@@ -6,9 +6,8 @@ import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import type { TokenService } from './service'
-import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenView } from './model'
+import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenView, tokenViewAt } from './model'
 import { viewText } from '../shared/model'
-import type { Token } from '../../storage/records'
 
 
 export const tokensController = (deps: AppDeps, service: TokenService) => {
@@ -31,7 +30,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         // answered in the state it was chosen for. Views are made anew per read (not remembered):
         // `expired` changes with time alone.
         const now = Date.now() * 1000
-        const tokenText = viewText((token: Token) => tokenView(token, now))
+        const tokenText = viewText(tokenViewAt(now))
         return then(service.list(principal, q, now, slice), ({ items, total }) =>
           listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
       }),

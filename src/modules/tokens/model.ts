@@ -65,13 +65,22 @@ export const IssuedTokenAnswer = v.strictObject({
 /** No trace_id in this list, like the consumer list (docs/api.md "Tokens"). */
 export const TokenListAnswer = v.strictObject({ tokens: v.array(TokenRecord), ...pagedListFields })
 
-/** `now` (microseconds) decides `expired`: a list passes the one reading its state filter used. */
-export const tokenView = (t: Token, now = Date.now() * 1000): v.InferOutput<typeof TokenRecord> => ({
-  token_id: t.token_id,
-  organization_id: t.organization_id,
-  role: t.role,
-  description: t.description,
-  state: tokenState(t, now),
-  created: formatTimestamp(t.created),
-  expires: formatTimestamp(t.expires),
-})
+/**
+ * The view of a token as of `now` (microseconds), which decides `expired`: a list makes its views
+ * with the one reading its state filter used. One argument only, so that `tokens.map(view)` cannot
+ * pass an index as the time.
+ */
+export const tokenViewAt =
+  (now: number) =>
+  (t: Token): v.InferOutput<typeof TokenRecord> => ({
+    token_id: t.token_id,
+    organization_id: t.organization_id,
+    role: t.role,
+    description: t.description,
+    state: tokenState(t, now),
+    created: formatTimestamp(t.created),
+    expires: formatTimestamp(t.expires),
+  })
+
+/** The view of a token now. */
+export const tokenView = (t: Token) => tokenViewAt(Date.now() * 1000)(t)
