@@ -99,10 +99,11 @@ export const sentRequestOf = (request: Request): Request => sentRequests.get(req
  */
 function forElysiaRouter(request: Request): Request {
   const url = request.url
-  const hostStart = url.indexOf('//') + 2
-  const pathStart = url.indexOf('/', hostStart)
-  if (pathStart === -1 || pathStart >= 11) return request
-  const rewritten = new Request(`${url.slice(0, hostStart)}keyward.invalid${url.slice(pathStart)}`, request)
+  const pathStart = pathStartOf(url)
+  if (pathStart >= 11) return request
+  // A request without a Host (HTTP/1.0, or an empty one) has a URL that is only its path.
+  const scheme = pathStart === 0 ? 'http://' : url.slice(0, url.indexOf('//') + 2)
+  const rewritten = new Request(`${scheme}keyward.invalid${url.slice(pathStart)}`, request)
   sentRequests.set(rewritten, request)
   return rewritten
 }
@@ -122,9 +123,16 @@ function withDate(handler: Handler): Handler {
   }
 }
 
-function pathOf(url: string): string {
+/** Where a request URL's path begins: after `scheme://host`, or at 0 when the URL is only a path (no Host was sent). */
+function pathStartOf(url: string): number {
+  if (url.startsWith('/')) return 0
   const start = url.indexOf('/', url.indexOf('//') + 2)
-  if (start === -1) return '/'
+  return start === -1 ? url.length : start
+}
+
+function pathOf(url: string): string {
+  const start = pathStartOf(url)
+  if (start === url.length) return '/'
   const query = url.indexOf('?', start)
   return query === -1 ? url.slice(start) : url.slice(start, query)
 }
@@ -188,7 +196,9 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
   return (handler: Handler, request: Request): Handler => {
     if (request.method === 'HEAD') {
       let head = headByHandler.get(handler)
-      if (!head) headByHandler.set(handler, (head = withDate(observe(handler, undefined))))
+      // Elysia's router (`params` unset, as below) gets a path it reads right, for HEAD too.
+      const viaElysiaRouter = (request as { params?: unknown }).params === undefined
+      if (!head) headByHandler.set(handler, (head = withDate(observe(handler, undefined, viaElysiaRouter))))
       return head
     }
     const observed = byHandler.get(handler)

@@ -22,8 +22,8 @@ afterAll(async () => {
   await killServers()
 })
 
-/** One raw HTTP/1.1 exchange, so the Host header is exactly what we say. */
-function rawGet(path: string, host: string, authorization?: string, method = 'GET', moreHeaders = ''): Promise<{ status: number; headers: string; body: string }> {
+/** One raw HTTP/1.1 exchange, so the Host header is exactly what we say (null: none, in HTTP/1.0). */
+function rawGet(path: string, host: string | null, authorization?: string, method = 'GET', moreHeaders = '', body = ''): Promise<{ status: number; headers: string; body: string }> {
   const { port } = new URL(server.url)
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), '127.0.0.1')
@@ -35,12 +35,13 @@ function rawGet(path: string, host: string, authorization?: string, method = 'GE
       resolve({ status: Number(head.split(' ')[1]), headers: head.toLowerCase(), body })
     })
     const auth = authorization ? `Authorization: ${authorization}\r\n` : ''
-    socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n${auth}${moreHeaders}Connection: close\r\n\r\n`)
+    const start = host === null ? `${method} ${path} HTTP/1.0\r\n` : `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n`
+    socket.write(`${start}${auth}${moreHeaders}Connection: close\r\n\r\n${body}`)
   })
 }
 
-for (const host of ['a', 'api', 'keyward.internal:8080']) {
-  test(`Host: ${host} reaches the routes`, async () => {
+for (const host of ['a', 'api', 'keyward.internal:8080', '', null]) {
+  test(`Host: ${host ?? '(none, HTTP/1.0)'} reaches the routes`, async () => {
     const health = await rawGet('/healthz', host)
     expect(health.status).toBe(200)
     expect(health.headers).toContain('x-trace-id:')
@@ -51,11 +52,15 @@ for (const host of ['a', 'api', 'keyward.internal:8080']) {
     expect(missing.status).toBe(404)
     expect(JSON.parse(missing.body).code).toBe('not_found')
     // A path no route has goes through Elysia's router, which once dropped its first segment for a short Host.
-    for (const path of ['/anything/api/organizations', `/x/api/organizations/${vendor}`]) {
+    for (const path of ['/anything/api/organizations', `/x/api/organizations/${vendor}`, '/abcdefghijklmn/api/organizations']) {
       const through = await rawGet(path, host, `Bearer ${token}`)
       expect({ path, status: through.status }).toEqual({ path, status: 404 })
       expect(JSON.parse(through.body).code).toBe('not_found')
+      expect((await rawGet(path, host, `Bearer ${token}`, 'HEAD')).status).toBe(404)
     }
+    const body = JSON.stringify({ description: 'through a path no route has', parent_id: vendor })
+    const post = await rawGet(`/x/api/organizations`, host, `Bearer ${token}`, 'POST', `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n`, body)
+    expect(post.status).toBe(404)
   })
 }
 
