@@ -8,7 +8,7 @@
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
-import { mkdtemp, open, realpath, rename, rm, stat } from 'node:fs/promises'
+import { mkdtemp, open, rename, rm, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
@@ -30,6 +30,12 @@ export function refuseInDatabaseMode(command: 'backup' | 'restore', options: { d
   if (options.databaseUrl) throw new UsageError(`${command} works on a data dir; in database mode use the database's own tools (pg_dump, pg_restore)`)
 }
 
+/** Whether two paths name one directory: by device and inode, so that a bind mount or a link is seen through. */
+async function sameDirectory(a: string, b: string): Promise<boolean> {
+  const [first, second] = await Promise.all([stat(a).catch(() => null), stat(b).catch(() => null)])
+  return first !== null && second !== null && first.dev === second.dev && first.ino === second.ino
+}
+
 export interface BackupOptions {
   readonly data: string
   readonly out?: string
@@ -46,7 +52,7 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   if (!(await stat(folder).then((info) => info.isDirectory(), () => false))) throw new Error(`the directory of --out, ${folder}, does not exist: create it first`)
   // Renamed into the data dir, the archive could replace one of its files (the live log, the
   // snapshot), losing acknowledged writes; nor may a dir keyward uses hold other files.
-  if ((await realpath(folder)) === (await realpath(options.data).catch(() => null))) {
+  if (await sameDirectory(folder, options.data)) {
     throw new Error(`--out ${options.out} is in the data dir: write the archive elsewhere (it could replace the dir's own files)`)
   }
   const checked = await checkDataDir(options.data)

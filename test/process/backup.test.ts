@@ -5,7 +5,7 @@
  * not empty and an archive that is damaged, and writes nothing then.
  */
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { tempDir } from '../support/harness.ts'
@@ -206,12 +206,23 @@ describe('backup refuses an --out in the data dir', () => {
     const data = newPath('source')
     copyFixture('format-3-stopped', data)
     const before = Object.fromEntries(readdirSync(data).map((name) => [name, readFileSync(join(data, name)).toString('base64')]))
-    for (const name of [...Object.keys(before), 'keyward.tar']) {
-      for (const out of [join(data, name), join(data, '.', name), `${data}/../${basename(data)}/${name}`]) {
-        const result = await keyward(['backup', '--data', data, '--out', out])
-        expect({ out, code: result.code }).toEqual({ out, code: 1 })
-        expect(result.stderr).toContain(`--out ${out} is in the data dir`)
+    // The same dir by other paths: a link to it, and (where this may mount) a bind mount of it.
+    const link = newPath('link')
+    symlinkSync(data, link)
+    const mounted = newPath('mounted')
+    mkdirSync(mounted)
+    const bound = Bun.spawnSync(['mount', '--bind', data, mounted], { stderr: 'ignore' }).exitCode === 0
+    try {
+      for (const name of [...Object.keys(before), 'keyward.tar']) {
+        const outs = [join(data, name), join(data, '.', name), `${data}/../${basename(data)}/${name}`, join(link, name), ...(bound ? [join(mounted, name)] : [])]
+        for (const out of outs) {
+          const result = await keyward(['backup', '--data', data, '--out', out])
+          expect({ out, code: result.code }).toEqual({ out, code: 1 })
+          expect(result.stderr).toContain(`--out ${out} is in the data dir`)
+        }
       }
+    } finally {
+      if (bound) Bun.spawnSync(['umount', mounted])
     }
     expect(Object.fromEntries(readdirSync(data).map((name) => [name, readFileSync(join(data, name)).toString('base64')]))).toEqual(before)
   })
