@@ -99,8 +99,9 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const signals = listenForSignals(logger, Boolean(options.databaseUrl))
   // Said at once (not batched): opening a big data dir takes seconds before the next line (`recovered`).
   logger.info('starting', { version: VERSION, pid: process.pid })
-  await logger.flush()
+  await logger.flush(LOG_WAIT_MS)
   let reserved: ReservedPort | undefined
+  let code = 1
   try {
     const tls = readTlsFiles(options.tlsCert, options.tlsKey)
     // Bound before the data dir (or the database) is touched: a start that cannot listen leaves
@@ -111,17 +112,22 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
     const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
     const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs, maxConnections }) : await openDataDir(options, logger)
-    return await serveUntilStopped(opened, settings, signals)
+    code = await serveUntilStopped(opened, settings, signals)
   } catch (error) {
     if (error instanceof UsageError) throw error
     // Once the log exists, a failure is one of its lines (a port in use, damage, a dir in use...).
     logger.error('failed', { error: (error as Error)?.message ?? String(error) })
-    return 1
   } finally {
     reserved?.release() // a start that failed: the port is free again
-    await logger.flush()
   }
+  // A reader of stderr that has stopped reading (a terminal after Ctrl-S, a stuck pipe) gets the
+  // last lines for LOG_WAIT_MS, then loses them: its pending write would hold the process forever.
+  if (!(await logger.flush(LOG_WAIT_MS))) process.exit(code)
+  return code
 }
+
+/** How long `serve` waits for a log reader that does not read (docs/operations.md "Logs"). */
+const LOG_WAIT_MS = 5_000
 
 /** Locks, recovers (and on first run initialises) the data dir, and opens its control socket. */
 async function openDataDir(options: ServeOptions, logger: Logger): Promise<OpenedStorage> {

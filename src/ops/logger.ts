@@ -11,6 +11,7 @@
  */
 
 import { fstatSync, write as writeAsync, writeSync } from 'node:fs'
+import { isatty } from 'node:tty'
 
 export type LogFormat = 'json' | 'text'
 export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text']
@@ -39,8 +40,11 @@ export interface Logger {
   error(msg: string, fields?: LogFields): void
   /** The writer of the `request` lines (info) of `method` requests to `route`: made once per route, used on every request. */
   requests(method: string, route: string): RequestLineWriter
-  /** Writes what is buffered. */
-  flush(): Promise<void>
+  /**
+   * Writes what is buffered; true once it is written. Waits at most `withinMs` for a reader that is
+   * slow or has stopped reading (false: it is still on its way).
+   */
+  flush(withinMs?: number): Promise<boolean>
 }
 
 /** Where finished lines go: stderr by default; tests collect them. */
@@ -248,14 +252,33 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
       if (chars >= FLUSH_AT_CHARS) write()
       else schedule()
     },
-    /** Writes everything waiting, and resolves once the writer has taken it. */
-    flush: async () => {
-      while (draining) await draining
+    /**
+     * Writes everything waiting, and resolves true once the writer has taken it; false if that
+     * takes longer than `withinMs` (the reader of stderr has stopped reading).
+     */
+    flush: async (withinMs = Infinity): Promise<boolean> => {
+      const deadline = performance.now() + withinMs
+      const drained = async () => {
+        while (draining) {
+          const left = deadline - performance.now()
+          if (left <= 0) return false
+          let timer: ReturnType<typeof setTimeout> | undefined
+          const late = left === Infinity ? undefined : new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))
+          await (late ? Promise.race([draining, late]) : draining)
+          clearTimeout(timer)
+        }
+        return true
+      }
+      if (!(await drained())) return false
       write()
-      while (draining) await draining
+      return drained()
     },
-    /** What waits, unwritten (the process is exiting: written synchronously). */
+    /**
+     * What waits, unwritten (the process is exiting: written synchronously); nothing while a batch
+     * is still on its way: its reader has stopped reading, and a write now could block the exit.
+     */
     takeWaiting: (): Uint8Array => {
+      if (draining) return new Uint8Array(0)
       const out = takeOutgoing()
       dropped = 0
       const bytes = Buffer.concat(out.parts)
@@ -268,16 +291,17 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
 const errorCode = (error: unknown) => (error as NodeJS.ErrnoException).code ?? String(error)
 
 /**
- * Writes to the file descriptor `fd` (stderr): at once to a file or a terminal, which take bytes
- * without waiting on anyone; through Bun's thread pool to a pipe or a socket, whose reader may be
- * slow, so that the event loop never waits on it. Bun's own writer for stderr (a FileSink) reported
- * a failed write (ENOSPC, EPIPE) as an uncaught error, which made the process exit 1 at its end.
+ * Writes to the file descriptor `fd` (stderr): at once to a file or a device such as /dev/null,
+ * which take bytes without waiting on anyone; through Bun's thread pool to a pipe, a socket or a
+ * terminal, whose reader may be slow or stopped (a terminal after Ctrl-S, or nobody's), so that the
+ * event loop never waits on it. Bun's own writer for stderr (a FileSink) reported a failed write
+ * (ENOSPC, EPIPE) as an uncaught error, which made the process exit 1 at its end.
  */
 export function fdWriter(fd: number): BatchWriter {
   let waitsOnReader = false
   try {
     const info = fstatSync(fd)
-    waitsOnReader = info.isFIFO() || info.isSocket()
+    waitsOnReader = info.isFIFO() || info.isSocket() || isatty(fd)
   } catch {
     // Not open (EBADF): every write will fail, and be counted.
   }
@@ -305,7 +329,7 @@ export function fdWriter(fd: number): BatchWriter {
   }
 }
 
-function stderrSink(droppedLine: DroppedLine): { sink: LineSink; flush(): Promise<void> } {
+function stderrSink(droppedLine: DroppedLine): { sink: LineSink; flush(withinMs?: number): Promise<boolean> } {
   const batches = batchedSink(fdWriter(2), droppedLine)
   // What is still waiting when the process exits (an exit from a fatal error) is written then, if it can be.
   process.on('exit', () => {
@@ -322,7 +346,7 @@ export function createLogger(format: LogFormat, sink?: LineSink): Logger {
     error === undefined
       ? formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
       : formatLine(format, now(), 'warn', 'log lines dropped: stderr could not be written', { dropped: count, error })
-  const out = sink ? { sink, flush: async () => {} } : stderrSink(droppedLine)
+  const out = sink ? { sink, flush: async () => true } : stderrSink(droppedLine)
   const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
   const requests = (method: string, route: string): RequestLineWriter => {
     if (format === 'text') return (...values) => line('info')('request', requestFields(method, route, ...values))
@@ -352,6 +376,6 @@ export function memoryLogger(): Logger & { readonly entries: { level: LogLevel; 
     warn: line('warn'),
     error: line('error'),
     requests: (method, route) => (...values) => line('info')('request', requestFields(method, route, ...values)),
-    flush: async () => {},
+    flush: async () => true,
   }
 }

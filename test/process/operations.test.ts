@@ -122,6 +122,16 @@ test('a log nobody reads any more (its pipe closed: EPIPE) costs lines, never th
   expect(server.stderr.text.length).toBeLessThanOrEqual(2000)
 })
 
+test('a log reader that stops reading (a stuck pipe, a terminal after Ctrl-S) holds neither the requests nor the stop: exit 0', async () => {
+  // `dd` passes on the first 1,500 bytes (the listening line among them), then `sleep` holds the
+  // pipe open without reading: once its buffer is full, every write waits.
+  const stopsReading = (command: string[]) => ['bash', '-c', 'exec 2> >(dd bs=1 count=1500 status=none >&2; exec sleep 60 >/dev/null 2>&1); exec "$@"', 'bash', ...command]
+  const server = await startServer(newDataDir(), { wrap: stopsReading })
+  const { token } = initLine(server)
+  for (let i = 0; i < 1000; i++) expect((await api(server.url, token, 'GET', '/api/organizations')).status).toBe(200)
+  expect(await stopServer(server, 'SIGTERM')).toBe(0)
+})
+
 test('--log-format text (and KEYWARD_LOG_FORMAT): the same fields as readable lines', async () => {
   for (const options of [{ wrap: (command: string[]) => [...command, '--log-format', 'text'] }, { env: { KEYWARD_LOG_FORMAT: 'text' } }]) {
     const server = await startServer(newDataDir(), options)
