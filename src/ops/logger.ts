@@ -269,6 +269,11 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
         }
         return true
       }
+      // Handed over at once when nothing is on its way (a caller may look right after).
+      if (!draining) {
+        write()
+        return drained()
+      }
       if (!(await drained())) return false
       write()
       return drained()

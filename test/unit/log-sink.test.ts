@@ -108,15 +108,13 @@ test('a batch\'s buffers are filled again only once the writer has written them'
     batches.sink(line)
     const flushing = batches.flush()
     buffers.push(kept[0]!.buffer)
-    // Lines logged while the batch drains must not land in its buffer.
-    for (const filler of ['x', 'y', 'z']) {
-      batches.sink(filler.repeat(100))
-      batches.takeWaiting()
-    }
+    // Lines logged while the batch drains must not land in its buffer: they go with the next batch.
+    for (const filler of ['x', 'y', 'z']) batches.sink(`${filler.repeat(100)}\n`)
     release()
     await flushing
   }
-  expect(written).toEqual(lines)
+  const fillers = `${'x'.repeat(100)}\n${'y'.repeat(100)}\n${'z'.repeat(100)}\n`
+  expect(written.join('')).toBe(lines.join(fillers))
   // Taken back once written and filled again: a few buffers in turn, not a new one per batch.
   expect(new Set(buffers).size).toBeLessThanOrEqual(3)
 })
@@ -165,4 +163,20 @@ test('a writer that fails at once (a reader gone: EPIPE) costs lines, never an e
   await batches.flush()
   batches.sink('last\n')
   expect(new TextDecoder().decode(batches.takeWaiting())).toBe('last\ndropped 5 (EPIPE)\n')
+})
+
+test('a reader that has stopped reading: flush gives up after the time it is given, and at exit nothing is written', async () => {
+  const writer = slowWriter()
+  const batches = batchedSink(writer, dropped)
+  writer.setSlow(true)
+  batches.sink('stuck\n')
+  void batches.flush()
+  batches.sink('waiting\n')
+  expect(await batches.flush(20)).toBe(false)
+  // A synchronous write now could block the exit for ever.
+  expect(batches.takeWaiting()).toHaveLength(0)
+  writer.setSlow(false)
+  writer.release()
+  expect(await batches.flush(1_000)).toBe(true)
+  expect(writer.writes).toEqual(['stuck\n', 'waiting\n'])
 })
