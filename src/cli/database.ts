@@ -32,6 +32,9 @@ export function databaseUrlOf(value: unknown): string | undefined {
   try {
     url = new URL(text)
   } catch {
+    if (/^postgres(ql)?:\/\//.test(text)) {
+      throw new UsageError('--database-url does not parse as a URL (a Unix socket is postgres:///DATABASE?host=/var/run/postgresql&user=NAME)')
+    }
     throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw new UsageError('--database-url must be a postgres:// or postgresql:// URL')

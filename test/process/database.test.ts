@@ -34,6 +34,7 @@ describe('--database-url', () => {
       [['serve', '--port', '0', '--database-url', ''], {}, 'is empty'],
       [['init', '--database-url', ''], {}, 'is empty'],
       [['serve', '--port', '0', '--database-url', 'postgres://keyward:p%ZZ@127.0.0.1:1/keyward'], {}, 'has a malformed %-escape'],
+      [['init', '--database-url', 'postgres://keyward@/keyward?host=/var/run/postgresql'], {}, 'does not parse as a URL (a Unix socket is postgres:///'],
       [['verify'], { KEYWARD_DATABASE_URL: 'postgres://127.0.0.1:1/keyward?sslmode=bogus' }, "does not parse: The argument 'sslmode' must be one of"],
     ] as const) {
       const result = await run(keywardCommand([...args]), env)
