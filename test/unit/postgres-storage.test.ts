@@ -981,8 +981,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
           ran = true
           return tx.update('consumers', record.consumer_id, { state: 'suspended' })
         })
-        for (const holder of holders) expect(await holder.done.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
-        expect(await late.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        // All three fail at about the same moment: each is caught at once (one still unwatched when
+        // it failed, while the test awaited another, was an unhandled rejection that failed the test).
+        const outcomes = await Promise.all([...holders.map((holder) => holder.done), late].map((change) => change.catch((error: unknown) => error)))
+        for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
         relay.resume()
         // The pool's connections serve their waiters in turn: by this read, the late reservation had one.
         expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
