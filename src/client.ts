@@ -1,8 +1,9 @@
 /**
- * A typed client for TypeScript users (Bun or a bundler): `import { client } from 'keyward/client'`.
+ * A typed client for code in a keyward checkout (Bun): `import { client } from 'keyward/client'`.
  * It is Eden treaty typed from the app itself, so paths, methods and answers are checked by the
- * compiler against this version of the server. Other languages generate a client from
- * GET /openapi.json instead (docs/api.md, "The OpenAPI document, the page and clients").
+ * compiler against this version of the server; its types need keyward's own tsconfig. Projects of
+ * their own generate a client from GET /openapi.json instead (docs/api.md, "The OpenAPI document,
+ * the page and clients").
  *
  *   const api = client('http://127.0.0.1:3000', token)
  *   const { data, error, status } = await api.api.organizations({ organization_id: id }).get()
