@@ -9,7 +9,7 @@ import { createApp } from '../app'
 import { TokenVerifier } from '../auth/tokens'
 import { Metrics } from '../ops/metrics'
 import { RateLimiter } from '../ops/rate-limit'
-import type { Logger, LogFields } from '../ops/logger'
+import { exitAfterLog, type Logger, type LogFields } from '../ops/logger'
 import type { Storage } from '../storage/storage'
 import { startAuditRetention } from '../modules/audit/retention'
 import { VERSION } from '../version'
@@ -134,7 +134,8 @@ export function listenForSignals(logger: Logger, exitWhileStarting: boolean): Se
     stopRequested = true
     if (!opened && exitWhileStarting) {
       logger.info(`${signal}: stopping now, before the database is ready (nothing was served)`, { signal })
-      process.exit(0) // the log's waiting lines are written on exit (src/ops/logger.ts)
+      void exitAfterLog(logger, 0)
+      return
     }
     logger.info(`${signal}: ${opened ? opened.stopping : 'stopping as soon as the storage is open'}`, { signal })
     resolveStopped()
