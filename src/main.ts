@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 /** CLI entry: parse argv, dispatch to a command. Exit codes: 0 ok, 1 failure, 2 bad usage or unknown org/role. */
+import { printOutput } from './cli/stdout'
 import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
@@ -190,7 +191,7 @@ function namedAsSet(message: string, given: ReadonlySet<string>, options: Readon
 }
 
 function print(text: string): number {
-  process.stdout.write(text + '\n')
+  printOutput(text + '\n')
   return 0
 }
 

@@ -16,6 +16,7 @@
  * temporary file away: the dir is as it found it, and the restore can be run again. A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
+import { printOutput } from './stdout'
 import { open, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
@@ -62,7 +63,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   } finally {
     lock.release()
   }
-  process.stdout.write(`keyward: restored ${from} into data dir ${data}\n`)
+  printOutput(`keyward: restored ${from} into data dir ${data}\n`)
   return 0
 }
 

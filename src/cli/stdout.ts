@@ -27,6 +27,20 @@ export function printSecretLine(line: string, lost: string): void {
   }
 }
 
+/**
+ * Writes a command's output (not a secret: `printSecretLine`) to stdout. A reader that has gone
+ * (`keyward tokens list | head -1`, `keyward --help | true`) wants no more of it: the command goes on
+ * to its own exit code instead of ending in a stack trace and exit 1.
+ */
+export function printOutput(text: string): void {
+  const bytes = Buffer.from(text)
+  try {
+    for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error
+  }
+}
+
 function stdoutIsNullDevice(): boolean {
   try {
     const stdout = fstatSync(1)

@@ -3,6 +3,7 @@
  * on a database, written there directly (src/cli/database.ts); on a data dir, here or by the server
  * that holds it (src/cli/data-dir.ts).
  */
+import { printOutput } from './stdout'
 import { runOnDataDir } from './data-dir'
 import { runOnDatabase } from './database'
 import type { TokenCommand, TokenCommandAnswer } from './token-commands'
@@ -27,7 +28,7 @@ export async function tokensCommand(options: TokensOptions): Promise<number> {
     const organizationId = options.org === undefined ? null : options.org.toLowerCase()
     const answer = (await runTokenCommand(options, { command: 'tokens list', organization_id: organizationId })) as Extract<TokenCommandAnswer, { tokens: unknown }>
     // One JSON record per line, never a secret (the records hold none).
-    process.stdout.write(answer.tokens.map((token) => `${JSON.stringify(token)}\n`).join(''))
+    printOutput(answer.tokens.map((token) => `${JSON.stringify(token)}\n`).join(''))
     return 0
   }
   if (subcommand === 'revoke') {

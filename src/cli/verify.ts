@@ -8,6 +8,7 @@
  * With `--database-url`: the database's schema version is checked (docs/operations.md; its data is
  * the database's to check).
  */
+import { printOutput } from './stdout'
 import { TABLE_NAMES, type Tables } from '../store/database'
 import { DATA_FORMAT } from '../store/format'
 import { requireKeywardDataDir } from '../store/data-dir'
@@ -38,14 +39,14 @@ async function verifyDatabase(url: string): Promise<number> {
   if (found < SCHEMA_VERSION) {
     throw new Error(`${where} has schema version ${found}, older than this keyward's (version ${SCHEMA_VERSION}): run 'keyward serve' on it to migrate it`)
   }
-  process.stdout.write(`keyward: ${where} has schema version ${found}, this keyward's\n`)
+  printOutput(`keyward: ${where} has schema version ${found}, this keyward's\n`)
   return 0
 }
 
 export async function verifyCommand(options: { data: string; databaseUrl?: string | undefined }): Promise<number> {
   if (options.databaseUrl) return verifyDatabase(options.databaseUrl)
   const checked = await checkDataDir(options.data)
-  process.stdout.write([`keyward: data dir ${options.data} is intact`, ...describeContents(checked)].join('\n') + '\n')
+  printOutput([`keyward: data dir ${options.data} is intact`, ...describeContents(checked)].join('\n') + '\n')
   return 0
 }
 

@@ -77,6 +77,17 @@ describe('usage', () => {
     }
   })
 
+  test('output to a reader that has gone (| true, | head -1) ends no command in a stack trace: its own exit code', async () => {
+    const data = newDataDir()
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    // The reader closes its end at once, before the command writes: every write then fails (EPIPE).
+    const intoGoneReader = (args: string[]) => run(['bash', '-c', 'set -o pipefail; "$@" | (exec 0<&-)', 'bash', ...keywardCommand(args)])
+    for (const args of [['--help'], ['serve', '-h'], ['--version'], ['tokens', 'list', '--data', data], ['verify', '--data', data]]) {
+      const result = await intoGoneReader(args)
+      expect({ args, code: result.code, stderr: result.stderr }).toEqual({ args, code: 0, stderr: '' })
+    }
+  })
+
   test('--version prints the program version, the data format and the database schema versions, exit 0', async () => {
     expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})\n`, stderr: '' })
   })
