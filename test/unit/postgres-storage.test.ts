@@ -961,8 +961,26 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       // The smallest pool: two connections for changes and reads (and one for lists). A deadline
       // that a loaded machine still meets when it opens the pool's connections again at the end.
       const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 3000, maxConnections: 1 })
+      /** Two transactions that each hold a connection at once (so the pool has opened both). */
+      const bothHolding = (record: { consumer_id: string }) => {
+        let arrived = 0
+        let bothIn!: () => void
+        const both = new Promise<void>((resolve) => (bothIn = resolve))
+        return Promise.allSettled(
+          [0, 1].map(() =>
+            hanging.transaction(async (tx) => {
+              if (++arrived === 2) bothIn()
+              await both
+              return tx.find('consumers', record.consumer_id)
+            }),
+          ),
+        )
+      }
       try {
         const record = await hanging.transaction((tx) => tx.insert('consumers', consumer()))
+        // Both connections open before the relay stops: a connection still to be made through it
+        // would never start its holder's body (the test then waited for it past its deadline).
+        await bothHolding(record)
         relay.pause()
         // The pool's two connections are these transactions', which wait for an answer...
         const holders = [0, 1].map(() => {
@@ -981,8 +999,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
           ran = true
           return tx.update('consumers', record.consumer_id, { state: 'suspended' })
         })
-        // All three fail at about the same moment: each is caught at once (one still unwatched when
-        // it failed, while the test awaited another, was an unhandled rejection that failed the test).
+        // All three fail at about the same moment: each is caught at once.
         const outcomes = await Promise.all([...holders.map((holder) => holder.done), late].map((change) => change.catch((error: unknown) => error)))
         for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
         relay.resume()
@@ -990,17 +1007,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
         expect(ran).toBe(false)
         // Had the late reservation kept its connection, these two could not each hold one at once.
-        let arrived = 0
-        let bothIn!: () => void
-        const both = new Promise<void>((resolve) => (bothIn = resolve))
-        const pair = [0, 1].map(() =>
-          hanging.transaction(async (tx) => {
-            if (++arrived === 2) bothIn()
-            await both
-            return tx.find('consumers', record.consumer_id)
-          }),
-        )
-        const held = await Promise.allSettled(pair)
+        const held = await bothHolding(record)
         expect(held.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value?.state : String(outcome.reason)))).toEqual(['active', 'active'])
       } finally {
         await hanging.close()
