@@ -34,10 +34,16 @@ export function printSecretLine(line: string, lost: string): void {
  */
 export function printOutput(text: string): void {
   const bytes = Buffer.from(text)
-  try {
-    for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error
+  for (let written = 0; written < bytes.length; ) {
+    try {
+      written += writeSync(1, bytes, written)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'EPIPE') return
+      // A stdout left non-blocking by whoever started us, full for now: the same bytes shortly.
+      if (code === 'EAGAIN') Bun.sleepSync(1)
+      else throw error
+    }
   }
 }
 
