@@ -12,7 +12,7 @@ import { serveDatabase } from './serve-database'
 import { checkPublicUrl, givesTls, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
-import { createLogger, LOG_FORMATS, LOG_WAIT_AT_EXIT_MS, type LogFormat, type Logger } from '../ops/logger'
+import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
 import { VERSION } from '../version'
 import { listenForSignals, serveUntilStopped, type OpenedStorage, type ServerSettings } from './serving'
 import { printFirstToken } from './stdout'
@@ -99,7 +99,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const signals = listenForSignals(logger, Boolean(options.databaseUrl))
   // Said at once (not batched): opening a big data dir takes seconds before the next line (`recovered`).
   logger.info('starting', { version: VERSION, pid: process.pid })
-  await logger.flush(LOG_WAIT_AT_EXIT_MS)
+  await logger.flush(LOG_WAIT_MS)
   let reserved: ReservedPort | undefined
   let code = 1
   try {
@@ -120,11 +120,14 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   } finally {
     reserved?.release() // a start that failed: the port is free again
   }
-  // A reader of stderr that has stopped reading gets the last lines for a while, then loses them:
-  // its pending write would hold the process for ever (exitAfterLog).
-  if (!(await logger.flush(LOG_WAIT_AT_EXIT_MS))) process.exit(code)
+  // A reader of stderr that has stopped reading (a terminal after Ctrl-S, a stuck pipe) gets the
+  // last lines for LOG_WAIT_MS, then loses them: its pending write would hold the process forever.
+  if (!(await logger.flush(LOG_WAIT_MS))) process.exit(code)
   return code
 }
+
+/** How long `serve` waits for a log reader that does not read (docs/operations.md "Logs"). */
+const LOG_WAIT_MS = 5_000
 
 /** Locks, recovers (and on first run initialises) the data dir, and opens its control socket. */
 async function openDataDir(options: ServeOptions, logger: Logger): Promise<OpenedStorage> {

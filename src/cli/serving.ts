@@ -9,7 +9,7 @@ import { createApp } from '../app'
 import { TokenVerifier } from '../auth/tokens'
 import { Metrics } from '../ops/metrics'
 import { RateLimiter } from '../ops/rate-limit'
-import { exitAfterLog, type Logger, type LogFields } from '../ops/logger'
+import type { Logger, LogFields } from '../ops/logger'
 import type { Storage } from '../storage/storage'
 import { startAuditRetention } from '../modules/audit/retention'
 import { VERSION } from '../version'
@@ -134,8 +134,10 @@ export function listenForSignals(logger: Logger, exitWhileStarting: boolean): Se
     stopRequested = true
     if (!opened && exitWhileStarting) {
       logger.info(`${signal}: stopping now, before the database is ready (nothing was served)`, { signal })
-      void exitAfterLog(logger, 0)
-      return
+      // At once: waiting for the log here would let the start go on (migrate, initialise, print a
+      // token) meanwhile. The log's waiting lines are written on exit, unless a write is still on
+      // its way to a reader that does not read (src/ops/logger.ts).
+      process.exit(0)
     }
     logger.info(`${signal}: ${opened ? opened.stopping : 'stopping as soon as the storage is open'}`, { signal })
     resolveStopped()

@@ -371,19 +371,6 @@ function requestFields(method: string, route: string, ...[status, durationMs, tr
   return { method, route, status, duration_ms: durationMs, trace_id: traceId, organization_id: organizationId, token_id: tokenId, bytes_out: bytesOut }
 }
 
-/**
- * How long a process about to exit waits for its last log lines to be taken: a reader of stderr
- * that has stopped reading (a terminal after Ctrl-S, a stuck pipe) must not hold it for ever, and a
- * pending write would (docs/operations.md "Logs").
- */
-export const LOG_WAIT_AT_EXIT_MS = 5_000
-
-/** Exits with `code` once the log's last lines are written, or LOG_WAIT_AT_EXIT_MS has passed. */
-export async function exitAfterLog(logger: Logger, code: number): Promise<never> {
-  await logger.flush(LOG_WAIT_AT_EXIT_MS)
-  process.exit(code)
-}
-
 /** A logger that keeps its entries (tests, and commands that need none). */
 export function memoryLogger(): Logger & { readonly entries: { level: LogLevel; msg: string; fields: LogFields }[] } {
   const entries: { level: LogLevel; msg: string; fields: LogFields }[] = []
