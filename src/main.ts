@@ -190,9 +190,15 @@ function namedAsSet(message: string, given: ReadonlySet<string>, options: Readon
   return fromVariable ? message.replace(`--${flag}`, variable) : message
 }
 
+/** Help and version: a stdout that cannot take them (a full disk) is exit 1 with one line, not a stack trace. */
 function print(text: string): number {
-  printOutput(text + '\n')
-  return 0
+  try {
+    printOutput(text + '\n')
+    return 0
+  } catch (error) {
+    console.error(`keyward: could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    return 1
+  }
 }
 
 function usageError(message: string, usage: string): number {

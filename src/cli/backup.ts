@@ -8,7 +8,7 @@
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
-import { printOutput } from './stdout'
+import { printDone } from './stdout'
 import { mkdtemp, open, rename, rm, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
@@ -80,9 +80,10 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
     await rm(staging, { recursive: true, force: true })
   }
   const { lastLsn } = checked.recovered
-  printOutput(
+  printDone(
     `keyward: backup of data dir ${options.data} written to ${options.out} (data format ${DATA_FORMAT}, log position ${lastLsn})\n` +
       `${recordCounts(checked.tables)}\n`,
+    `the backup was written to ${options.out}`,
   )
   return 0
 }

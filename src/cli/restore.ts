@@ -16,7 +16,7 @@
  * temporary file away: the dir is as it found it, and the restore can be run again. A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
-import { printOutput } from './stdout'
+import { printDone } from './stdout'
 import { open, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
@@ -63,7 +63,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   } finally {
     lock.release()
   }
-  printOutput(`keyward: restored ${from} into data dir ${data}\n`)
+  printDone(`keyward: restored ${from} into data dir ${data}\n`, `${from} was restored into data dir ${data}`)
   return 0
 }
 

@@ -19,11 +19,26 @@ export function requireStdoutForSecret(what: string, instead: string): void {
 /** Writes `line` to stdout; throws an error saying `lost` (what to do now) if it cannot. */
 export function printSecretLine(line: string, lost: string): void {
   if (stdoutIsNullDevice()) throw new Error(`stdout is /dev/null (closed, or sent there), so it cannot show a secret: ${lost}`)
-  const bytes = Buffer.from(line)
   try {
-    for (let written = 0; written < bytes.length; ) written += writeSync(1, bytes, written)
+    writeAllToStdout(line)
   } catch (error) {
     throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
+  }
+}
+
+/**
+ * Writes all of `text` to stdout, synchronously. A stdout left non-blocking by whoever started us
+ * and full for now (EAGAIN) takes the same bytes shortly; any other failure is thrown.
+ */
+function writeAllToStdout(text: string): void {
+  const bytes = Buffer.from(text)
+  for (let written = 0; written < bytes.length; ) {
+    try {
+      written += writeSync(1, bytes, written)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error
+      Bun.sleepSync(1)
+    }
   }
 }
 
@@ -33,17 +48,22 @@ export function printSecretLine(line: string, lost: string): void {
  * to its own exit code instead of ending in a stack trace and exit 1.
  */
 export function printOutput(text: string): void {
-  const bytes = Buffer.from(text)
-  for (let written = 0; written < bytes.length; ) {
-    try {
-      written += writeSync(1, bytes, written)
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      if (code === 'EPIPE') return
-      // A stdout left non-blocking by whoever started us, full for now: the same bytes shortly.
-      if (code === 'EAGAIN') Bun.sleepSync(1)
-      else throw error
-    }
+  try {
+    writeAllToStdout(text)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPIPE') throw error
+  }
+}
+
+/**
+ * A command's last line, once its work is done (`done`: what it did): a stdout that cannot take it
+ * (a full disk) fails the command saying the work was done, not as if it had failed.
+ */
+export function printDone(text: string, done: string): void {
+  try {
+    printOutput(text)
+  } catch (error) {
+    throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}), but ${done}`)
   }
 }
 

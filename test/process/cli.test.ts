@@ -88,6 +88,22 @@ describe('usage', () => {
     }
   })
 
+  test('a stdout that cannot take the output (a full disk: /dev/full) is exit 1 with one line saying so, and what was done', async () => {
+    const data = newDataDir()
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    const intoFullDisk = (args: string[]) => run(['bash', '-c', '"$@" > /dev/full', 'bash', ...keywardCommand(args)])
+    const archive = `${data}-backup.tar`
+    for (const [args, says] of [
+      [['--help'], 'keyward: could not write to stdout (ENOSPC)\n'],
+      [['serve', '-h'], 'keyward: could not write to stdout (ENOSPC)\n'],
+      [['backup', '--data', data, '--out', archive], `keyward: could not write to stdout (ENOSPC), but the backup was written to ${archive}\n`],
+    ] as const) {
+      const result = await intoFullDisk([...args])
+      expect({ args, code: result.code, stderr: result.stderr }).toEqual({ args, code: 1, stderr: says })
+    }
+    expect(existsSync(archive)).toBe(true)
+  })
+
   test('--version prints the program version, the data format and the database schema versions, exit 0', async () => {
     expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})\n`, stderr: '' })
   })
