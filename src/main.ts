@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /** CLI entry: parse argv, dispatch to a command. Exit codes: 0 ok, 1 failure, 2 bad usage or unknown org/role. */
-import { printOutput } from './cli/stdout'
+import { printOutput, stdoutFailure } from './cli/stdout'
 import { parseArgs } from 'node:util'
 import { serveCommand } from './cli/serve'
 import { initCommand } from './cli/init'
@@ -196,7 +196,7 @@ function print(text: string): number {
     printOutput(text + '\n')
     return 0
   } catch (error) {
-    console.error(`keyward: could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    console.error(`keyward: ${stdoutFailure(error)}`)
     return 1
   }
 }

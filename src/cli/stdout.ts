@@ -22,9 +22,12 @@ export function printSecretLine(line: string, lost: string): void {
   try {
     writeAllToStdout(line)
   } catch (error) {
-    throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ${lost}`)
+    throw new Error(`${stdoutFailure(error)}: ${lost}`)
   }
 }
+
+/** What a failed write to stdout says: `could not write to stdout (ENOSPC)`. */
+export const stdoutFailure = (error: unknown) => `could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`
 
 /**
  * Writes all of `text` to stdout, synchronously. A stdout left non-blocking by whoever started us
@@ -63,7 +66,7 @@ export function printDone(text: string, done: string): void {
   try {
     printOutput(text)
   } catch (error) {
-    throw new Error(`could not write to stdout (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}), but ${done}`)
+    throw new Error(`${stdoutFailure(error)}, but ${done}`)
   }
 }
 

@@ -102,6 +102,13 @@ export type DroppedLine = (count: number, error: string | undefined) => string
 
 const NEWLINE = 10
 
+/** The whole lines in `bytes` (its newlines). */
+function linesIn(bytes: Uint8Array): number {
+  let lines = 0
+  for (let at = bytes.indexOf(NEWLINE); at !== -1; at = bytes.indexOf(NEWLINE, at + 1)) lines++
+  return lines
+}
+
 /** A batch on its way: the rest of a cut line (`tailFirst`), lines, and the line counting `reporting` lost ones. */
 interface Outgoing {
   readonly parts: Uint8Array[]
@@ -213,10 +220,8 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
       from = end
       if (bytes === out.count) dropped -= out.reporting
     }
-    for (const [rest, part] of [[bytes.subarray(from), bytes], ...out.parts.slice(index + 1).map((p) => [p, p])] as const) {
-      if (part === out.count) continue
-      for (let at = rest.indexOf(NEWLINE); at !== -1; at = rest.indexOf(NEWLINE, at + 1)) dropped++
-    }
+    if (bytes !== out.count) dropped += linesIn(bytes.subarray(from))
+    for (const part of out.parts.slice(index + 1)) if (part !== out.count) dropped += linesIn(part)
     return false
   }
   /** Writes the parts in turn from `index`: a promise while one is on its way. */
@@ -269,12 +274,8 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
         }
         return true
       }
-      // Handed over at once when nothing is on its way (a caller may look right after).
-      if (!draining) {
-        write()
-        return drained()
-      }
-      if (!(await drained())) return false
+      // Handed over at once when nothing is on its way (no await before it: a caller may look right after).
+      if (draining && !(await drained())) return false
       write()
       return drained()
     },
