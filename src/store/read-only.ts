@@ -49,9 +49,10 @@ export async function readConsistently<T>(dir: string, read: () => Promise<T>): 
       if ((await filesState(dir)).snapshot === before.snapshot) return { value, reads: attempt }
     } catch (error) {
       const racing = isErrnoCode(error, 'ENOENT') || isDamageError(error)
-      if (!racing || attempt >= ATTEMPTS || sameState(before, await filesState(dir))) throw error
+      // Damage in a dir that changed meanwhile is no proof of damage, on the last read too.
+      if (!racing || sameState(before, await filesState(dir))) throw error
     }
-    if (attempt >= ATTEMPTS) throw new Error(`data dir ${dir} changed under each of ${ATTEMPTS} reads (a new snapshot each time): try again`)
+    if (attempt >= ATTEMPTS) throw new Error(`data dir ${dir} changed under each of ${ATTEMPTS} reads (compacted or written to meanwhile): try again`)
   }
 }
 

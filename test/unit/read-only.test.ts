@@ -86,6 +86,19 @@ test('damage seen while the dir changed is read again; damage in a dir that did 
   expect(reads).toBe(1)
 })
 
+test('a dir that changed under every read is said to have changed, not to be damaged', async () => {
+  const { dir, store } = await storeWith(1)
+  let reads = 0
+  const error = await readConsistently(dir, async () => {
+    reads++
+    await store.commit((tx) => tx.put('consumers', consumer(100 + reads))) // the dir changes...
+    throw new LogDamageError(join(dir, 'wal-x.log'), 0, 'an append seen half copied')
+  }).catch((e: unknown) => e)
+  expect(reads).toBe(10)
+  expect((error as Error).message).toBe(`data dir ${dir} changed under each of 10 reads (compacted or written to meanwhile): try again`)
+  await store.close()
+})
+
 test('reads overlapping compactions hold every record committed before they began', async () => {
   const { dir, store } = await storeWith(0)
   let committed = 0
