@@ -80,10 +80,6 @@ export function startWrk(wrk: string, args: readonly string[], options: WrkOptio
   return { proc, stop: () => proc.kill('SIGINT'), result }
 }
 
-export function runWrk(wrk: string, args: readonly string[], options: WrkOptions = {}): Promise<WrkResult> {
-  return startWrk(wrk, args, options).result
-}
-
 /** wrk's text output (and a `wrk-stats:` line if the script printed one) → figures. */
 export function parseWrk(out: string): WrkResult {
   const stats = /wrk-stats: (.*)/.exec(out)?.[1]

@@ -3,14 +3,14 @@
  * records through these functions: a record out of the caller's scope is reported exactly like a
  * missing one (404), and scope is checked before role (403).
  */
-import type { Organization, RecordOf, TableName, Token } from '../storage/records'
+import { UUID_ANY_CASE, type Organization, type RecordOf, type TableName, type Token } from '../storage/records'
 import { then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
 import { sliceOf, type Principal } from './auth'
 import * as v from 'valibot'
 import { parseBody, type RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
 
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+export const UUID = UUID_ANY_CASE
 
 /** A path identifier: 400 if it is not a UUID, answered in lowercase. */
 export function pathId(raw: string, name: string): string {

@@ -5,7 +5,8 @@
  * customer, is 401; activated again, its unrevoked tokens work again).
  */
 import type { Organization } from '../storage/records'
-import { newSlice, then, type Maybe, type Reader, type Slice, type StateMark } from '../storage/storage'
+import { then, type Maybe, type Reader, type StateMark } from '../storage/storage'
+import { newSlice, type Slice } from '../ops/turns'
 import { hashToken, TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from './errors'
 
@@ -24,7 +25,7 @@ export interface Principal {
 }
 
 /**
- * A request's share of the event loop and of the list connections (`Slice`, src/storage/storage.ts),
+ * A request's share of the event loop and of the list connections (`Slice`, src/ops/turns.ts),
  * for its page's walk and its answer: its long work waits in line as its tenant's, the customer whose
  * data the token reaches (the vendor's own organization for a vendor token), so that one tenant's
  * many big requests do not slow another's (docs/security.md, "Big answers").

@@ -4,7 +4,8 @@
  * (then 413 and 415): the order of docs/api.md "Status codes and errors", and no body is read for a request without a valid token.
  */
 import { Elysia } from 'elysia'
-import { mapInTurns, then, type Maybe, type Slice, type StateMark, type Storage } from '../storage/storage'
+import { then, type Maybe, type StateMark, type Storage } from '../storage/storage'
+import { mapInTurns, type Slice } from '../ops/turns'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate, type Principal } from './auth'
 import { readBody, type RequestBody } from './body'

@@ -20,7 +20,7 @@ export const newTraceId = () => crypto.randomUUID()
 /**
  * Gives the response its `x-trace-id` and returns it. Every route calls it first (the /api routes
  * through `authenticated`): per route rather than in an onRequest hook, because a global hook costs
- * every request more CPU than the whole authenticated read it sits in front of (bench/results/http.md).
+ * every request about 1 µs more CPU (docs/performance.md, "What earlier changes won").
  */
 export function withTraceId(set: { headers: Record<string, unknown> }): string {
   const traceId = newTraceId()

@@ -3,7 +3,8 @@
  * items' JSON texts written into one buffer of its UTF-8 bytes a turn of the event loop at a time,
  * instead of joined into a string and encoded in a single turn.
  */
-import { mapInTurns, newSlice, then, type Maybe, type Slice } from '../storage/storage'
+import { then, type Maybe } from '../storage/storage'
+import { mapInTurns, newSlice, type Slice } from '../ops/turns'
 
 /** Answers of more characters than this are written in turns (a page of small records never is). */
 export const BYTES_IN_TURNS_ABOVE_CHARS = 1 << 20

@@ -90,7 +90,7 @@ export interface Written {
 }
 
 /**
- * Where batches go (`stderrWriter`): writes all of `bytes`, or up to a failure, which it reports and
+ * Where batches go (`fdWriter`): writes all of `bytes`, or up to a failure, which it reports and
  * never throws. A promise while a pipe takes them (its reader is slow).
  */
 export interface BatchWriter {

@@ -2,6 +2,13 @@
  * The stored record shapes, the same for every storage implementation (docs/storage.md).
  * Timestamps are integer microseconds since the epoch, set by the storage, never by a caller.
  */
+/**
+ * Every identifier is a UUID, accepted in any case and stored and answered lowercase (docs/api.md,
+ * "Conventions"): the two patterns, spelled without flags so that JSON Schema reads them too.
+ */
+export const UUID_ANY_CASE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
+export const UUID_LOWERCASE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
 export type OrganizationType = 'vendor' | 'customer' | 'partner'
 export type ActiveState = 'active' | 'suspended'
 export type InstallationState = 'unregistered' | 'verified' | 'suspended'

@@ -3,7 +3,8 @@
  * requests are served between them (docs/security.md, "Big answers"); a small one stays synchronous.
  */
 import { expect, test } from 'bun:test'
-import { mapInTurns, newSlice, then, TURN_BUDGET_MS, type Slice } from '../../src/storage/storage'
+import { then } from '../../src/storage/storage'
+import { mapInTurns, newSlice, TURN_BUDGET_MS, type Slice } from '../../src/ops/turns'
 import { turnsDuring } from '../support/event-loop'
 
 /** Work that takes `ms` of the clock, as building a big record's text does. */

@@ -7,7 +7,7 @@ import { expect, test } from 'bun:test'
 import { createTables } from '../../src/store/database'
 import { listPage, WALK_CHUNK } from '../../src/storage/embedded/planner'
 import type { Consumer } from '../../src/storage/records'
-import { newSlice } from '../../src/storage/storage'
+import { newSlice } from '../../src/ops/turns'
 import { turnsDuring } from '../support/event-loop'
 
 const ORG = 'org-1'

@@ -1,7 +1,8 @@
 /** Applications of a customer (docs/api.md "Applications"). No HTTP here. */
 import { createHash, randomBytes } from 'node:crypto'
 import type { Application, Organization } from '../../storage/records'
-import { then, type Maybe, type Slice, type Storage } from '../../storage/storage'
+import { then, type Maybe, type Storage } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { badRequest } from '../../http/errors'
 import { defaultEnvironment, supportedEnvironments } from '../shared/environments'

@@ -1,6 +1,7 @@
 /** The audit trail's query (docs/api.md "Audit events"). Events are written by the services (shared/audit.ts). */
 import type { AuditEvent } from '../../storage/records'
-import { then, type Condition, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
+import { then, type Condition, type Maybe, type Page, type Storage } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { AuditEventListInput } from './model'

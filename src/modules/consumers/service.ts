@@ -1,6 +1,7 @@
 /** Consumers: the end users of a customer's applications. No HTTP here. */
 import type { Consumer, Organization } from '../../storage/records'
-import { then, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { transition } from '../shared/change'
 import { changeBy, type Actor } from '../shared/audit'

@@ -1,6 +1,7 @@
 /** Enrollments and their keysets (docs/api.md "Enrollments"). No HTTP here. */
 import { sameEnrollmentTuple, type Application, type Enrollment, type Keyset, type Organization } from '../../storage/records'
-import { then, UniqueViolation, type ListQuery, type Maybe, type Slice, type Page, type Storage } from '../../storage/storage'
+import { then, UniqueViolation, type ListQuery, type Maybe, type Page, type Storage } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { badRequest, conflict, unauthorized } from '../../http/errors'
 import { transition } from '../shared/change'

@@ -1,6 +1,7 @@
 /** Installations: a device, or an app inside one browser instance. No HTTP here. */
 import type { Installation, Organization } from '../../storage/records'
-import { then, type Condition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Condition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { changeRecord, transition } from '../shared/change'
 import { changeBy, type Actor } from '../shared/audit'

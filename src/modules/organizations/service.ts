@@ -3,7 +3,8 @@
  * found in scope and authorised (see http/access.ts); this decides what the change is.
  */
 import type { EnvironmentSet, Organization } from '../../storage/records'
-import { then, type Maybe, type Slice, type Storage, type Tx } from '../../storage/storage'
+import { then, type Maybe, type Storage, type Tx } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
 import type { CreateOrganizationInput } from './model'

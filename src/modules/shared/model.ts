@@ -5,6 +5,7 @@
  */
 import * as v from 'valibot'
 import { formatTimestamp } from '../../store/clock'
+import { UUID_ANY_CASE, UUID_LOWERCASE } from '../../storage/records'
 
 /**
  * How a schema appears in the OpenAPI document when converting it would not say what it accepts:
@@ -13,9 +14,6 @@ import { formatTimestamp } from '../../store/clock'
  */
 export const OPENAPI_FORM = 'x-openapi-form'
 export const documentedAs = <T>(jsonSchema: Record<string, unknown>) => v.metadata<T, Record<string, unknown>>({ [OPENAPI_FORM]: jsonSchema })
-
-// The same rule as the `i`-flagged UUID of http/access.ts, spelled without flags for JSON Schema.
-const UUID_ANY_CASE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/
 
 /** A UUID in a body or query; answered lowercase whatever case it was sent in. */
 export const Uuid = v.pipe(v.string(), v.regex(UUID_ANY_CASE, 'Invalid UUID'), v.toLowerCase())
@@ -219,7 +217,7 @@ export const pagingQuery = {
 // view does not build; the HTTP tests check every answer against the document besides.
 
 /** Identifiers are answered lowercase (docs/api.md, "Conventions"). */
-export const AnsweredUuid = v.pipe(v.string(), v.regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/))
+export const AnsweredUuid = v.pipe(v.string(), v.regex(UUID_LOWERCASE))
 export const TraceId = v.pipe(AnsweredUuid, v.description('Equal to the x-trace-id header of the response.'))
 export const Timestamp = v.pipe(
   v.string(),

@@ -3,7 +3,8 @@
  * and by the CLI (directly, or through a running server's control socket), all through here. No HTTP.
  */
 import type { Organization, Role, Token } from '../../storage/records'
-import { then, type Condition, type FieldCondition, type Maybe, type Slice, type Page, type Storage, type Tx } from '../../storage/storage'
+import { then, type Condition, type FieldCondition, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
+import type { Slice } from '../../ops/turns'
 import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'

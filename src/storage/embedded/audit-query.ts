@@ -9,7 +9,8 @@
 import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
-import { mapInTurns, nextTurn, newSlice, then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { mapInTurns, nextTurn, newSlice } from '../../ops/turns'
 import { firstInCreationOrder, plannerWork, WALK_CHUNK } from './planner'
 
 /** Candidate sequence numbers: `ordered` when ascending (creation order). */

@@ -14,7 +14,8 @@
 import type { Table } from '../../store/table'
 import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
 import type { Enrollment, RecordOf, TableName } from '../records'
-import { nextTurn, newSlice, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { type Condition, type ListQuery, type Maybe, type Page } from '../storage'
+import { nextTurn, newSlice } from '../../ops/turns'
 import { auditEventExists, listAuditEvents } from './audit-query'
 
 export interface Filter<T> {

@@ -12,7 +12,8 @@
  */
 import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
-import { mapInTurns, NO_TENANT, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
+import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
+import { mapInTurns, NO_TENANT } from '../../ops/turns'
 import { ListSlots } from './list-slots'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'

@@ -5,7 +5,7 @@
  * the text depends on the query's shape, not its values, and Bun prepares each shape once per
  * connection.
  */
-import { PRIMARY_KEY, type RecordOf, type TableName } from '../records'
+import { PRIMARY_KEY, UUID_LOWERCASE, type RecordOf, type TableName } from '../records'
 import type { Condition, FieldIn, ListQuery } from '../storage'
 
 type ColumnType = 'uuid' | 'text' | 'text[]' | 'json' | 'jsonb' | 'bigint'
@@ -68,14 +68,12 @@ const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
 /** That time on its own (`Tx.time`). */
 export const TRANSACTION_TIME = `SELECT ${NOW} AS time`
 
-const KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 /**
  * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
  * (22P02) and would match an uppercase spelling. Anything else names nothing, as in the embedded
  * store, where a key is compared as it is (identifiers arrive lowercased, docs/api.md "Conventions").
  */
-export const isKey = (id: string) => KEY.test(id)
+export const isKey = (id: string) => UUID_LOWERCASE.test(id)
 
 /** Each table's bigint columns besides `created` and `modified` (a token's `expires`). */
 const BIGINT_COLUMNS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
