@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * Hand-run abuse benchmark (issue 9's proof; not a test, not in CI):
+ * Hand-run abuse benchmark (docs/abuse.md; not a test, not in CI):
  *
  *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 10000] [--only TEXT[|TEXT...]] [--repeat N]
  *                                              [--memory-limit MIB]
@@ -17,14 +17,14 @@
  *
  * The victim sends GET /api/enrollments/{id} at a steady --rate per second (open loop: a request
  * is due every 1/rate s whether or not the last one has answered; latency counts from when it was
- * due), first alone, then while each abusive pattern of issue 9 runs in turn on 4 wrk connections
+ * due), first alone, then while each abusive pattern of docs/security.md runs in turn on 4 wrk connections
  * with the weakest token that can send it (bench/abuse.lua). For each: the victim's p50, p99 and
  * max, the attacker's answers per second and their statuses, and the server's highest VmRSS.
  * Each row runs on a freshly started server, in a memory cgroup limited to --memory-limit MiB (default
- * 1024: a server in a 1 GiB container, as issue 9 puts it; 0: no limit), since the JavaScript engine
+ * 1024: a server in a 1 GiB container, as docs/abuse.md puts it; 0: no limit), since the JavaScript engine
  * sizes its garbage collector's headroom by the memory it finds (docs/security.md, "Memory under a
  * flood"). Making the cgroup needs root; without one the run says so and goes on without a limit.
- * Goal (issue 9): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
+ * Goal (docs/abuse.md): victim p50 within 3x unloaded, p99 under 50 ms, RSS within +100 MiB of unloaded.
  *
  * Writes docs/abuse.md (docs/abuse-no-memory-limit.md with --memory-limit 0) and prints it (a
  * partial or repeated run only prints its tables: one per round, each pattern against the unloaded
@@ -190,7 +190,7 @@ async function publicKey(): Promise<string> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The patterns of issue 9, each with the weakest token that can send it
+// The abusive patterns (docs/security.md), each with the weakest token that can send it
 
 interface Pattern {
   readonly name: string
@@ -352,7 +352,7 @@ function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: D
     const name = row.pattern ? `${row.pattern.name} (${row.pattern.sender})` : 'unloaded'
     return `| ${name} | ${attack} | ${ms(row.victim.p50)} | ${ms(row.victim.p99)} | ${ms(row.victim.max)} | ${rss} | ${row === unloaded ? '' : verdict(row)} |`
   })
-  return `# Abuse benchmark (issue 9)
+  return `# Abuse benchmark
 
 \`bun run bench/abuse.ts\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
 (\`serve\` with ${serveNote}, ${memoryNote}, started afresh for each row, on a data dir built through the storage interface, ${w.records.toLocaleString('en')} records): a victim customer, an
@@ -364,7 +364,7 @@ weakest token that can send it. wrk, the victim and the server share the machine
 the machine shows in every row: before the run ${busy ?? 'an unknown share'} of all cores was busy, and the load average was
 ${loadAverage} at its end.
 
-Goal (issue 9): the victim's p50 within ${GOAL.p50Factor}× unloaded, its p99 under ${GOAL.p99Ms} ms, the server's RSS within +${GOAL.rssMiB} MiB of
+Goal (docs/abuse.md): the victim's p50 within ${GOAL.p50Factor}× unloaded, its p99 under ${GOAL.p99Ms} ms, the server's RSS within +${GOAL.rssMiB} MiB of
 the unloaded run. "Answered" is the attack's rate and what one of its requests gets (status, code, size).
 
 | pattern (sender) | attack answered | victim p50 ms | p99 ms | max ms | server RSS MiB (peak) | goal |

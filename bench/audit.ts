@@ -1,13 +1,13 @@
 #!/usr/bin/env bun
 /**
- * The audit trail's cost (issue 11; README "The audit trail's cost"; not a test). One run measures:
+ * The audit trail's cost (docs/performance.md "The audit trail's cost"; not a test). One run measures:
  *
  *  1. resident memory per stored audit event, with N events loaded (default 1,000,000);
  *  2. GET /api/audit-events?target_ids=X (X: a record with 3 events) with N events against 1,000;
  *  3. start-up: `keyward serve` on each data dir until /healthz answers (wall and CPU time), beside
  *     the in-process load time of the store;
  *  4. durable POST /api/organizations from 64 clients, A/B interleaved: this checkout against the
- *     last commit before audit events (`--before`, default 6358805, the main that tokens-audit was
+ *     last commit before audit events (`--before`, default 6358805, the commit that audit events were
  *     merged into), each round on fresh data dirs, the order swapped every round; the CPU time per
  *     request is the figure to compare on a shared machine.
  *
@@ -69,7 +69,7 @@ interface Measured {
 
 // ---------------------------------------------------------------------------------------------
 
-/** The last commit before audit events: the main that the tokens-audit branch was merged into. */
+/** The last commit before audit events. */
 const BEFORE_AUDIT_EVENTS = '6358805'
 const CLIENTS = 64
 const CREATE_SCRIPT = join(import.meta.dir, 'run-create.lua')

@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * The long crash loop (issue 4 item 1; the short one runs in CI as test/process/crash-loop.test.ts,
+ * The long crash loop (docs/storage.md; the short one runs in CI as test/process/crash-loop.test.ts,
  * the logic is test/support/crash-loop/):
  *
  *   ./node_modules/.bin/bun run bench/crash-loop.ts --kills 200 [--clients 24] [--seed N]

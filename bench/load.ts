@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * The load run (issue 4 item 6; a short one runs in CI as test/process/load.test.ts, the logic is
+ * The load run (docs/security.md; a short one runs in CI as test/process/load.test.ts, the logic is
  * test/support/load/):
  *
  *   ./node_modules/.bin/bun run bench/load.ts [--seconds 60] [--clients 64] [--tenants 4] [--seed N]

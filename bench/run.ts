@@ -871,7 +871,7 @@ const PHASES: Record<Exclude<PhaseName, 'snapshot'>, (b: Bench) => Promise<void>
  * Database mode: only the keyward server of the data set being measured runs; the others are
  * stopped and started again when their turn comes. Each keeps up to 16 connections open, and
  * pgbench's 64 clients beside several of them would pass the server's max_connections (100 by
- * default; other sessions use some too).
+ * default; other users of the machine use some too).
  */
 async function focusOn(b: Bench, set: DataSet): Promise<void> {
   if (settings.store !== 'postgres') return
@@ -918,7 +918,7 @@ async function snapshotPhase(b: Bench): Promise<SnapshotPhase> {
     const baseline = await measuredRun(() => load(snapshotBaselineSeconds(settings)), accounting())
     console.log(`  without a snapshot:    ${describeRun(baseline)}`)
 
-    // The server's log line: JSON ("snapshot written" with duration_ms) or, before issue 12, plain text.
+    // The server's log line: JSON ("snapshot written" with duration_ms) or, in builds before JSON logs, plain text.
     const written = s.log!.watch(/snapshot written(?: in ([\d.]+) s|.*"duration_ms":(\d+))/)
     const failed = s.log!.watch(/snapshot failed(?:: (.*)|.*"error":"([^"]*)")/)
     const watch = watchSnapshots(dir, 25)

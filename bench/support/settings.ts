@@ -160,7 +160,7 @@ export const JSON_SERVER_VERSION = '0.17.4'
 export const JSON_SERVER_HEAP_MB = 8192
 
 export const TARGETS = {
-  /** Server CPU per read by id, keyward ÷ the Elysia rung of the ladder (issue 10). */
+  /** Server CPU per read by id, keyward ÷ the Elysia rung of the ladder (docs/performance.md). */
   readCpuVsElysia: 1.3,
   /** Durable one-row creates from 64 clients, keyward ÷ pgbench's one-row insert: embedded, database mode. */
   insertVsPgbench: { embedded: 2, postgres: 0.5 },

@@ -48,7 +48,7 @@ function bookTurn(): void {
  * Within a tenant, the task that went on last goes on again first, until it is done: a tenant's
  * tasks are finished one after the other rather than all advanced together, so that what they hold
  * while unfinished (megabytes of texts and bytes each) is one task's, not all of them (one token's
- * 32 big audit pages at once got the server killed in 1 GiB: found in review, 2026-11-29). The
+ * 32 big audit pages at once got the server killed in 1 GiB). The
  * price is the tenant's own: its short answer waits for the long ones it already has under way
  * (their turns, never another tenant's); letting every task's first turns go first instead cost
  * the memory back (docs/security.md, "Big answers"). The stages of one request share its slice

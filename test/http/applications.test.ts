@@ -54,7 +54,7 @@ describe('POST /api/applications', () => {
     expect(app.modified).toBe(app.created)
     expect(typeof app.api_key).toBe('string')
     expect(app.api_key.length).toBeGreaterThanOrEqual(20)
-    // It carries a secret: no cache may keep it (issue 9, finding 11).
+    // It carries a secret: no cache may keep it (docs/security.md).
     expect(res.headers.get('cache-control')).toBe('no-store')
   })
 

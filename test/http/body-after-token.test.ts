@@ -1,5 +1,5 @@
 /**
- * No body is read before the token is checked (issue 9, finding 4): an anonymous request costs
+ * No body is read before the token is checked (docs/security.md): an anonymous request costs
  * no body reading or JSON parsing, and GET routes carry no parse hook at all (one would make Elysia
  * compile them async; test/unit/read-routes.test.ts checks that they compile synchronously). The order of the answers themselves (401, 413, 415,
  * ...) is checked in errors.test.ts.

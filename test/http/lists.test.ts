@@ -359,7 +359,7 @@ for (const spec of Object.values(SPECS)) {
         }
       }
       await check(spec, h.vendorToken, null, {}, { page: 1_000_000, page_size: 1000 })
-      // Any page a client can count to is served, however far past the end (issue 9, finding 11).
+      // Any page a client can count to is served, however far past the end (docs/api.md, "Lists and paging").
       for (const page of [1_000_000_000, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
         for (const order of ['asc', 'desc'] as const) {
           await check(spec, h.vendorToken, null, {}, { page, page_size: 1000, order })

@@ -1,5 +1,5 @@
 /**
- * A query's cost is bounded before work is spent on it (issue 9, findings 1 and 5; docs/security.md):
+ * A query's cost is bounded before work is spent on it (docs/security.md):
  * at most 200 parameters, counted before any is decoded and collected in one pass; per multi-value
  * filter at most 1,000 values as sent and 100 different ones, a value sent twice counting once; at
  * most 20 `errors` entries in a validation problem.

@@ -1,5 +1,5 @@
 /**
- * Damage on disk (issue 4 item 2, docs/storage.md): a real data dir built by a real server (a
+ * Damage on disk (docs/storage.md): a real data dir built by a real server (a
  * snapshot from a graceful stop, then a log from more writes and a SIGKILL), then each of its files
  * damaged in turn, in a copy of the dir:
  *

@@ -1,5 +1,5 @@
 /**
- * A disk that refuses writes (issue 4 item 3, docs/storage.md): the real server runs under a
+ * A disk that refuses writes (docs/storage.md): the real server runs under a
  * file-size limit (`ulimit -f`, with SIGXFSZ ignored so a write past it fails with EFBIG instead of
  * killing the process). Writes go on until the log cannot grow: such a write is a 503 problem, leaves
  * no trace, reads go on, and a restart without the limit has exactly the acknowledged writes: every

@@ -1,5 +1,5 @@
 /**
- * Tokens (docs/api.md "Tokens"; issue 9, findings 3 and 6, for recorded tokens): a token has exactly
+ * Tokens (docs/api.md "Tokens"): a token has exactly
  * one spelling, an over-long one is refused without a hash, and the verifier's cache keeps only
  * strings that verified, within a byte budget, forgetting the oldest one at a time; it never answers
  * for the record (a revoked or expired token is refused however cached it is).

@@ -5,7 +5,7 @@
  * another tenant's list finds one free or waits for the next to come free, never behind a queue of
  * the first tenant's; waiting lists go in turn per tenant, each tenant's in order. Without this the
  * pool served lists first come, first served: a tenant's slow text searches on eight connections
- * held a small tenant's page 33 times longer (found in review, 2026-11-29).
+ * held a small tenant's page 33 times longer.
  */
 import { DatabaseUnavailableError } from './errors'
 

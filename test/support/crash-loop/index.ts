@@ -1,5 +1,5 @@
 /**
- * The crash loop (issue 4, item 1), shared by test/process/crash-loop.test.ts (a few kills, in CI)
+ * The crash loop (docs/storage.md), shared by test/process/crash-loop.test.ts (a few kills, in CI)
  * and bench/crash-loop.ts (hundreds of kills, by hand).
  *
  * A real server process on one data dir; many concurrent clients, each owning one customer and

@@ -23,7 +23,7 @@
 const MIN_GROWTH_THRESHOLD_MIB = 8
 const SLOPE_THRESHOLD_MIB_PER_MIN = 24
 const MIN_SAMPLES_TO_JUDGE = 30
-/** An audit event's memory budget: the goal of issue 11, above the measured ~210 bytes (README "The audit trail's cost"). */
+/** An audit event's memory budget: the goal of docs/performance.md "The audit trail's cost", above the measured ~210 bytes. */
 export const AUDIT_EVENT_BUDGET_BYTES = 256
 
 /** One second's sample: seconds since the load began, VmRSS in bytes, stored audit events (null: not read). */
