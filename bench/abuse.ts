@@ -364,7 +364,7 @@ weakest token that can send it. wrk, the victim and the server share the machine
 the machine shows in every row: before the run ${busy ?? 'an unknown share'} of all cores was busy, and the load average was
 ${loadAverage} at its end.
 
-Goal (docs/abuse.md): the victim's p50 within ${GOAL.p50Factor}× unloaded, its p99 under ${GOAL.p99Ms} ms, the server's RSS within +${GOAL.rssMiB} MiB of
+Goal: the victim's p50 within ${GOAL.p50Factor}× unloaded, its p99 under ${GOAL.p99Ms} ms, the server's RSS within +${GOAL.rssMiB} MiB of
 the unloaded run. "Answered" is the attack's rate and what one of its requests gets (status, code, size).
 
 | pattern (sender) | attack answered | victim p50 ms | p99 ms | max ms | server RSS MiB (peak) | goal |
