@@ -1,11 +1,13 @@
 /**
- * Scope and role rules (docs/api.md), in one place. Every handler reaches
- * records through these functions: a record out of the caller's scope is reported exactly like a
- * missing one (404), and scope is checked before role (403).
+ * How a request reaches records: path and body identifiers, then the records they name, found with
+ * the scope rules of src/modules/shared/scope.ts. Every handler reaches records through these
+ * functions: a record out of the caller's scope is reported exactly like a missing one (404), and
+ * scope is checked before role (403).
  */
 import { UUID_ANY_CASE, type Organization, type RecordOf, type TableName, type Token } from '../storage/records'
-import { then, type FieldIn, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
-import { sliceOf, type Principal } from './auth'
+import { then, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
+import type { Principal } from './auth'
+import { isPartner, ownedBy, readableOrganization, readableOrganizations, reachesCustomer, reachesOrganization, type OwnedTable } from '../modules/shared/scope'
 import * as v from 'valibot'
 import { parseBody, type RequestBody } from './body'
 import { badRequest, forbidden, notFound } from './errors'
@@ -29,57 +31,19 @@ export function referencedId(body: RequestBody | undefined, field: string): stri
   return typeof value === 'string' && UUID.test(value) ? value.toLowerCase() : undefined
 }
 
-export const isVendor = (p: Principal) => p.organization.organization_type === 'vendor'
-export const isCustomer = (p: Principal) => p.organization.organization_type === 'customer'
-export const isPartner = (p: Principal) => p.organization.organization_type === 'partner'
-
-/** Organizations a token may read: the vendor all; a customer itself and its partners; a partner itself. */
-export function reachesOrganization(p: Principal, org: Organization): boolean {
-  if (isVendor(p)) return true
-  if (isCustomer(p)) return org.organization_id === p.customerId || org.parent_id === p.customerId
-  return org.organization_id === p.organization.organization_id
-}
-
-/** Records owned by a customer (applications, consumers, ...): the vendor all, others their customer's. */
-export function reachesCustomer(p: Principal, customerId: string): boolean {
-  return p.customerId === null || p.customerId === customerId
-}
-
 /**
- * The same rules as conditions for the storage (`Reader.find`'s `within`), which drops a record out
- * of scope from the same work as a missing one: the checks above then only confirm it. A record
- * read by id goes through one of these, so that no timing tells another tenant's ids from unknown
- * ones (docs/security.md).
+ * Organization `id` if the caller `reaches` it, else 404 `what`. Read with the caller's scope as
+ * the condition (`readableOrganization`): another tenant's organization costs what an unknown one does.
  */
-export const ownedBy = <N extends OwnedTable>(p: Principal): readonly FieldIn<N>[] | undefined =>
-  p.customerId === null ? undefined : [{ field: 'organization_id', in: [p.customerId] } as FieldIn<N>]
-
-/** The organizations a caller reads, by id (a customer: itself and its partners); null for the vendor: all. */
-export function readableOrganizations(reader: Reader, p: Principal): Maybe<string[] | null> {
-  if (p.customerId === null) return null
-  if (p.organization.organization_type === 'partner') return [p.organization.organization_id]
-  const customerId = p.customerId
-  return then(reader.list({ table: 'organizations', where: [{ field: 'parent_id', in: [customerId] }], order: 'asc', slice: sliceOf(p) }), (partners) => [
-    customerId,
-    ...partners.items.map((partner) => partner.organization_id),
-  ])
-}
-
-/** The organizations other than its own and its customer that a caller reads: a customer its partners, a partner none. */
-export const otherReadableOrganizations = (p: Principal): readonly FieldIn<'organizations'>[] => [{ field: 'parent_id', in: isCustomer(p) ? [p.customerId!] : [] }]
-
-/** Organization `id`, as `reachesOrganization` decides from the id alone (undefined: any) or with its `parent_id`. */
-export function readableOrganization(p: Principal, id: string): readonly FieldIn<'organizations'>[] | undefined {
-  if (isVendor(p) || id === p.customerId || id === p.organization.organization_id) return undefined
-  return otherReadableOrganizations(p)
+function organizationInScope(reader: Reader, p: Principal, id: string, what = 'Organization', reaches = reachesOrganization): Maybe<Organization> {
+  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
+    if (!org || !reaches(p, org)) throw notFound(what)
+    return org
+  })
 }
 
 export function findOrganization(reader: Reader, p: Principal, rawId: string): Maybe<Organization> {
-  const id = pathId(rawId, 'organization_id')
-  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
-    if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
-    return org
-  })
+  return organizationInScope(reader, p, pathId(rawId, 'organization_id'))
 }
 
 /**
@@ -93,28 +57,9 @@ export function findEnvironmentCustomer(reader: Reader, p: Principal, rawId: str
   })
 }
 
-/** The role table of docs/api.md "Authentication, roles and scope", one rule per kind of change. Reads need no rule: scope decides. */
-export const may = {
-  createOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
-  updateOrganization: (p: Principal) => p.role === 'admin' && !isPartner(p),
-  /** The vendor: any organization (the vendor itself is a 409 later); a customer: its partners only. */
-  changeOrganizationState: (p: Principal, target: Organization) =>
-    p.role === 'admin' && (isVendor(p) || (isCustomer(p) && target.parent_id === p.customerId)),
-  changeOrganizationEnvironments: (p: Principal) => p.role === 'admin' && !isPartner(p),
-  changeApplications: (p: Principal) => (p.role === 'admin' || p.role === 'application_admin') && !isPartner(p),
-  changeTenantData: (p: Principal) => p.role === 'admin' || p.role === 'application_admin',
-  /** docs/api.md "Tokens": admins only, for the organizations they read; a partner's admin for none. */
-  manageTokens: (p: Principal) => p.role === 'admin' && !isPartner(p),
-  /** docs/api.md "Audit events": the vendor's and a customer's admins and viewers. */
-  readAuditEvents: (p: Principal) => (p.role === 'admin' || p.role === 'viewer') && !isPartner(p),
-} as const
-
 export function authorize(allowed: boolean, what: string): void {
   if (!allowed) throw forbidden(`This token's role or organization may not ${what}.`)
 }
-
-/** Tables of records owned by one customer (`organization_id`). */
-export type OwnedTable = 'applications' | 'consumers' | 'installations' | 'enrollments'
 
 /** A customer-owned record by path id: 400 malformed, 404 missing or out of scope. */
 export function findOwned<N extends OwnedTable>(reader: Reader, table: N, p: Principal, rawId: string, idName: string, what: string): Maybe<RecordOf<N>> {
@@ -170,8 +115,7 @@ function namesOrganization(p: Principal, org: Organization): boolean {
  * 404 if unknown or out of the caller's scope, 400 if it is in scope but not a customer.
  */
 export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<Organization> {
-  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
-    if (!org || !namesOrganization(p, org)) throw notFound('Organization')
+  return then(organizationInScope(reader, p, id, 'Organization', namesOrganization), (org) => {
     if (org.organization_type !== 'customer') {
       throw badRequest('not_a_customer', 'organization_id must name a customer organization.', [{ path: 'body.organization_id', message: 'Must name a customer' }])
     }
@@ -188,9 +132,7 @@ export function customerNamed(reader: Reader, p: Principal, id: string): Maybe<O
 export function checkNamedOrganization(reader: Reader, p: Principal, body: RequestBody | undefined, field = 'organization_id', what = 'Organization'): Maybe<void> {
   const id = referencedId(body, field)
   if (id === undefined) return
-  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
-    if (!org || !namesOrganization(p, org)) throw notFound(what)
-  })
+  return then(organizationInScope(reader, p, id, what, namesOrganization), () => undefined)
 }
 
 /**
@@ -252,8 +194,5 @@ export function findToken(reader: Reader, p: Principal, rawId: string): Maybe<To
 export function tokenOrganization(reader: Reader, p: Principal, body: RequestBody | undefined): Maybe<Organization | undefined> {
   const id = referencedId(body, 'organization_id')
   if (id === undefined) return undefined
-  return then(reader.find('organizations', id, readableOrganization(p, id)), (org) => {
-    if (!org || !reachesOrganization(p, org)) throw notFound('Organization')
-    return org
-  })
+  return organizationInScope(reader, p, id)
 }

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, createBody, customerNamed, findOwned, may } from '../../http/access'
+import { authorize, createBody, customerNamed, findOwned } from '../../http/access'
+import { may } from '../shared/scope'
 import { parseBody } from '../../http/body'
 import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, may, namedRecordFirst, referencedId } from '../../http/access'
+import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, namedRecordFirst, referencedId } from '../../http/access'
+import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../../http/auth'
 import { parseBody, parseQuery } from '../../http/body'
 import { stateChange } from '../../http/state-change'

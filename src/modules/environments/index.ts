@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findOwned, may } from '../../http/access'
+import { authorize, findOwned } from '../../http/access'
+import { may } from '../shared/scope'
 import type { Principal } from '../../http/auth'
 import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'

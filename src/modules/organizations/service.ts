@@ -3,7 +3,7 @@
  * found in scope and authorised (see http/access.ts); this decides what the change is.
  */
 import type { EnvironmentSet, Organization } from '../../storage/records'
-import { then, type Maybe, type Storage, type Tx } from '../../storage/storage'
+import { type Maybe, type Storage, type Tx } from '../../storage/storage'
 import type { Slice } from '../../ops/turns'
 import { badRequest, conflict, notFound } from '../../http/errors'
 import type { Principal } from '../../http/auth'
@@ -12,18 +12,14 @@ import { changeRecord, transition } from '../shared/change'
 import { changeBy, customerIdOf, recordEvent, type Actor } from '../shared/audit'
 import { MAX_ENVIRONMENTS } from '../shared/model'
 import { refuseBeyondLimit } from '../shared/limits'
+import { readableOrganizationRecords } from '../shared/scope'
 
 export class OrganizationService {
   constructor(private readonly storage: Storage) {}
 
   /** In creation order: the vendor all; a customer itself then its partners; a partner itself. */
   list(p: Principal, slice?: Slice): Maybe<readonly Organization[]> {
-    const type = p.organization.organization_type
-    if (type === 'partner') return [p.organization]
-    const where = type === 'customer' ? [{ field: 'parent_id' as const, in: [p.organization.organization_id] }] : []
-    return then(this.storage.list({ table: 'organizations', where, order: 'asc', slice }), (page) =>
-      type === 'customer' ? [p.organization, ...page.items] : page.items,
-    )
+    return readableOrganizationRecords(this.storage, p, slice)
   }
 
   /** The new organization's parent decides its type: the vendor → a customer, a customer → a partner. */

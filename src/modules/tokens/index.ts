@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
-import { authorize, findToken, may, tokenOrganization } from '../../http/access'
+import { authorize, findToken, tokenOrganization } from '../../http/access'
+import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../../http/auth'
 import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'

@@ -9,8 +9,7 @@ import type { Principal } from '../../http/auth'
 import { conflict } from '../../http/errors'
 import { newToken, type NewToken } from '../../auth/tokens'
 import { changeBy, customerIdOf, recordEvent, type Actor } from '../shared/audit'
-import { pageOf, scopedConditions } from '../shared/scope'
-import { readableOrganizations } from '../../http/access'
+import { pageOf, readableOrganizations, scopedConditions } from '../shared/scope'
 import { TOKEN_STATES, type TokenListInput } from './model'
 
 export interface TokenGrant {
