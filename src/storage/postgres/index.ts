@@ -34,6 +34,12 @@ export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
 
+/**
+ * What every connection sets at its start: no statement runs longer than a request waits for it,
+ * and every transaction runs at READ COMMITTED (see `connect`).
+ */
+const sessionSettings = (answerTimeoutMs: number) => ({ statement_timeout: answerTimeoutMs, default_transaction_isolation: 'read committed' })
+
 /** Anything that runs a statement: the pool, or one transaction's connection. */
 type Connection = Pick<SQL, 'unsafe'>
 
@@ -86,7 +92,10 @@ export class PostgresStorage implements Storage {
     const answerTimeoutMs = options.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS
     // No statement runs longer than a request waits for it: the database cancels it then, instead
     // of going on with work nobody will read (docs/storage.md, "A database that does not answer").
-    const limits = { statement_timeout: answerTimeoutMs }
+    // And every transaction at READ COMMITTED, the isolation keyward's transactions are written for
+    // (docs/storage.md, "Transactions"), whatever the database's default: under a stricter one,
+    // concurrent changes of one row fail with serialization errors that retries do not end.
+    const limits = sessionSettings(answerTimeoutMs)
     // A quarter of the connections for lists, planned for each list's own values; the others keep
     // PostgreSQL's default plan caching (docs/storage.md, "Plans"). Two at least for the others:
     // the start holds one for its migration lock while its work uses another.
@@ -158,7 +167,7 @@ export class PostgresStorage implements Storage {
   }
 
   private readGeneration(): Promise<number> {
-    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: { statement_timeout: this.answerTimeoutMs } })
+    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: sessionSettings(this.answerTimeoutMs) })
     const sql = this.generationSql
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
     // Unanswered, it is closed and forgotten: the next read opens a new one instead of queueing behind it.
@@ -221,7 +230,9 @@ export class PostgresStorage implements Storage {
         return await this.attempt(body, state, run)
       } catch (error) {
         if (run.abandoned) throw error
-        if (isRetryable(error) && attempt < MAX_ATTEMPTS) {
+        if (isRetryable(error)) {
+          // Still failing after MAX_ATTEMPTS: the database is too busy for this change now (503), and nothing of it was made.
+          if (attempt >= MAX_ATTEMPTS) throw new DatabaseUnavailableError(error)
           // A few random milliseconds first, so that the two sides of a deadlock do not meet again.
           await Bun.sleep(Math.random() * 5 * attempt)
           continue
