@@ -222,7 +222,11 @@ describe('POST /api/enrollments', () => {
 
   test('a suspended application: 401 (for every role in scope); active again: enrollable', async () => {
     const app = await createApplicationId(h, w.A, 'dev')
+    const existing = enrollmentBody(app, 'DEV')
+    await enroll(existing)
     await setAppState(app, 'suspend')
+    // The application is judged before the id: the same body again is 401 too, not the existing enrollment's 200.
+    expectProblem(await post(existing), 401)
     const b = enrollmentBody(app, 'DEV')
     for (const token of [h.vendorToken, h.token(w.A), h.token(w.AP), h.token(w.A, 'viewer')]) {
       const res = await post(b, token)

@@ -10,7 +10,7 @@ import type { Enrollment } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { pageOf } from '../shared/scope'
 import { DEFAULT_PAGE_SIZE } from '../shared/model'
-import { requireActive, requireEnvironment, type EnrollmentService } from './service'
+import { requireActive, type EnrollmentService } from './service'
 import { parseP256PublicKey } from './public-key'
 import { CreateEnrollmentBody, CreateKeysetBody, EnrollmentAnswer, EnrollmentListAnswer, EnrollmentListQuery, KeysetListAnswer, KeysetListQuery, enrollmentText, enrollmentView, keysetText } from './model'
 
@@ -67,8 +67,6 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
           },
         )
         const { record: app, parent: customer } = await findOwnedWithParentById(storage, 'applications', principal, input.application_id, 'Application', CUSTOMER)
-        requireActive(app)
-        requireEnvironment(app, input.environment)
         const { record, created } = await service.create(app, customer!, input, actorOf(principal, set))
         set.status = created ? 201 : 200
         return { enrollment: enrollmentView(record), trace_id: traceIdOf(set) }

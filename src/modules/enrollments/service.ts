@@ -46,15 +46,15 @@ export class EnrollmentService {
     const tuple = { consumer_id: input.consumer_id, installation_id: input.installation_id, application_id: application.application_id, environment: input.environment }
     return changeBy(actor, this.storage, async (tx) => {
       // Asked together (in database mode, one round trip: docs/storage.md "Round trips"), judged in
-      // this order: the id, then the application, then the tuple.
-      const [existing, current, tupleTaken] = await Promise.all([
-        tx.find('enrollments', input.enrollment_id),
+      // this order: the application (a suspended one is 401 even for an enrollment that exists,
+      // docs/api.md "Status codes and errors"), then the id, then the tuple.
+      const [current, existing, tupleTaken] = await Promise.all([
         tx.find('applications', application.application_id),
+        tx.find('enrollments', input.enrollment_id),
         tx.exists('enrollments', [{ field: 'installation_id', in: [tuple.installation_id] }, ...fieldsOf(tuple)]),
       ])
+      requireEnvironment(requireActive(current!), input.environment)
       if (existing) return sameEnrollment(existing, input)
-      const app = requireActive(current!)
-      requireEnvironment(app, input.environment)
       if (tupleTaken) {
         // The same request may have been committed by another instance since the id was looked up
         // (PostgreSQL reads each statement afresh, docs/storage.md): then the id decides (200).
