@@ -6,7 +6,7 @@
 import { SQL } from 'bun'
 import { PostgresStorage } from '../storage/postgres'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
-import { AlreadyInitialisedError, initialiseStorage, isInitialised, type InitResult } from './init'
+import { alreadyInitialised, initialiseStorage, isInitialised, type InitResult } from './init'
 import { notShown, printSecretLine } from './stdout'
 import { performTokenCommand, type TokenCommand, type TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
@@ -78,7 +78,7 @@ export async function namingDatabase<R>(where: string, work: () => Promise<R>): 
 export function prepareDatabase(storage: PostgresStorage, vendorDescription: string, mustBeNew: boolean, where: string): Promise<InitResult | null> {
   return storage.underMigrationLock(async () => {
     if (await isInitialised(storage)) {
-      if (mustBeNew) throw new AlreadyInitialisedError(`${where} is already initialised`)
+      if (mustBeNew) throw await alreadyInitialised(storage, where, '--database-url URL')
       return null
     }
     return initialiseStorage(storage, vendorDescription, mustBeNew ? 'init' : 'serve')

@@ -25,6 +25,24 @@ export interface InitResult {
 export const isInitialised = (storage: Storage) => storage.exists('organizations', [{ field: 'organization_type', in: ['vendor'] }])
 
 /**
+ * The vendor's id while the storage holds nothing but what its initialisation made (one
+ * organization, one token), else undefined. The first token is printed once it is durable: a first
+ * start stopped in between (a kill, a container stop) leaves a token that was never shown, and
+ * nothing else would tell. While nothing has been done since, every start says how to get one
+ * (`firstTokenHint`); it cannot know whether the line was seen.
+ */
+export async function untouchedVendor(storage: Storage): Promise<string | undefined> {
+  const [organizations, tokens] = await storage.transaction(async (tx) => Promise.all([tx.count('organizations', [], 2), tx.count('tokens', [], 2)]))
+  if (organizations !== 1 || tokens !== 1) return undefined
+  const vendor = await storage.list({ table: 'organizations', where: [{ field: 'organization_type', in: ['vendor'] }], order: 'asc', page: { number: 1, size: 1 } })
+  return vendor.items[0]?.organization_id
+}
+
+/** What an untouched data dir or database (`untouchedVendor`) says at each start; `store` names it as the CLI does. */
+export const firstTokenHint = (vendorId: string, store: string) =>
+  `nothing has been done here since the first start: if its vendor admin token was never shown (that start was stopped before printing it), issue one with keyward issue-token ${store} --org ${vendorId} --role admin`
+
+/**
  * Initialises storage that has no vendor yet (a data dir, or a database under its migration lock:
  * src/cli/database.ts); `command` (`init` or `serve`) is the events' actor.
  */
@@ -46,6 +64,12 @@ export async function initialiseStorage(storage: Storage, vendorDescription: str
   })
 }
 
+/** `init` on initialised storage: the error, saying how to get a token if nothing has been done since (`untouchedVendor`). */
+export async function alreadyInitialised(storage: Storage, where: string, store: string): Promise<AlreadyInitialisedError> {
+  const vendor = await untouchedVendor(storage)
+  return new AlreadyInitialisedError(`${where} is already initialised${vendor === undefined ? '' : `; ${firstTokenHint(vendor, store)}`}`)
+}
+
 export async function initCommand(options: { data: string; databaseUrl?: string | undefined; vendorDescription: string }): Promise<number> {
   // The API's rule for a description (an organization's, here), so that the vendor's can be sent back unchanged.
   const description = descriptionFlag('--vendor-description', options.vendorDescription.trim())
@@ -56,8 +80,8 @@ export async function initCommand(options: { data: string; databaseUrl?: string 
   try {
     const storage = new EmbeddedStorage(await Store.open(options.data))
     try {
-      const result = await initialiseStorage(storage, description, 'init').catch((error) => {
-        throw error instanceof AlreadyInitialisedError ? new AlreadyInitialisedError(`data dir ${options.data} is already initialised`) : error
+      const result = await initialiseStorage(storage, description, 'init').catch(async (error) => {
+        throw error instanceof AlreadyInitialisedError ? await alreadyInitialised(storage, `data dir ${options.data}`, `--data ${options.data}`) : error
       })
       printSecretLine(JSON.stringify(result) + '\n', notShown(result.organization_id, `--data ${options.data}`))
     } finally {

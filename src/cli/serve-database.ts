@@ -12,6 +12,7 @@ import type { Logger } from '../ops/logger'
 import { describeDatabase, namingDatabase, prepareDatabase } from './database'
 import type { OpenedStorage } from './serving'
 import { printFirstToken } from './stdout'
+import { firstTokenHint, untouchedVendor } from './init'
 
 /** Connects, migrates and on an empty database initialises it. */
 export async function serveDatabase(url: string, logger: Logger, options: PostgresOptions = {}): Promise<OpenedStorage> {
@@ -22,6 +23,10 @@ export async function serveDatabase(url: string, logger: Logger, options: Postgr
     const first = await namingDatabase(where, () => prepareDatabase(storage, 'Vendor', false, where))
     logger.info('database ready', { database: where, duration_ms: Math.round(performance.now() - started) })
     if (first) printFirstToken(first, logger, '--database-url URL', where)
+    else {
+      const vendor = await untouchedVendor(storage)
+      if (vendor !== undefined) logger.warn(firstTokenHint(vendor, '--database-url URL'))
+    }
   } catch (error) {
     await storage.close().catch(() => {})
     throw error

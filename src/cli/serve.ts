@@ -4,7 +4,7 @@ import { acquireDataDirLock, type DataDirLock } from '../store/lock'
 import { prepareDataDir } from '../store/data-dir'
 import { DATA_FORMAT } from '../store/format'
 import { parseDuration } from '../auth/tokens'
-import { initialiseStorage, isInitialised } from './init'
+import { firstTokenHint, initialiseStorage, isInitialised, untouchedVendor } from './init'
 import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError, wholeNumber } from './usage'
 import { parseOrigin } from '../http/cors'
@@ -146,6 +146,9 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
     const storage = new EmbeddedStorage(store)
     if (!isInitialised(storage)) {
       printFirstToken(await initialiseStorage(storage, 'Vendor', 'serve'), logger, `--data ${options.data}`, 'a new data dir')
+    } else {
+      const vendor = await untouchedVendor(storage)
+      if (vendor !== undefined) logger.warn(firstTokenHint(vendor, `--data ${options.data}`))
     }
     // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
     const control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), logger)

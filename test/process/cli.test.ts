@@ -153,6 +153,24 @@ describe('init', () => {
     expect(second.stderr).toContain(data)
   })
 
+  test('a dir that holds only what its first start made: init and every start say how to get a token (its line may never have been shown)', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = parseInitLine((await keyward(['init', '--data', data])).stdout)
+    const hint = `nothing has been done here since the first start: if its vendor admin token was never shown (that start was stopped before printing it), issue one with keyward issue-token --data ${data} --org ${vendorId} --role admin`
+    expect((await keyward(['init', '--data', data])).stderr).toBe(`keyward: data dir ${data} is already initialised; ${hint}\n`)
+    const untouched = await startServer(data)
+    expect(await stopServer(untouched, 'SIGTERM')).toBe(0)
+    const warning = untouched.stderr.text.split('\n').filter((line) => line.includes('nothing has been done')).map((line) => JSON.parse(line))
+    expect(warning.map(({ level, msg }) => ({ level, msg }))).toEqual([{ level: 'warn', msg: hint }])
+    // Once anything has been done (here: the token it says to issue), neither says it again.
+    expect((await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'admin'])).code).toBe(0)
+    const again = await keyward(['init', '--data', data])
+    expect(again.stderr).toBe(`keyward: data dir ${data} is already initialised\n`)
+    const used = await startServer(data)
+    expect(await stopServer(used, 'SIGTERM')).toBe(0)
+    expect(used.stderr.text).not.toContain('nothing has been done')
+  })
+
   test('a stdout that cannot take the token (a full disk): exit 1 saying what to do, no stack trace; issue-token alike', async () => {
     const data = newDataDir()
     const toFullDisk = (args: string[]) => run(['sh', '-c', 'exec "$@" > /dev/full', 'sh', ...keywardCommand(args)])

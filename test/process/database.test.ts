@@ -107,6 +107,25 @@ describe.skipIf(!canRun)('a stop while the start waits', () => {
   })
 })
 
+describe.skipIf(!canRun)('a database that holds only what its initialisation made', () => {
+  test('init and every start say how to get a token (its line may never have been shown)', async () => {
+    const db = await createTestDatabase()
+    try {
+      const first = await run(keywardCommand(['init', '--database-url', db.url]))
+      const vendorId = JSON.parse(first.stdout).organization_id
+      const hint = `nothing has been done here since the first start: if its vendor admin token was never shown (that start was stopped before printing it), issue one with keyward issue-token --database-url URL --org ${vendorId} --role admin`
+      const again = await run(keywardCommand(['init', '--database-url', db.url]))
+      expect([again.code, again.stderr]).toEqual([1, expect.stringContaining(`is already initialised; ${hint}\n`)])
+      const server = await startServer({ databaseUrl: db.url })
+      expect(await stopServer(server, 'SIGTERM')).toBe(0)
+      const warning = server.stderr.text.split('\n').filter((line) => line.includes('nothing has been done')).map((line) => JSON.parse(line))
+      expect(warning.map(({ level, msg }) => ({ level, msg }))).toEqual([{ level: 'warn', msg: hint }])
+    } finally {
+      await db.drop()
+    }
+  })
+})
+
 describe.skipIf(!canRun)('two instances on one database', () => {
   let db: TestDatabase
   let A: ServerProcess
