@@ -25,6 +25,15 @@ import { prepareDataDir } from './data-dir'
 
 const DEFAULT_COMPACT_AFTER_BYTES = 64 * 1024 * 1024
 
+/**
+ * A compaction due by the log's size that failed is tried again after this long, doubled at each
+ * failure up to the maximum. Without it, a failure before the new log segment exists (a data dir
+ * that cannot be written) left the log as long as before, and every write batch started another
+ * attempt (and its log line): 1,500 in 2 s under load.
+ */
+const COMPACTION_RETRY_FIRST_MS = 1_000
+const COMPACTION_RETRY_MAX_MS = 60_000
+
 export interface StoreOptions {
   /** Load only: no log writer, no repair of a torn tail (for `issue-token` beside a running server). */
   readonly readOnly?: boolean
@@ -91,6 +100,9 @@ export class Store {
   private pending: PendingTransaction[] = []
   private newestPending: Promise<unknown> | undefined
   private compaction: Promise<boolean> | null = null
+  /** After failed compactions (COMPACTION_RETRY_FIRST_MS): when the next may start, and the wait after another failure. */
+  private compactionRetryAt = 0
+  private compactionRetryMs = COMPACTION_RETRY_FIRST_MS
   private closed = false
   private closing: Promise<void> | undefined
   private readonly log: (message: string) => void
@@ -216,8 +228,15 @@ export class Store {
         if (this.pending.length === 0) this.newestPending = undefined
         const threshold = Math.max(this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES, this.snapshotBytes)
         // Not while closing: close() writes its own snapshot, and one started later would race the log's close.
-        if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction) {
-          this.compact().catch((error) => this.log(`snapshot failed, will retry: ${(error as Error).message}`))
+        if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction && performance.now() >= this.compactionRetryAt) {
+          this.compact().then(
+            () => (this.compactionRetryMs = COMPACTION_RETRY_FIRST_MS),
+            (error) => {
+              this.compactionRetryAt = performance.now() + this.compactionRetryMs
+              this.log(`snapshot failed, will retry in ${this.compactionRetryMs / 1000} s: ${(error as Error).message}`)
+              this.compactionRetryMs = Math.min(this.compactionRetryMs * 2, COMPACTION_RETRY_MAX_MS)
+            },
+          )
         }
       },
       onFailure: (firstLsn: number) => {

@@ -603,6 +603,40 @@ describe('compaction under load', () => {
     expect(Object.keys(await durableConsumers(dir))).toHaveLength(30)
   })
 
+  test('a compaction due by size that failed before its new segment existed is not tried again at every write, but after a wait that grows', async () => {
+    const dir = newDir()
+    const { store, logged } = await openStore(dir, { compactAfterBytes: 500 })
+    const writer = writerOf(store)
+    const rotate = writer.rotate.bind(writer)
+    let rotations = 0
+    // As a data dir that cannot be written refuses the new segment's file.
+    writer.rotate = async () => {
+      rotations++
+      throw new Error("EACCES: permission denied, open 'wal-….log.tmp'")
+    }
+    const backoff = store as unknown as { compaction: Promise<unknown> | null; compactionRetryAt: number }
+    for (let i = 1; i <= 20; i++) {
+      await put(store, consumer(`c${i}`, i))
+      await backoff.compaction?.catch(() => {})
+    }
+    // Every write was made; one attempt failed, and the writes after it (well within a second) started none.
+    expect(Object.keys(await durableConsumers(dir))).toHaveLength(20)
+    expect(rotations).toBe(1)
+    expect(logged).toEqual([`snapshot failed, will retry in 1 s: EACCES: permission denied, open 'wal-….log.tmp'`])
+    // Its wait over (set here rather than waited for), the next write tries again; failing, it waits twice as long.
+    backoff.compactionRetryAt = 0
+    await put(store, consumer('c21', 21))
+    await backoff.compaction?.catch(() => {})
+    expect([rotations, logged.at(-1)]).toEqual([2, `snapshot failed, will retry in 2 s: EACCES: permission denied, open 'wal-….log.tmp'`])
+    // The dir writable again: the next attempt compacts.
+    writer.rotate = rotate
+    backoff.compactionRetryAt = 0
+    await put(store, consumer('c22', 22))
+    await backoff.compaction?.catch(() => {})
+    expect((await readSnapshot(join(dir, SNAPSHOT)))!.lsn).toBeGreaterThan(0)
+    expect(logged).toHaveLength(2)
+  })
+
   test('compaction waits until the log outgrows the last snapshot, so its cost per write stays flat', async () => {
     const dir = newDir()
     const { store } = await openStore(dir, { compactAfterBytes: 500 })
