@@ -179,6 +179,16 @@ export function listAnswer<K extends string, T, V, R extends Record<string, unkn
   })
 }
 
+/**
+ * The fields after a paged list's records (consumers, enrollments, tokens, audit events; docs/api.md
+ * "Lists and paging"): `total`, `page` only when the request sent one, `page_size`; no trace_id.
+ */
+export const pagingFields = (q: { readonly page?: number | undefined; readonly page_size: number }, total: number) => ({
+  total,
+  ...(q.page ? { page: q.page } : {}),
+  page_size: q.page_size,
+})
+
 /** Who makes a request's changes, for their audit events: the token, and the request's trace id. */
 export const actorOf = (principal: Principal, set: { headers: Record<string, unknown> }): Actor => ({ principal, traceId: traceIdOf(set) })
 

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { sliceOf } from '../../http/auth'
-import { authenticated, listAnswer, readRoutes, type AppDeps } from '../../http/context'
+import { authenticated, listAnswer, readRoutes, type AppDeps, pagingFields } from '../../http/context'
 import { authorize } from '../../http/access'
 import { may } from '../shared/scope'
 import { parseQuery } from '../../http/body'
@@ -21,9 +21,8 @@ export const auditController = (deps: AppDeps) => {
       authorize(may.readAuditEvents(principal), 'read the audit trail')
       const q = parseQuery(AuditEventListQuery, request)
       const slice = sliceOf(principal)
-      // Shaped like the consumer list (docs/api.md "Audit events"): no trace_id, `page` only when sent.
       return then(service.list(principal, q, slice), ({ items, total }) =>
-        listAnswer('audit_events', items, auditEventText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
+        listAnswer('audit_events', items, auditEventText, pagingFields(q, total), slice))
     }),
     {
       detail: doc({

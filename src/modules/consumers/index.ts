@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps, pagingFields } from '../../http/context'
 import { createBody, findOwned, owningCustomer } from '../../http/access'
 import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../../http/auth'
@@ -23,10 +23,9 @@ export const consumersController = (deps: AppDeps, service: ConsumerService) => 
       '',
       read(({ principal, request, set }) => {
         const q = parseQuery(ConsumerListQuery, request)
-        // docs/api.md "Consumers": this list carries no trace_id, and `page` only when it was sent.
         const slice = sliceOf(principal)
         return then(service.list(principal, q, slice), ({ items, total }) =>
-          listAnswer('consumers', items, consumerText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
+          listAnswer('consumers', items, consumerText, pagingFields(q, total), slice))
       }),
       { detail: doc({ operationId: 'listConsumers', summary: 'List consumers', tag: 'consumers', query: ConsumerListQuery, responses: { 200: ConsumerListAnswer } }) },
     )

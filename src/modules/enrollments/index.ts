@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, recordAnswer, takesBody, traceIdOf, type AppDeps, pagingFields } from '../../http/context'
 import { authorize, findOwnedById, findOwnedWithParent, findOwnedWithParentById, namedRecordFirst, referencedId } from '../../http/access'
 import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../../http/auth'
@@ -40,9 +40,8 @@ export const enrollmentsController = (deps: AppDeps, service: EnrollmentService)
       read(({ principal, request, set }) => {
         const q = parseQuery(EnrollmentListQuery, request)
         const slice = sliceOf(principal)
-        // Shaped like the consumer list (docs/api.md "Enrollments"): no trace_id, `page` only when sent.
         return then(service.list(principal, q, slice), ({ items, total }) =>
-          listAnswer('enrollments', items, enrollmentText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
+          listAnswer('enrollments', items, enrollmentText, pagingFields(q, total), slice))
       }),
       { detail: doc({ operationId: 'listEnrollments', summary: 'List enrollments', tag: 'enrollments', query: EnrollmentListQuery, responses: { 200: EnrollmentListAnswer } }) },
     )

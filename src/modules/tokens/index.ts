@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
+import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps, pagingFields } from '../../http/context'
 import { authorize, findToken, tokenOrganization } from '../../http/access'
 import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../../http/auth'
@@ -25,7 +25,6 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
       read(({ principal, request }) => {
         authorize(may.manageTokens(principal), 'read or change tokens')
         const q = parseQuery(TokenListQuery, request)
-        // Shaped like the consumer list (docs/api.md "Tokens"): no trace_id, `page` only when sent.
         const slice = sliceOf(principal)
         // One clock reading for the state filter and every view: a token that expires meanwhile is
         // answered in the state it was chosen for. Views are made anew per read (not remembered):
@@ -33,7 +32,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         const now = Date.now() * 1000
         const tokenText = viewText(tokenViewAt(now))
         return then(service.list(principal, q, now, slice), ({ items, total }) =>
-          listAnswer('tokens', items, tokenText, { total, ...(q.page ? { page: q.page } : {}), page_size: q.page_size }, slice))
+          listAnswer('tokens', items, tokenText, pagingFields(q, total), slice))
       }),
       { detail: doc({ operationId: 'listTokens', summary: 'List tokens', tag: 'tokens', query: TokenListQuery, responses: { 200: TokenListAnswer }, errors: [403] }) },
     )
