@@ -21,6 +21,10 @@ import { enrollmentsController } from './modules/enrollments'
 import { tokensController } from './modules/tokens'
 import { auditController } from './modules/audit'
 import { TokenService } from './modules/tokens/service'
+import { OrganizationService } from './modules/organizations/service'
+import { ApplicationService } from './modules/applications/service'
+import { EnvironmentService } from './modules/environments/service'
+import { AuditService } from './modules/audit/service'
 import { ConsumerService } from './modules/consumers/service'
 import { InstallationService } from './modules/installations/service'
 import { EnrollmentService } from './modules/enrollments/service'
@@ -45,10 +49,15 @@ export function createApp(options: AppOptions) {
 }
 
 function routes(deps: AppDeps) {
+  // Every service once, here: a controller is given the one it answers with.
+  const organizations = new OrganizationService(deps.storage)
+  const applications = new ApplicationService(deps.storage)
+  const environments = new EnvironmentService(deps.storage)
   const consumers = new ConsumerService(deps.storage)
   const installations = new InstallationService(deps.storage, deps.config.autoVerifyInstallations)
   const enrollments = new EnrollmentService(deps.storage, installations)
   const tokens = new TokenService(deps.storage)
+  const audit = new AuditService(deps.storage)
   // Requests that no checked token pays for: unknown paths, the documents, CORS preflights.
   const chargeAddress = addressCharge(deps)
   // The app's routes, for the request log's route templates: read on the first request.
@@ -85,14 +94,14 @@ function routes(deps: AppDeps) {
         responses: { 200: { description: "Scalar's API reference, embedded in the binary", contentType: 'text/javascript' } },
       }),
     })
-    .use(organizationsController(deps))
-    .use(applicationsController(deps))
-    .use(environmentsController(deps))
+    .use(organizationsController(deps, organizations))
+    .use(applicationsController(deps, applications))
+    .use(environmentsController(deps, environments))
     .use(consumersController(deps, consumers))
     .use(installationsController(deps, installations))
     .use(enrollmentsController(deps, enrollments))
     .use(tokensController(deps, tokens))
-    .use(auditController(deps))
+    .use(auditController(deps, audit))
   routeList = () => app.routes
   let document: string | undefined
   // Built and serialised on first use: `serve` fills in the public URL (the `servers` entry) once it has bound its port.

@@ -8,13 +8,12 @@ import { doc } from '../../http/openapi'
 import type { Application, Organization } from '../../storage/records'
 import { all, then, type Maybe } from '../../storage/storage'
 import { sliceOf, type Principal } from '../../http/auth'
-import { ApplicationService } from './service'
+import type { ApplicationService } from './service'
 import { ApplicationAnswer, ApplicationListAnswer, CreateApplicationBody, CreatedApplicationAnswer, UpdateApplicationBody, applicationView } from './model'
 
-export const applicationsController = (deps: AppDeps) => {
+export const applicationsController = (deps: AppDeps, service: ApplicationService) => {
   const { storage } = deps
   const read = readRoutes(deps)
-  const service = new ApplicationService(storage)
   /** The view needs the owning customer (whether it has virtual environments). */
   const view = (app: Application): Maybe<ReturnType<typeof applicationView>> =>
     then(storage.find('organizations', app.organization_id), (customer) => applicationView(app, customer as Organization))

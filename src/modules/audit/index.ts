@@ -6,14 +6,13 @@ import { may } from '../shared/scope'
 import { parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
-import { AuditService } from './service'
+import type { AuditService } from './service'
 import { AuditEventListAnswer, AuditEventListQuery, auditEventView } from './model'
 import { viewText } from '../shared/model'
 
 const auditEventText = viewText(auditEventView)
 
-export const auditController = (deps: AppDeps) => {
-  const service = new AuditService(deps.storage)
+export const auditController = (deps: AppDeps, service: AuditService) => {
   const read = readRoutes(deps)
   return new Elysia({ prefix: '/api/audit-events' }).use(authenticated(deps)).get(
     '',

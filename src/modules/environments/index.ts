@@ -7,13 +7,12 @@ import { notFound } from '../../http/errors'
 import { parseBody } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
-import { EnvironmentService } from './service'
+import type { EnvironmentService } from './service'
 import { ApplicationEnvironmentsAddAnswer, ApplicationEnvironmentsAnswer, EnvironmentBody, applicationEnvironments } from './model'
 
-export const environmentsController = (deps: AppDeps) => {
+export const environmentsController = (deps: AppDeps, service: EnvironmentService) => {
   const { storage } = deps
   const read = readRoutes(deps)
-  const service = new EnvironmentService(storage)
 
   /** These endpoints exist only for customers enabled for virtual environments (404 otherwise). */
   const find = (principal: Principal, id: string) =>

@@ -9,13 +9,12 @@ import { stateChange } from '../../http/state-change'
 import type { Organization } from '../../storage/records'
 import { then } from '../../storage/storage'
 import { doc } from '../../http/openapi'
-import { OrganizationService } from './service'
+import type { OrganizationService } from './service'
 import { ChangeEnvironmentsBody, CreateOrganizationBody, OrganizationAnswer, OrganizationEnvironmentsAnswer, OrganizationEnvironmentsChangeAnswer, OrganizationListAnswer, OrganizationSummaryAnswer, RemoveEnvironmentBody, UpdateOrganizationBody, environmentSet, organizationFull, organizationSummaryText } from './model'
 
-export const organizationsController = (deps: AppDeps) => {
+export const organizationsController = (deps: AppDeps, service: OrganizationService) => {
   const { storage } = deps
   const read = readRoutes(deps)
-  const service = new OrganizationService(storage)
   const changeState = {
     param: 'organization_id',
     find: (principal: Principal, id: string) => findOrganization(storage, principal, id),
