@@ -10,7 +10,7 @@ const SECRET_FIELDS: ReadonlySet<string> = new Set(['api_key_hash', 'token_hash'
 /** Stored as microseconds, shown in the API's timestamp format like every other time. */
 const TIMESTAMP_FIELDS: ReadonlySet<string> = new Set(['created', 'modified', 'expires'])
 
-export type Changes = Record<string, [unknown, unknown]>
+export type FieldChanges = Record<string, [unknown, unknown]>
 
 /**
  * The record that the changes of each create were built from: when that very record is logged
@@ -19,8 +19,8 @@ export type Changes = Record<string, [unknown, unknown]>
 const builtFrom = new WeakMap<object, object>()
 
 /** A create: every stored field as [null, value]; a change: the fields that differ, [before, after]. */
-export function changesOf(before: object | null, after: object): Changes {
-  const changes: Changes = {}
+export function changesOf(before: object | null, after: object): FieldChanges {
+  const changes: FieldChanges = {}
   const now = after as Record<string, unknown>
   if (before === null) {
     for (const field in now) if (!SECRET_FIELDS.has(field)) changes[field] = [null, shown(field, now[field])]

@@ -75,9 +75,9 @@ const INTERNED_HEADER: readonly boolean[] = HEADER_FIELDS.map((field) => field !
  * string is itself, null is null. Reused from one event to the next (`readHeader`).
  */
 export interface EventHeader {
-  /** `UUID`: a UUID not yet turned into text; `uuidText(header, i)` gives it. */
+  /** `UUID_BYTES`: a UUID not yet turned into text; `uuidText(header, i)` gives it. */
   values: (number | string | null | unknown)[]
-  /** Where each `UUID` value's 16 bytes are. */
+  /** Where each `UUID_BYTES` value's 16 bytes are. */
   offsets: number[]
   bytes: Uint8Array
   created: number
@@ -96,12 +96,12 @@ export const newHeader = (): EventHeader => ({
 })
 
 /** A header value that is a UUID still in bytes (reading a header builds no strings). */
-export const UUID: unique symbol = Symbol('uuid')
+export const UUID_BYTES: unique symbol = Symbol('uuid')
 
 /** Header value `i` as the record holds it: a dictionary index becomes its string, a UUID its text. */
 export function headerValue(codec: AuditCodec, header: EventHeader, i: number): unknown {
   const value = header.values[i]
-  if (value === UUID) return uuidText(header.bytes, header.offsets[i]!)
+  if (value === UUID_BYTES) return uuidText(header.bytes, header.offsets[i]!)
   return typeof value === 'number' ? codec.stringAt(value) : value
 }
 
@@ -126,7 +126,7 @@ export class AuditCodec {
   // ignoreBOM: a string that starts with U+FEFF is kept as it is (the default decoder drops it).
   private readonly utf8Decoder = new TextDecoder('utf-8', { ignoreBOM: true })
   /** One reader, reset for each event (reading never nests). */
-  private readonly reader = new Reader()
+  private readonly reader = new EventReader()
   /** The event being encoded: what `T_SAME_*` and `T_TIME_OWN` refer to. */
   private ownTarget: unknown = null
   private ownCustomer: unknown = null
@@ -212,13 +212,13 @@ export class AuditCodec {
   }
 
   /** The header of the event at `offset` into `header`; returns the reader, left at `changes`. */
-  readHeader(bytes: Uint8Array, offset: number, header: EventHeader): Reader {
+  readHeader(bytes: Uint8Array, offset: number, header: EventHeader): EventReader {
     const reader = this.reader.reset(bytes, offset)
     header.bytes = bytes
     for (let i = 0; i < HEADER_FIELDS.length; i++) {
       const tag = bytes[reader.at]
       if (tag === T_UUID) {
-        header.values[i] = UUID
+        header.values[i] = UUID_BYTES
         header.offsets[i] = reader.at + 1
         reader.at += 17
       } else header.values[i] = reader.headerValue(this)
@@ -390,7 +390,7 @@ export class AuditCodec {
 }
 
 /** Reads one event's values, in order. */
-export class Reader {
+export class EventReader {
   private bytes: Uint8Array = new Uint8Array(0)
   at = 0
 
@@ -561,9 +561,9 @@ export function skipValue(bytes: Uint8Array, at: number): number {
   return reader.at
 }
 
-const SKIPPER = new Reader()
+const SKIPPER = new EventReader()
 
-function skip(reader: Reader, bytes: Uint8Array): void {
+function skip(reader: EventReader, bytes: Uint8Array): void {
   const tag = bytes[reader.at++]
   switch (tag) {
     case T_NUMBER:

@@ -6,7 +6,7 @@
  * without a range of `created` (two binary searches), is a slice. A walk over more than WALK_CHUNK
  * candidates yields between chunks, and starts again if the table was renumbered meanwhile.
  */
-import { HEADER_INDEX, headerValue, UUID, type EventHeader } from '../../store/audit-codec'
+import { HEADER_INDEX, headerValue, UUID_BYTES, type EventHeader } from '../../store/audit-codec'
 import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
 import { then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
@@ -228,7 +228,7 @@ function testOf(table: AuditEventTable, condition: Condition<'audit_events'>): T
     return (header) => {
       const value = header.values[position]
       if (typeof value === 'number') return indexes.has(value)
-      if (value === UUID) return wanted.has(headerValue(table.codec, header, position) as string)
+      if (value === UUID_BYTES) return wanted.has(headerValue(table.codec, header, position) as string)
       return typeof value === 'string' && wanted.has(value)
     }
   }
