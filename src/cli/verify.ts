@@ -9,7 +9,8 @@
  * the database's to check).
  */
 import { printOutput } from './stdout'
-import { TABLE_NAMES, type Tables } from '../store/database'
+import { TABLE_NAMES } from '../storage/records'
+import type { Tables } from '../store/tables'
 import { DATA_FORMAT } from '../store/format'
 import { requireKeywardDataDir } from '../store/data-dir'
 import { readDataDir, type DataDirContents } from '../store/read-only'

@@ -29,7 +29,7 @@
 import { open, readFile, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { VERSION } from '../version'
-import type { Tables } from './database'
+import type { Tables } from './tables'
 import { snapshotOf } from './tables-snapshot'
 import { fsyncDir, isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'

@@ -12,7 +12,7 @@
  */
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { createTables, type Tables } from './database'
+import { createTables, type Tables } from './tables'
 import { hasPaddedLog, readDataFormat, type DataFormat } from './format'
 import { isErrnoCode } from './fs-util'
 import { SNAPSHOT_FILE } from './paths'

@@ -7,7 +7,7 @@
  */
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Tables } from './database'
+import type { Tables } from './tables'
 import type { Table } from './table'
 import { LOG_HEADER_BYTES, LogDamageError, readLogFile } from './log-format'
 import { SnapshotDamageError, SnapshotLineError, scanSnapshot } from './snapshot-file'

@@ -1,4 +1,5 @@
-import { TABLE_NAMES, type Tables } from './database'
+import { TABLE_NAMES } from '../storage/records'
+import type { Tables } from './tables'
 import type { SnapshotData } from './snapshot-file'
 
 /**

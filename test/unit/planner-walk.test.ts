@@ -4,7 +4,7 @@
  * repeating a record, nor add records created after it began.
  */
 import { expect, test } from 'bun:test'
-import { createTables } from '../../src/store/database'
+import { createTables } from '../../src/store/tables'
 import { listPage, WALK_CHUNK } from '../../src/storage/embedded/planner'
 import type { Consumer } from '../../src/storage/records'
 import { newSlice } from '../../src/ops/turns'

@@ -12,7 +12,8 @@
  * query never holds other requests up for more than a few milliseconds.
  */
 import type { Table } from '../../store/table'
-import { INDEX_FIELDS, indexKey, PRIMARY_KEY, type Tables } from '../../store/database'
+import { INDEX_FIELDS, indexKey, type Tables } from '../../store/tables'
+import { PRIMARY_KEY } from '../records'
 import type { Enrollment, RecordOf, TableName } from '../records'
 import { type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { nextTurn, newSlice } from '../../ops/turns'

@@ -7,7 +7,6 @@ import { Table, type TableDefinition } from './table'
 import { AuditEventTable } from './audit-table'
 import { PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type RecordTypes, type TableName } from '../storage/records'
 
-export * from '../storage/records'
 
 /** Index name → the fields it is keyed on (a composite key joins them with `|`). */
 export type IndexFields<N extends TableName> = Readonly<Record<string, readonly (keyof RecordOf<N> & string)[]>>
