@@ -5,8 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem } from '../support/actors'
-import { createApplicationId, enrollmentBody, expectedStatus, readAsVendor, tenants, tokenOf, p256PublicKey } from '../support/fixtures'
+import { createApplicationId, enrollmentBody, expectedStatus, readAsVendor, tenants, tokenOf, p256PublicKey, ACTORS, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

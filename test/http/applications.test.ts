@@ -7,8 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_APPLICATIONS_PER_CUSTOMER } from '../../src/modules/shared/limits'
 import { hashToken } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem } from '../support/actors'
-import { createApplication, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, type Tenants } from '../support/fixtures'
+import { createApplication, enrollmentBody, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, type Tenants, ACTORS, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

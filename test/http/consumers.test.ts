@@ -5,8 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem } from '../support/actors'
-import { createConsumer, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type Tenants } from '../support/fixtures'
+import { createConsumer, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type Tenants, ACTORS, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

@@ -20,7 +20,7 @@ import { createHmac } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import { newToken, tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
-import { requestOk, p256PublicKey, UUID_LOWER } from '../support/fixtures'
+import { populatedTenant, requestOk, p256PublicKey, UUID_LOWER } from '../support/fixtures'
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20_251_122
 const RUNS = process.env.FUZZ_RUNS ? Number(process.env.FUZZ_RUNS) : 300
@@ -59,26 +59,9 @@ function earlierVersion(claims: unknown): string {
   return `kw1.${body}.${signature}`
 }
 
-async function tenant(name: string, environments?: { default: string; supported: string }) {
-  const customer = await h.createCustomer(name, environments)
-  const partner = await h.createPartner(customer, `${name} partner`)
-  const apps = [
-    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string,
-    (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(environments ? { allowed_environments: 'dev,prod' } : {}) }))
-      .application.application_id as string,
-  ]
-  const consumer = crypto.randomUUID()
-  const installation = crypto.randomUUID()
-  const enrollment = crypto.randomUUID()
-  await requestOk(h, 'POST', '/api/enrollments', {
-    enrollment_id: enrollment,
-    consumer_id: consumer,
-    installation_id: installation,
-    application_id: apps[1],
-    environment: environments ? 'PROD' : 'PRODUCTION',
-    installation_description: `${name} phone`,
-  })
-  await requestOk(h, 'POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256PublicKey() })
+async function tenant(name: string, withEnvironments = false) {
+  const { customer, partner, app, app2, consumer, installation, enrollment } = await populatedTenant(h, name, withEnvironments)
+  const apps = [app, app2]
   const tokens = [customer, partner].flatMap((org) => ROLES.map((role) => h.token(org, role)))
   return { orgs: [customer, partner], apps, consumer, installation, enrollment, tokens }
 }
@@ -86,7 +69,7 @@ async function tenant(name: string, environments?: { default: string; supported:
 beforeAll(async () => {
   // Snapshots every 32 KiB of log: compaction runs again and again under the fuzzing.
   h = await createHarness({ store: { compactAfterBytes: 32 * 1024 } })
-  const a = await tenant('A', { default: 'PROD', supported: 'DEV,PROD' })
+  const a = await tenant('A', true)
   const b = await tenant('B')
   const suspended = await h.createCustomer('Suspended')
   await requestOk(h, 'PATCH', `/api/organizations/${suspended}/suspend`)

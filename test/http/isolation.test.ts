@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { PRIMARY_KEY, type TableName } from '../../src/storage/records'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
-import { requestOk, p256PublicKey } from '../support/fixtures'
+import { populatedTenant, requestOk, p256PublicKey } from '../support/fixtures'
 
 let h: Harness
 
@@ -36,23 +36,7 @@ interface Tenant {
 const ROLES: Role[] = ['admin', 'application_admin', 'viewer']
 
 async function tenant(name: string): Promise<Tenant> {
-  const customer = await h.createCustomer(name, { default: 'PROD', supported: 'DEV,PROD' })
-  const partner = await h.createPartner(customer, `${name} partner`)
-  const app = (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id
-  const app2 = (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, allowed_environments: 'dev,prod' })).application
-    .application_id
-  const consumer = crypto.randomUUID()
-  const installation = crypto.randomUUID()
-  const enrollment = crypto.randomUUID()
-  await requestOk(h, 'POST', '/api/enrollments', {
-    enrollment_id: enrollment,
-    consumer_id: consumer,
-    installation_id: installation,
-    application_id: app2,
-    environment: 'PROD',
-    installation_description: `${name} phone`,
-  })
-  await requestOk(h, 'POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: p256PublicKey() })
+  const { customer, partner, app, app2, consumer, installation, enrollment } = await populatedTenant(h, name, true)
   // More records, in every state, so lists have something to leak.
   const consumer2 = crypto.randomUUID()
   await requestOk(h, 'POST', '/api/consumers', { consumer_id: consumer2 }, h.token(partner))

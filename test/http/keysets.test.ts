@@ -6,9 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
-import { ACTORS, expectProblem } from '../support/actors'
 import { MAX_KEYSETS_PER_ENROLLMENT } from '../../src/modules/shared/limits'
-import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS, p256Key } from '../support/fixtures'
+import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS, p256Key, ACTORS, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

@@ -5,8 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_ENVIRONMENTS } from '../../src/modules/shared/model'
 import { createHarness, type Harness } from '../support/harness'
-import { tenants } from '../support/fixtures'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { tenants, ACTORS, expectProblem, type Actor } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

@@ -8,8 +8,7 @@ import { OrganizationService } from '../../src/modules/organizations/service'
 import type { Organization } from '../../src/storage/records'
 import type { Role } from '../../src/auth/tokens'
 import { createHarness, type Harness } from '../support/harness'
-import { tenants, TIMESTAMP, tokenOf, UUID_LOWER } from '../support/fixtures'
-import { ACTORS, expectProblem, type Actor } from '../support/actors'
+import { tenants, TIMESTAMP, tokenOf, UUID_LOWER, ACTORS, expectProblem, type Actor } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))

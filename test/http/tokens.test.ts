@@ -7,8 +7,7 @@
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
-import { expectProblem } from '../support/actors'
-import { TIMESTAMP, timestampMicros, UUID_LOWER } from '../support/fixtures'
+import { TIMESTAMP, timestampMicros, UUID_LOWER, expectProblem } from '../support/fixtures'
 
 let h: Harness
 let A: string

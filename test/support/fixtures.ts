@@ -1,11 +1,41 @@
 /**
  * The records the HTTP tests build and read, once for every resource: the usual tenants, their
- * tokens, what docs/api.md "Authentication, roles and scope" answers each caller, and creating or reading a record as the
- * vendor. Each takes the harness, so it serves both stores (test/support/harness.ts).
+ * tokens, the callers of the role table and what docs/api.md "Authentication, roles and scope"
+ * answers each, creating or reading a record as the vendor, and the problem-body check. Each
+ * takes the harness, so it serves both stores (test/support/harness.ts).
  */
 import { expect } from 'bun:test'
-import type { Actor } from './actors'
-import type { Harness } from './harness'
+import type { Role } from '../../src/auth/tokens'
+import type { ApiResponse, Harness } from './harness'
+import { newClientKey } from './random'
+
+/** The callers of the role table of docs/api.md "Authentication, roles and scope". */
+export interface Actor {
+  readonly label: string
+  /** The vendor, customer A, or A's partner. */
+  readonly org: 'V' | 'A' | 'AP'
+  readonly role: Role
+}
+
+export const ACTORS: Actor[] = [
+  { label: 'vendor admin', org: 'V', role: 'admin' },
+  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
+  { label: 'vendor viewer', org: 'V', role: 'viewer' },
+  { label: 'customer admin', org: 'A', role: 'admin' },
+  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
+  { label: 'customer viewer', org: 'A', role: 'viewer' },
+  { label: 'partner admin', org: 'AP', role: 'admin' },
+  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
+  { label: 'partner viewer', org: 'AP', role: 'viewer' },
+]
+
+/** An RFC 9457 problem body with `status`, the trace id of its header, and `code` when given. */
+export function expectProblem(res: ApiResponse, status: number, code?: string) {
+  expect({ status: res.status, body: res.body }).toMatchObject({ status, body: { status, type: 'about:blank' } })
+  expect(res.headers.get('content-type')).toBe('application/problem+json')
+  expect(res.body.trace_id).toBe(res.headers.get('x-trace-id'))
+  if (code) expect(res.body.code).toBe(code)
+}
 
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
 export const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -128,6 +158,24 @@ export async function readAsVendor(h: Harness, resource: keyof typeof SINGULAR, 
   expect(res.status).toBe(200)
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return res.body[SINGULAR[resource]] as Record<string, any>
+}
+
+/**
+ * A customer with records of every kind: its partner, an application in the default environment
+ * (`app`) and one in every environment (`app2`), and an enrollment in `app2` with a keyset, of a new
+ * consumer and installation. `withEnvironments`: the customer is enabled for DEV and PROD (default PROD).
+ */
+export async function populatedTenant(h: Harness, name: string, withEnvironments: boolean) {
+  const customer = await h.createCustomer(name, withEnvironments ? { default: 'PROD', supported: 'DEV,PROD' } : undefined)
+  const partner = await h.createPartner(customer, `${name} partner`)
+  const app = (await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app` })).application.application_id as string
+  const app2 = (
+    await requestOk(h, 'POST', '/api/applications', { organization_id: customer, description: `${name} app2`, ...(withEnvironments ? { allowed_environments: 'dev,prod' } : {}) })
+  ).application.application_id as string
+  const body = enrollmentBody(app2, withEnvironments ? 'PROD' : 'PRODUCTION', { installation_description: `${name} phone` })
+  await requestOk(h, 'POST', '/api/enrollments', body)
+  await requestOk(h, 'POST', `/api/enrollments/${body.enrollment_id}/keysets`, { client_enclave_key: newClientKey() })
+  return { customer, partner, app, app2, consumer: body.consumer_id, installation: body.installation_id, enrollment: body.enrollment_id }
 }
 
 /** The body of a request that must succeed (200 or 201); anything else throws with the answer. */

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { FileHandle } from 'node:fs/promises'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
-import { expectProblem } from '../support/actors'
+import { expectProblem } from '../support/fixtures'
 import { RateLimiter } from '../../src/ops/rate-limit'
 import { performTokenCommand, type TokenCommand } from '../../src/cli/token-commands'
 import { StorageUnavailableError } from '../../src/store/wal'
