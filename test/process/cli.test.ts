@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { api, isDataDirLocked, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'

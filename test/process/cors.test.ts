@@ -4,7 +4,7 @@
  * tested in test/http/cors.test.ts.
  */
 import { afterEach, expect, test } from 'bun:test'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { keywardCommand, killServers, run, startServer, stopServer } from '../support/server-process'
 
 afterEach(killServers)

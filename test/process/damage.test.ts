@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { cpSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { killServers, startServer, stopServer, type ServerProcess } from '../support/server-process.ts'
 import { dumpAll, type Dump } from '../support/sample-data.ts'
 import { buildDamageTestDir, flip, logRecords as records, logSegmentNames } from '../support/damaged-dir.ts'

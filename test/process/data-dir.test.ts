@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { api, initLine, keyward, killServers, startServer, stopServer, type Result } from '../support/server-process.ts'
 
 setDefaultTimeout(15000)

@@ -8,7 +8,7 @@
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { keyward, killServers, startServer, stopServer } from '../support/server-process.ts'
 import { copyFixture, FIXTURES } from '../support/data-dir-fixtures.ts'
 import { dump, dumpAll, type Dump } from '../support/sample-data.ts'

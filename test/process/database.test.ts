@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { existsSync, rmSync } from 'node:fs'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
 import { MIGRATION_LOCK_KEY, SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, spawnServer, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'

@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { api, initLine, isDataDirLocked, waitFor, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)

@@ -9,7 +9,7 @@
 import { afterAll, expect, test } from 'bun:test'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { runLoad } from '../support/load'
 import { killServers } from '../support/server-process.ts'
 

@@ -6,7 +6,7 @@
 import { afterEach, expect, setDefaultTimeout, test } from 'bun:test'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import {
   api,
   canUsePidNamespaces,

@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, expect, test } from 'bun:test'
 import { rmSync } from 'node:fs'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { api, initLine, killServers, startServer, stopServer } from '../support/server-process'
 
 const parent = tempDir('keyward-operations-')

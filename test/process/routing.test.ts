@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { connect } from 'node:net'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { initLine, killServers, startServer, stopServer, type ServerProcess } from '../support/server-process'
 
 let server: ServerProcess

@@ -6,7 +6,7 @@
  */
 import { afterEach, expect, test } from 'bun:test'
 import { existsSync, rmSync } from 'node:fs'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { initLine, keywardCommand, killServers, run, startServer, stopServer, type ServeOptions } from '../support/server-process'
 
 afterEach(killServers)

@@ -4,7 +4,7 @@
  */
 import { afterEach, expect, test } from 'bun:test'
 import { readdirSync } from 'node:fs'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { api, initLine, killServers, startServer, stopServer, waitFor } from '../support/server-process'
 
 afterEach(killServers)

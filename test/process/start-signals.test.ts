@@ -4,7 +4,7 @@
  * snapshot written) instead of killing it; a SIGUSR1 then is logged and does nothing.
  */
 import { afterEach, expect, test } from 'bun:test'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { keyward, killServers, spawnServer, startServer, stopServer, api, waitFor } from '../support/server-process'
 import { Store } from '../../src/store/store'
 import { EmbeddedStorage } from '../../src/storage/embedded'

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { initLine, keywardCommand, killServers, run, startServer, stopServer, type ServeOptions } from '../support/server-process.ts'
 
 setDefaultTimeout(15000)

@@ -9,7 +9,7 @@ import { createHmac, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { timestampMicros } from '../support/fixtures.ts'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { api, keywardCommand, killServers, run, startServer, stopServer } from '../support/server-process.ts'
 import { buildDamageTestDir, flip, logRecords, logSegmentNames } from '../support/damaged-dir.ts'
 import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'

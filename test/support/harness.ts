@@ -19,6 +19,7 @@ import { answerChecker, type AnswerCheck } from './openapi-check'
 import { createLogger } from '../../src/ops/logger'
 import { Metrics } from '../../src/ops/metrics'
 import type { RateLimiter } from '../../src/ops/rate-limit'
+import { tempDir } from './temp-dirs'
 
 /** The header a test sets to say which client address a request comes from (`app.handle` has no socket). */
 export const CLIENT_ADDRESS_HEADER = 'x-test-client-address'
@@ -38,10 +39,6 @@ export interface RequestOptions {
 }
 
 export type Harness = Awaited<ReturnType<typeof createHarness>>
-
-import { tempDir } from './temp-dirs'
-
-export { tempDir }
 
 /** A new, initialised store of the kind the tests run on, with what the harness needs of it. */
 interface TestStore {

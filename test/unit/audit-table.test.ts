@@ -12,7 +12,7 @@ import { AuditEventTable, AUDIT_LIST_INDEXES, type AuditListIndex } from '../../
 import { createTables } from '../../src/store/tables'
 import { recover } from '../../src/store/recovery'
 import { SnapshotDamageError, SnapshotLineError, writeSnapshot } from '../../src/store/snapshot-file'
-import { tempDir } from '../support/harness'
+import { tempDir } from '../support/temp-dirs'
 import { AuditCodec, eventEnd, parseTimestamp } from '../../src/store/audit-codec'
 import { formatTimestamp } from '../../src/store/clock'
 import { listAuditEvents } from '../../src/storage/embedded/audit-query'

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
 import { Store } from '../../src/store/store.ts'
 import { DATA_FORMAT, readDataFormat } from '../../src/store/format.ts'

@@ -7,7 +7,7 @@
 import { afterEach, expect, test } from 'bun:test'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/harness.ts'
+import { tempDir } from '../support/temp-dirs'
 import { Store } from '../../src/store/store.ts'
 import { readConsistently, readDataDir } from '../../src/store/read-only.ts'
 import { isDamageError } from '../../src/store/recovery.ts'
