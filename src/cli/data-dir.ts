@@ -13,7 +13,8 @@ import { inspectDataDir } from '../store/data-dir'
 import { Store } from '../store/store'
 import { listSegments } from '../store/wal'
 import { SNAPSHOT_FILE } from '../store/paths'
-import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from '../store/lock'
+import { acquireDataDirLock, DataDirLockedError, ReadOnlyDataDirError, type DataDirLock } from '../store/lock'
+import { readConsistently } from '../store/read-only'
 import { EmbeddedStorage } from '../storage/embedded'
 import { isInitialised } from './init'
 import { performTokenCommand, refuseUnknownIds, type TokenCommand, type TokenCommandAnswer } from './token-commands'
@@ -28,7 +29,15 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
   if ((await inspectDataDir(dir)) !== 'keyward') throw notInitialised(dir)
   const deadline = Date.now() + DEADLINE_MS
   for (;;) {
-    const lock = lockIfFree(dir)
+    let lock: DataDirLock | null
+    try {
+      lock = lockIfFree(dir)
+    } catch (error) {
+      // No server can be writing through this mount: a list reads the dir as verify does (a server
+      // may still write it through another mount, so the read is one that overlapped no compaction).
+      if (error instanceof ReadOnlyDataDirError && command.command === 'tokens list') return listReadOnly(dir, command)
+      throw error
+    }
     if (lock) {
       try {
         return await performHere(dir, command)
@@ -70,6 +79,19 @@ async function performHere(dir: string, command: TokenCommand): Promise<TokenCom
   } finally {
     await storage.close()
   }
+}
+
+async function listReadOnly(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+  const { value } = await readConsistently(dir, async () => {
+    const storage = new EmbeddedStorage(await Store.open(dir, { readOnly: true, log: () => {} }))
+    try {
+      if (!(await isInitialised(storage))) throw notInitialised(dir)
+      return await performTokenCommand(storage, command)
+    } finally {
+      await storage.close()
+    }
+  })
+  return value
 }
 
 const notInitialised = (dir: string) => new Error(`data dir ${dir} is not initialised: run 'keyward init' first`)

@@ -25,6 +25,14 @@ export class DataDirLockedError extends Error {
   }
 }
 
+/** The data dir is on a read-only file system: nothing that writes can use it (`verify`, `backup` and `tokens list` read it without the lock). */
+export class ReadOnlyDataDirError extends Error {
+  constructor(readonly dir: string) {
+    super(`data dir ${dir} is on a read-only file system (EROFS): only verify, backup and tokens list can read it there; serve, init, restore and the token commands that write need it writable`)
+    this.name = 'ReadOnlyDataDirError'
+  }
+}
+
 /** Throws DataDirLockedError when another open file of the dir's lock (in any process) holds it. */
 export function acquireDataDirLock(dir: string): DataDirLock {
   const path = join(dir, LOCK_FILE)
@@ -37,6 +45,7 @@ export function acquireDataDirLock(dir: string): DataDirLock {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ELOOP') throw new Error(`${path} is a symbolic link: the lock must be the data dir's own file; delete the link`)
     if (code === 'EACCES') throw new Error(`${path} cannot be opened (EACCES): it must be a file of the user running keyward; delete it, or chown it to that user`)
+    if (code === 'EROFS') throw new ReadOnlyDataDirError(dir)
     throw error
   }
   const error = tryLockExclusive(fd)

@@ -149,6 +149,36 @@ function writeLoad(server: ServerProcess, token: string, customer: string, clien
   return { acknowledged, stop: () => ((stopped = true), done), done }
 }
 
+/** Whether this run may bind-mount (as root, with mount(8)): for a data dir on a read-only file system. */
+function canMountReadOnly(): boolean {
+  const probe = tempDir('keyward-mount-probe-')
+  const mounted = Bun.spawnSync(['mount', '--bind', probe, probe], { stderr: 'ignore' }).exitCode === 0
+  if (mounted) Bun.spawnSync(['umount', probe])
+  return mounted
+}
+
+describe.skipIf(!canMountReadOnly())('on a read-only file system', () => {
+  test('tokens list reads the dir; the commands that write refuse it saying so (exit 1), and write nothing', async () => {
+    const data = newDataDir()
+    const init = await keyward(['init', '--data', data])
+    const vendorId = JSON.parse(init.stdout).organization_id
+    const readOnly = join(tempDir('keyward-ro-'), 'data')
+    mkdirSync(readOnly)
+    expect(Bun.spawnSync(['mount', '--bind', data, readOnly]).exitCode).toBe(0)
+    try {
+      expect(Bun.spawnSync(['mount', '-o', 'remount,bind,ro', readOnly]).exitCode).toBe(0)
+      expect((await tokensList(readOnly)).map((token) => token.organization_id)).toEqual([vendorId])
+      const refusal = `keyward: data dir ${readOnly} is on a read-only file system (EROFS): only verify, backup and tokens list can read it there; serve, init, restore and the token commands that write need it writable\n`
+      for (const args of [['issue-token', '--org', vendorId, '--role', 'admin'], ['tokens', 'revoke', crypto.randomUUID()]]) {
+        expect(await keyward([...args, '--data', readOnly])).toMatchObject({ code: 1, stdout: '', stderr: refusal })
+      }
+    } finally {
+      Bun.spawnSync(['umount', readOnly])
+    }
+    expect(await tokensList(data)).toHaveLength(1)
+  })
+})
+
 describe('beside a running server', () => {
   test('a data dir whose path is too long for a socket (over 107 bytes): its control socket is reached through the dir', async () => {
     const data = join(newDataDir(), 'a-path-long-enough-that-its-control-socket-would-pass-the-kernel-limit-of-one-hundred-and-seven-bytes')
