@@ -25,17 +25,21 @@ export interface InitResult {
 export const isInitialised = (storage: Storage) => storage.exists('organizations', [{ field: 'organization_type', in: ['vendor'] }])
 
 /**
- * The vendor's id while the storage holds nothing but what its initialisation made (one
- * organization, one token), else undefined. The first token is printed once it is durable: a first
- * start stopped in between (a kill, a container stop) leaves a token that was never shown, and
- * nothing else would tell. While nothing has been done since, every start says how to get one
- * (`firstTokenHint`); it cannot know whether the line was seen.
+ * The vendor's id while the storage holds nothing but what its initialisation made, unchanged (one
+ * organization and one token, neither changed since: not the vendor's description, not the token's
+ * state), else undefined. The first token is printed once it is durable: a first start stopped in
+ * between (a kill, a container stop) leaves a token that was never shown, and nothing else would
+ * tell. While nothing has been done since, every start says how to get one (`firstTokenHint`); it
+ * cannot know whether the line was seen.
  */
 export async function untouchedVendor(storage: Storage): Promise<string | undefined> {
   const [organizations, tokens] = await storage.transaction(async (tx) => Promise.all([tx.count('organizations', [], 2), tx.count('tokens', [], 2)]))
   if (organizations !== 1 || tokens !== 1) return undefined
-  const vendor = await storage.list({ table: 'organizations', where: [{ field: 'organization_type', in: ['vendor'] }], order: 'asc', page: { number: 1, size: 1 } })
-  return vendor.items[0]?.organization_id
+  const first = { where: [], order: 'asc', page: { number: 1, size: 1 } } as const
+  const [vendor, token] = await Promise.all([storage.list({ table: 'organizations', ...first }), storage.list({ table: 'tokens', ...first })])
+  const [org, record] = [vendor.items[0], token.items[0]]
+  const unchanged = org !== undefined && record !== undefined && org.modified === org.created && record.modified === record.created
+  return unchanged ? org.organization_id : undefined
 }
 
 /** What an untouched data dir or database (`untouchedVendor`) says at each start; `store` names it as the CLI does. */

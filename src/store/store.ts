@@ -101,7 +101,7 @@ export class Store {
   private pending: PendingTransaction[] = []
   private newestPending: Promise<unknown> | undefined
   private compaction: Promise<boolean> | null = null
-  /** After failed compactions (COMPACTION_RETRY_FIRST_MS): when the next may start, and the wait after another failure. */
+  /** After failed compactions (COMPACTION_RETRY_FIRST_MS): when the next due by size may start, and the wait after another failure. */
   private compactionRetryAt = 0
   private compactionRetryMs = COMPACTION_RETRY_FIRST_MS
   private closed = false
@@ -193,7 +193,21 @@ export class Store {
    */
   compact(): Promise<boolean> {
     if (!this.writer) return Promise.reject(new Error('store is read-only'))
-    this.compaction ??= this.writeSnapshot().finally(() => (this.compaction = null))
+    this.compaction ??= this.writeSnapshot()
+      .then(
+        (written) => {
+          // Any compaction that succeeds (by size, SIGUSR1, or at close) ends the backoff.
+          this.compactionRetryAt = 0
+          this.compactionRetryMs = COMPACTION_RETRY_FIRST_MS
+          return written
+        },
+        (error: unknown) => {
+          this.compactionRetryAt = performance.now() + this.compactionRetryMs
+          this.compactionRetryMs = Math.min(this.compactionRetryMs * 2, COMPACTION_RETRY_MAX_MS)
+          throw error
+        },
+      )
+      .finally(() => (this.compaction = null))
     return this.compaction
   }
 
@@ -230,14 +244,10 @@ export class Store {
         const threshold = Math.max(this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES, this.snapshotBytes)
         // Not while closing: close() writes its own snapshot, and one started later would race the log's close.
         if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction && performance.now() >= this.compactionRetryAt) {
-          this.compact().then(
-            () => (this.compactionRetryMs = COMPACTION_RETRY_FIRST_MS),
-            (error) => {
-              this.compactionRetryAt = performance.now() + this.compactionRetryMs
-              this.log(`snapshot failed, will retry in ${this.compactionRetryMs / 1000} s: ${(error as Error).message}`)
-              this.compactionRetryMs = Math.min(this.compactionRetryMs * 2, COMPACTION_RETRY_MAX_MS)
-            },
-          )
+          this.compact().catch((error) => {
+            const wait = Math.round((this.compactionRetryAt - performance.now()) / 1000)
+            this.log(`snapshot failed, will retry in ${wait} s: ${(error as Error).message}`)
+          })
         }
       },
       onFailure: (firstLsn: number) => {

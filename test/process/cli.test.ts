@@ -7,7 +7,8 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/temp-dirs'
-import { api, isDataDirLocked, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
+import { api, initLine, isDataDirLocked, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
+import { tokenIdOf } from '../../src/auth/tokens.ts'
 import { listSegments } from '../../src/store/wal.ts'
 import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
@@ -169,6 +170,24 @@ describe('init', () => {
     const used = await startServer(data)
     expect(await stopServer(used, 'SIGTERM')).toBe(0)
     expect(used.stderr.text).not.toContain('nothing has been done')
+  })
+
+  test('the first-start hint is not given once the vendor or its first token has changed (its token was used)', async () => {
+    for (const change of ['vendor description', 'token revoked'] as const) {
+      const data = newDataDir()
+      const first = await startServer(data)
+      const { organization_id: vendorId, token } = initLine(first)
+      const tokenId = tokenIdOf(token)!
+      const changed =
+        change === 'vendor description'
+          ? await api(first.url, token, 'PATCH', `/api/organizations/${vendorId}`, { description: 'Acme' })
+          : await api(first.url, token, 'PATCH', `/api/tokens/${tokenId}/revoke`)
+      expect({ change, status: changed.status }).toEqual({ change, status: 200 })
+      expect(await stopServer(first, 'SIGTERM')).toBe(0)
+      const again = await startServer(data)
+      expect(await stopServer(again, 'SIGTERM')).toBe(0)
+      expect({ change, hinted: again.stderr.text.includes('nothing has been done') }).toEqual({ change, hinted: false })
+    }
   })
 
   test('a stdout that cannot take the token (a full disk): exit 1 saying what to do, no stack trace; issue-token alike', async () => {
