@@ -103,11 +103,15 @@ const ERRORS: Record<number, readonly [name: string, description: string]> = {
  * read (Bun's server does not pass it on: docs/api.md, "Status codes and errors"), so reads answer no 413 or 415.
  */
 function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): number[] {
-  const statuses = new Set<number>([...(meta.errors ?? []), 431, 500])
+  const statuses = new Set<number>([...(meta.errors ?? []), 500])
   if (!meta.public) for (const status of method === 'GET' ? [401, 429, 503] : [401, 413, 415, 429, 503]) statuses.add(status)
   if (meta.limited) statuses.add(429)
   if (hasPathIds) statuses.add(400).add(404)
   if (meta.body || meta.query) statuses.add(400)
+  // Any request may meet the 431 (headers over 16 KiB), which has no body: the document says so
+  // once (info), and lists it only on operations with no other 4xx. Listed on every operation, it
+  // made a generated client's error type `unknown` (hey-api joins every error's body type).
+  if (![...statuses].some((status) => status >= 400 && status < 500)) statuses.add(431)
   return [...statuses].sort((a, b) => a - b)
 }
 
@@ -163,7 +167,8 @@ export function openApiDocument(
       description:
         'Administration API for cryptographic device enrollment: organizations, applications and their environments, consumers, installations, enrollments and keysets; ' +
         'the tokens that call it and the audit trail of every change. ' +
-        'Every /api request carries `Authorization: Bearer <token>`; every failure is an RFC 9457 problem with a stable `code`. ' +
+        'Every /api request carries `Authorization: Bearer <token>`; every failure is an RFC 9457 problem with a stable `code`, ' +
+        'except a 431 (the request line and headers over 16 KiB), which any request may meet, answered by the HTTP server with no body. ' +
         'The reference in prose is docs/api.md in the repository.',
     },
     servers: [{ url: publicUrl, description: 'This server' }],
@@ -209,7 +214,10 @@ export function openApiDocument(
 }
 
 function problemOf(status: ProblemStatus) {
-  return { allOf: [{ $ref: '#/components/schemas/Problem' }, { type: 'object', properties: { status: { const: status }, code: { enum: [...PROBLEM_CODES[status]] } } }] }
+  // Typed as well as narrowed: a `const` without its type is read as a string by some generators
+  // (orval), and `Problem & {status?: '409'}` is then an empty type.
+  const narrowed = { status: { type: 'integer', const: status }, code: { type: 'string', enum: [...PROBLEM_CODES[status]] } }
+  return { allOf: [{ $ref: '#/components/schemas/Problem' }, { type: 'object', properties: narrowed }] }
 }
 
 function successResponse(status: number, success: Success, rateLimited: boolean, shownOnce: boolean) {

@@ -43,12 +43,13 @@ export const UpdateOrganizationBody = v.object({ description: Description })
 export const ChangeEnvironmentsBody = v.pipe(
   v.object({ default: v.optional(EnvironmentName), environment: v.optional(EnvironmentName) }),
   v.check((b) => (b.default === undefined) !== (b.environment === undefined), 'Send exactly one of default and environment'),
-  // The check above, as JSON Schema says it: each branch has its key and not the other (`false`),
-  // which generated clients type exactly (`{default: string; environment?: never} | ...`).
+  // The check above, as JSON Schema says it: each branch has its key and not the other. Said with
+  // `not: {required}` rather than a `false` property schema, which two zod client generators
+  // (orval, openapi-zod-client) cannot read at all (docs/api.md, "The OpenAPI document").
   v.metadata({
     oneOf: [
-      { type: 'object', required: ['default'], properties: { default: ENVIRONMENT_NAME_FORM, environment: false } },
-      { type: 'object', required: ['environment'], properties: { environment: ENVIRONMENT_NAME_FORM, default: false } },
+      { type: 'object', required: ['default'], properties: { default: ENVIRONMENT_NAME_FORM }, not: { required: ['environment'] } },
+      { type: 'object', required: ['environment'], properties: { environment: ENVIRONMENT_NAME_FORM }, not: { required: ['default'] } },
     ],
   }),
 )
