@@ -10,7 +10,7 @@ import { TokenService } from '../modules/tokens/service'
 import { tokenView, tokenViewAt } from '../modules/tokens/model'
 import { Description } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
-import { ApiError } from '../http/errors'
+import { ApiError } from '../modules/shared/errors'
 import { UUID } from '../http/access'
 import { UsageError } from './usage'
 

@@ -6,11 +6,11 @@
  */
 import { UUID_ANY_CASE, type Organization, type RecordOf, type TableName, type Token } from '../storage/records'
 import { then, type Maybe, type ParentLink, type Reader, type WithParent } from '../storage/storage'
-import type { Principal } from './auth'
+import type { Principal } from '../modules/shared/principal'
 import { isPartner, ownedBy, readableOrganization, readableOrganizations, reachesCustomer, reachesOrganization, type OwnedTable } from '../modules/shared/scope'
 import * as v from 'valibot'
 import { parseBody, type RequestBody } from './body'
-import { badRequest, forbidden, notFound } from './errors'
+import { badRequest, forbidden, notFound } from '../modules/shared/errors'
 
 export const UUID = UUID_ANY_CASE
 

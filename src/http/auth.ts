@@ -4,33 +4,10 @@
  * checked against the live records too (a suspended organization, or a partner of a suspended
  * customer, is 401; activated again, its unrevoked tokens work again).
  */
-import type { Organization } from '../storage/records'
-import { then, type Maybe, type Reader, type StateMark } from '../storage/storage'
-import { newSlice, type Slice } from '../ops/turns'
-import { hashToken, TOKEN_LENGTH, type Role, type TokenVerifier } from '../auth/tokens'
-import { unauthorized } from './errors'
-
-export interface Principal {
-  readonly organization: Organization
-  readonly role: Role
-  /** The customer whose records the token reaches; null for the vendor, which reaches everything. */
-  readonly customerId: string | null
-  /** The token's record id: the actor of the changes it makes, and in the request log. */
-  readonly tokenId: string
-  /**
-   * The storage's mark taken before the token was read (`StateMark`): the request's answer and its
-   * change rest on what it read from then on, the token and its organization first.
-   */
-  readonly since: StateMark
-}
-
-/**
- * A request's share of the event loop and of the list connections (`Slice`, src/ops/turns.ts),
- * for its page's walk and its answer: its long work waits in line as its tenant's, the customer whose
- * data the token reaches (the vendor's own organization for a vendor token), so that one tenant's
- * many big requests do not slow another's (docs/security.md, "Big answers").
- */
-export const sliceOf = (p: Principal): Slice => newSlice(p.customerId ?? p.organization.organization_id)
+import { then, type Maybe, type Reader } from '../storage/storage'
+import { hashToken, TOKEN_LENGTH, type TokenVerifier } from '../auth/tokens'
+import { unauthorized } from '../modules/shared/errors'
+import type { Principal } from '../modules/shared/principal'
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32

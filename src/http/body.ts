@@ -5,7 +5,7 @@
  * and raised later, after 404 and 403.
  */
 import * as v from 'valibot'
-import { ApiError, badRequest, type FieldError } from './errors'
+import { ApiError, badRequest, type FieldError } from '../modules/shared/errors'
 
 export const MAX_BODY_BYTES = 64 * 1024
 

@@ -4,7 +4,8 @@
  * route, after the token is checked (`takesBody` in context.ts).
  */
 import { Elysia } from 'elysia'
-import { ApiError, problemResponse } from './errors'
+import { problemResponse } from './errors'
+import { ApiError } from '../modules/shared/errors'
 import { StorageUnavailableError } from '../store/wal'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import type { Logger } from '../ops/logger'
@@ -12,7 +13,7 @@ import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 import { noteBytesOut } from './observe'
 import { JsonBytes } from './json-bytes'
 import type { ChargeAddress } from './context'
-import type { Principal } from './auth'
+import type { Principal } from '../modules/shared/principal'
 import type { StateMark } from '../storage/storage'
 
 export const newTraceId = () => crypto.randomUUID()

@@ -12,7 +12,7 @@
  */
 import type { Logger, RequestLineWriter } from '../ops/logger'
 import type { Metrics, RouteSeries } from '../ops/metrics'
-import type { Principal } from './auth'
+import type { Principal } from '../modules/shared/principal'
 
 type Handler = (request: Request) => Response | Promise<Response>
 

@@ -9,7 +9,7 @@ import * as v from 'valibot'
 import { authenticated, type AppDeps } from './context'
 import { withTraceId } from './foundation'
 import { doc } from './openapi'
-import { ApiError } from './errors'
+import { ApiError } from '../modules/shared/errors'
 import { then } from '../storage/storage'
 import { VERSION } from '../version'
 

@@ -4,7 +4,7 @@
  * without a valid token. Every answer gets the `RateLimit-Policy` and `RateLimit` headers; a
  * request over the limit is answered 429 `rate_limited` with `Retry-After`.
  */
-import { ApiError } from './errors'
+import { ApiError } from '../modules/shared/errors'
 import type { RateLimiter } from '../ops/rate-limit'
 
 export class RateLimited extends ApiError {

@@ -3,7 +3,7 @@
  * malformed id, 404), the role (403), a body that is not JSON (400), then the change, answered with
  * the record's view and the trace id.
  */
-import type { Principal } from './auth'
+import type { Principal } from '../modules/shared/principal'
 import type { RequestBody } from './body'
 import { ignoreBody } from './body'
 import { authorize } from './access'

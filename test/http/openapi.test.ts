@@ -9,7 +9,7 @@ import Ajv2020 from 'ajv/dist/2020'
 import { answerChecker } from '../support/openapi-check'
 import { MAX_ENVIRONMENTS, MAX_FILTER_VALUES } from '../../src/modules/shared/model'
 import { AUDIT_ACTIONS } from '../../src/modules/shared/audit'
-import { PROBLEM_CODES } from '../../src/http/errors'
+import { PROBLEM_CODES } from '../../src/modules/shared/errors'
 import { readFileSync } from 'node:fs'
 
 let h: Harness

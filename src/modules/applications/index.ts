@@ -7,7 +7,7 @@ import { stateChange } from '../../http/state-change'
 import { doc } from '../../http/openapi'
 import type { Application, Organization } from '../../storage/records'
 import { all, then, type Maybe } from '../../storage/storage'
-import { sliceOf, type Principal } from '../../http/auth'
+import { sliceOf, type Principal } from '../shared/principal'
 import type { ApplicationService } from './service'
 import { ApplicationAnswer, ApplicationListAnswer, CreateApplicationBody, CreatedApplicationAnswer, UpdateApplicationBody, applicationView } from './model'
 

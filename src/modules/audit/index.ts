@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { sliceOf } from '../../http/auth'
+import { sliceOf } from '../shared/principal'
 import { authenticated, listAnswer, readRoutes, type AppDeps, pagingFields } from '../../http/context'
 import { authorize } from '../../http/access'
 import { may } from '../shared/scope'

@@ -2,7 +2,7 @@
 import type { AuditEvent } from '../../storage/records'
 import { then, type Condition, type Maybe, type Page, type Storage } from '../../storage/storage'
 import type { Slice } from '../../ops/turns'
-import type { Principal } from '../../http/auth'
+import type { Principal } from '../shared/principal'
 import { pageOf, scopedConditions } from '../shared/scope'
 import type { AuditEventListInput } from './model'
 

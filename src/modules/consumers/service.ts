@@ -2,7 +2,7 @@
 import type { Consumer, Organization } from '../../storage/records'
 import { then, type Maybe, type Page, type Storage, type Tx } from '../../storage/storage'
 import type { Slice } from '../../ops/turns'
-import type { Principal } from '../../http/auth'
+import type { Principal } from '../shared/principal'
 import { transition } from '../shared/change'
 import { changeBy, type Actor } from '../shared/audit'
 import { createOrFind, type Created } from '../shared/owned'

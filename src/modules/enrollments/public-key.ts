@@ -2,7 +2,7 @@
  * Client enclave keys: a P-256 public key as base64 or base64url SPKI DER, or a PEM `PUBLIC KEY`
  * block. WebCrypto decides whether it really is one; the canonical form is standard base64 DER.
  */
-import { badRequest } from '../../http/errors'
+import { badRequest } from '../shared/errors'
 
 const PEM = /^-----BEGIN PUBLIC KEY-----([A-Za-z0-9+/=\s]+)-----END PUBLIC KEY-----\s*$/
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/

@@ -4,7 +4,7 @@
  */
 import type { Application, Organization } from '../../storage/records'
 import type { Storage, Tx } from '../../storage/storage'
-import { badRequest, conflict, notFound } from '../../http/errors'
+import { badRequest, conflict, notFound } from '../shared/errors'
 import { supportedEnvironments } from '../shared/environments'
 import type { Actor } from '../shared/audit'
 import { changeRecord } from '../shared/change'

@@ -5,7 +5,7 @@
  */
 import type { Organization, RecordOf, TableName } from '../../storage/records'
 import type { StateMark, Storage, Tx } from '../../storage/storage'
-import type { Principal } from '../../http/auth'
+import type { Principal } from './principal'
 import { changesOf } from '../../storage/audit-changes'
 
 /**

@@ -5,7 +5,7 @@
  */
 import { TARGET_TABLES, type RecordOf, type TableName } from '../../storage/records'
 import type { Changes, Maybe, Storage, Tx } from '../../storage/storage'
-import { conflict } from '../../http/errors'
+import { conflict } from './errors'
 import { changeBy, customerIdOf, recordEvent, type Actor, type AuditAction } from './audit'
 
 /** The tables of records that are changed in place, each owned by a customer or one itself. */

@@ -6,7 +6,7 @@
  * may pass a bound by a few (keysets cannot: they are counted after their enrollment is locked): a
  * bound on size, not a rule of the data.
  */
-import { conflict } from '../../http/errors'
+import { conflict } from './errors'
 import type { Maybe, Tx } from '../../storage/storage'
 
 export const MAX_PARTNERS_PER_CUSTOMER = 1_000

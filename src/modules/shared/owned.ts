@@ -5,7 +5,7 @@
  */
 import type { RecordOf } from '../../storage/records'
 import type { Fresh, Tx } from '../../storage/storage'
-import { conflict } from '../../http/errors'
+import { conflict } from './errors'
 import { recordEvent, type Actor } from './audit'
 
 export interface Created<T> {

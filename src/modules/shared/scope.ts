@@ -3,7 +3,7 @@
  * organizations and customer-owned records a caller reaches, and what its role may change. The
  * HTTP finders (src/http/access.ts) and the list filters below apply them.
  */
-import { sliceOf, type Principal } from '../../http/auth'
+import { sliceOf, type Principal } from './principal'
 import type { Organization, RecordOf, TableName } from '../../storage/records'
 import { all, then, type Condition, type EnrollmentLink, type FieldIn, type Maybe, type Reader } from '../../storage/storage'
 import type { Slice } from '../../ops/turns'
