@@ -24,7 +24,8 @@ import { PostgresStorage } from '../../src/storage/postgres'
 import { MIGRATIONS } from '../../src/storage/postgres/schema'
 import { Store } from '../../src/store/store'
 import { acquireDataDirLock } from '../../src/store/lock'
-import { initStore, keywardCli, ROOT, type Target } from './keyward'
+import { initStore, keywardCli, type Target } from './keyward'
+import { ROOT } from '../../test/support/server-process'
 import { createDatabase, databaseBytes, databaseExists, databaseUrl, dropDatabase, onDatabase } from './postgres'
 
 /** Enrollments a transaction creates, each with its consumer and installation: about 1,000 rows. */

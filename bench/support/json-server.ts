@@ -7,7 +7,7 @@ import { link, mkdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Children, ProcessLog, freePort, waitReady } from './servers'
 import { JSON_SERVER_HEAP_MB, JSON_SERVER_VERSION } from './settings'
-import { ROOT } from './keyward'
+import { ROOT } from '../../test/support/server-process'
 
 const DIR = join(ROOT, 'bench', '.json-server')
 const BIN = join(DIR, 'node_modules', 'json-server', 'lib', 'cli', 'bin.js')

@@ -3,13 +3,10 @@
  * that they keep measuring what users run as its options and token scheme change. `init` makes a
  * store, `issue-token` the tokens, `serve` the server (on a data dir or a database).
  */
-import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import { Children, ProcessLog, freePort, waitReady } from './servers'
 import { cpuSeconds, procStatus } from './system'
-import { baseEnv, keywardCommand } from '../../test/support/server-process'
-
-export const ROOT = join(import.meta.dir, '..', '..')
+import { baseEnv, keywardCommand, ROOT } from '../../test/support/server-process'
 
 /** Where keyward keeps its data: a data dir (the embedded store) or a PostgreSQL database. */
 export type Target = { readonly store: 'embedded'; readonly dir: string } | { readonly store: 'postgres'; readonly url: string }
