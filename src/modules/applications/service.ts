@@ -4,8 +4,7 @@ import type { Application, Organization } from '../../storage/records'
 import { then, type Maybe, type Storage } from '../../storage/storage'
 import type { Slice } from '../../ops/turns'
 import type { Principal } from '../shared/principal'
-import { badRequest } from '../shared/errors'
-import { defaultEnvironment, supportedEnvironments } from '../shared/environments'
+import { defaultEnvironment, requireSupported } from '../shared/environments'
 import { changeRecord, transition } from '../shared/change'
 import { changeBy, recordEvent, type Actor } from '../shared/audit'
 import { refuseBeyondLimit } from '../shared/limits'
@@ -26,13 +25,7 @@ export class ApplicationService {
       // Read again in the transaction: an environment removed meanwhile must not be handed out.
       const current = (await tx.find('organizations', customer.organization_id))!
       const environments = input.allowed_environments ?? [defaultEnvironment(current)]
-      const supported = supportedEnvironments(current)
-      const unknown = environments.filter((name) => !supported.includes(name))
-      if (unknown.length > 0) {
-        throw badRequest('unknown_environment', `Not a supported environment of this customer: ${unknown.join(', ')}.`, [
-          { path: 'body.allowed_environments', message: 'Not a supported environment of the customer' },
-        ])
-      }
+      requireSupported(current, environments, 'allowed_environments')
       await refuseBeyondLimit(tx, customer.organization_id, 'applications')
       const fields = {
         organization_id: customer.organization_id,

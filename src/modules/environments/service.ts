@@ -4,8 +4,8 @@
  */
 import type { Application, Organization } from '../../storage/records'
 import type { Storage, Tx } from '../../storage/storage'
-import { badRequest, conflict, notFound } from '../shared/errors'
-import { supportedEnvironments } from '../shared/environments'
+import { conflict, notFound } from '../shared/errors'
+import { requireSupported } from '../shared/environments'
 import type { Actor } from '../shared/audit'
 import { changeRecord } from '../shared/change'
 
@@ -15,9 +15,7 @@ export class EnvironmentService {
   add(app: Application, customer: Organization, name: string, actor: Actor): Promise<Application> {
     return this.change(app, actor, 'application_environments.add', async (tx, environments) => {
       const current = (await tx.find('organizations', customer.organization_id))!
-      if (!supportedEnvironments(current).includes(name)) {
-        throw badRequest('unknown_environment', `${name} is not a supported environment of this customer.`, [{ path: 'body.environment', message: 'Not a supported environment of the customer' }])
-      }
+      requireSupported(current, [name], 'environment')
       if (environments.includes(name)) throw conflict('environment_exists', `The application already has ${name}.`)
       return [...environments, name].sort()
     })
