@@ -7,7 +7,7 @@ import * as v from 'valibot'
 import type { Storage } from '../storage/storage'
 import { MAX_TOKEN_TTL_SECONDS, ROLES } from '../auth/tokens'
 import { TokenService } from '../modules/tokens/service'
-import { tokenView, tokenViewAt } from '../modules/tokens/model'
+import { tokenViewAt } from '../modules/tokens/model'
 import { Description } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import { ApiError } from '../modules/shared/errors'
@@ -41,7 +41,7 @@ export type TokenCommandAnswer =
   | { readonly token: string }
   /** False when the token was revoked already (nothing changed, no event). */
   | { readonly revoked: boolean }
-  | { readonly tokens: readonly ReturnType<typeof tokenView>[] }
+  | { readonly tokens: readonly ReturnType<ReturnType<typeof tokenViewAt>>[] }
 
 /** The command names what does not exist (an organization, a token): exit 2, like a bad command line. */
 export class UnknownRecordError extends UsageError {}
@@ -99,7 +99,7 @@ async function answerTokenCommand(storage: Storage, command: TokenCommand, actor
       if (command.organization_id !== null && !(await storage.find('organizations', command.organization_id))) {
         throw new UnknownRecordError(named('organization', command.organization_id))
       }
-      return { tokens: (await tokens.listAll(command.organization_id)).map(tokenViewAt(Date.now() * 1000)) }
+      return { tokens: (await tokens.listAll(command.organization_id)).map(tokenViewAt(storage.now())) }
     }
   }
 }

@@ -45,7 +45,7 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
     }
     if (!verifier.verify(token, credential.token)) throw invalid()
     const { token: record, organization, parent } = credential
-    if (record.state !== 'active' || record.expires <= Date.now() * 1000) throw invalid()
+    if (record.state !== 'active' || record.expires <= reader.now()) throw invalid()
     const role = record.role
     if (!organization) throw invalid()
     if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')

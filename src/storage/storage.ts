@@ -121,6 +121,13 @@ export interface Reader {
   /** The mark to take before a request's first read (its token's): see `StateMark`. */
   mark(): StateMark
   /**
+   * The time now in microseconds, by the clock that stamps this storage's records (docs/storage.md,
+   * "Time"): token expiry and audit retention are judged on it, so that they agree with `created`,
+   * `modified` and `expires` whatever the clocks of the machines do. Embedded: the store's clock;
+   * PostgreSQL: the database's, as this instance last read it, moved on by the time since.
+   */
+  now(): number
+  /**
    * The record `id` of `table`; undefined when there is none, or when it does not meet `within`.
    * `within` is the caller's scope (src/http/access.ts): a record outside it is dropped inside the
    * storage, from the same work as a missing one (in database mode, by the statement: its row never

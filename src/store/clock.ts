@@ -1,20 +1,64 @@
 /**
- * Microsecond wall-clock timestamps that strictly increase across the whole process, so every
- * record's `modified` strictly increases with each change even when two writes share a microsecond
- * or the system clock steps back.
+ * The embedded store's clock (docs/storage.md, "Time"): microseconds of real time that never go
+ * back. It runs on the monotonic clock, so the durations it measures are real whatever happens to
+ * the system clock; it follows the system clock when that steps forward (an NTP correction, a host
+ * resumed from suspend), and runs on when it steps back, ahead of it by that step. Records are
+ * stamped with it (`nowMicros`: strictly increasing, so every record's `modified` strictly
+ * increases with each change even when two writes share a microsecond), and token expiry and audit
+ * retention are judged on it (`currentMicros`): so a token lives its ttl, an expired one stays
+ * expired, and an event is dropped at its age, whatever the system clock does meanwhile.
  */
-let last = 0
+export class Clock {
+  /** This clock's microseconds at the monotonic clock's 0: the system clock's at start, moved forward with it. */
+  private origin: number
+  /** The last timestamp handed out. */
+  private last = 0
 
-export function nowMicros(): number {
-  const wall = Math.floor((performance.timeOrigin + performance.now()) * 1000)
-  last = wall > last ? wall : last + 1
-  return last
+  constructor(
+    /** The system clock, in milliseconds since the epoch. */
+    private readonly wallMs: () => number = Date.now,
+    /** The monotonic clock, in milliseconds, and where the system clock stood at its 0. */
+    private readonly monotonicMs: () => number = () => performance.now(),
+    originMs: number = performance.timeOrigin,
+  ) {
+    this.origin = originMs * 1000
+  }
+
+  private read(): number {
+    const elapsed = this.monotonicMs() * 1000
+    const wall = this.wallMs() * 1000
+    // Over a millisecond behind the system clock (read to the millisecond): it stepped forward.
+    if (wall - (this.origin + elapsed) > 1000) this.origin = wall - elapsed
+    return Math.floor(this.origin + elapsed)
+  }
+
+  /** A new timestamp, after every one handed out before. */
+  stamp(): number {
+    const now = this.read()
+    this.last = now > this.last ? now : this.last + 1
+    return this.last
+  }
+
+  /** The time now, never before a timestamp handed out. */
+  now(): number {
+    const now = this.read()
+    return now > this.last ? now : this.last
+  }
+
+  /** After recovery: a stored timestamp ahead of the clock (the system clock was set back since) moves it forward, to run on from there. */
+  advancePast(micros: number): void {
+    if (micros > this.last) this.last = micros
+    const behind = micros - this.read()
+    if (behind > 0) this.origin += behind
+  }
 }
 
-/** After recovery: never hand out a timestamp at or below one already stored. */
-export function advanceClockPast(micros: number): void {
-  if (micros > last) last = micros
-}
+/** The process's clock: one for every store of the process. */
+const clock = new Clock()
+
+export const nowMicros = (): number => clock.stamp()
+export const currentMicros = (): number => clock.now()
+export const advanceClockPast = (micros: number): void => clock.advancePast(micros)
 
 /** `YYYY-MM-DD HH:MM:SS.ffffff +00:00` (docs/api.md "Conventions"). */
 export function formatTimestamp(micros: number): string {

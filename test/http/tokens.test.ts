@@ -287,6 +287,27 @@ describe('PATCH /api/tokens/{token_id}/revoke', () => {
   })
 })
 
+describe("expiry is judged by the storage's clock (docs/storage.md \"Time\"), not by this machine's system clock", () => {
+  test("past `expires` by the storage's clock: 401 and `expired`, whatever Date.now() says; a system clock set back revives nothing", async () => {
+    const { token, secret } = (await issue({ organization_id: A, role: 'viewer', ttl: '1h' })).body
+    const expires = timestampMicros(token.expires)
+    const storageNow = spyOn(h.storage, 'now').mockImplementation(() => expires + 1)
+    // The system clock a day behind (as after an NTP step back): it must not matter.
+    const realDateNow = Date.now
+    const systemClock = spyOn(Date, 'now').mockImplementation(() => realDateNow() - 86_400_000)
+    try {
+      expect(await works(secret)).toBe(401)
+      expect((await h.request('GET', `/api/tokens/${token.token_id}`)).body.token.state).toBe('expired')
+      const listed = await h.request('GET', `/api/tokens?organization_ids=${A}&state=expired`)
+      expect(listed.body.tokens.map((t: { token_id: string }) => t.token_id)).toContain(token.token_id)
+    } finally {
+      systemClock.mockRestore()
+      storageNow.mockRestore()
+    }
+    expect(await works(secret)).toBe(200)
+  })
+})
+
 describe('the token is read from the Authorization header only', () => {
   test('a token in the query string or a cookie is ignored: 401', async () => {
     for (const [path, headers] of [

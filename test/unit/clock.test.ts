@@ -1,5 +1,5 @@
-import { expect, test } from 'bun:test'
-import { advanceClockPast, formatTimestamp, nowMicros } from '../../src/store/clock'
+import { describe, expect, test } from 'bun:test'
+import { advanceClockPast, Clock, formatTimestamp, nowMicros } from '../../src/store/clock'
 
 /** The format spelled out from scratch, to check the cached fast path against. */
 function reference(micros: number): string {
@@ -33,4 +33,56 @@ test('nowMicros strictly increases, also after the clock is advanced past a stor
   const future = last + 3_600_000_000
   advanceClockPast(future)
   expect(nowMicros()).toBeGreaterThan(future)
+})
+
+/** A clock on a system clock and a monotonic clock that the test moves (milliseconds). */
+function clockAt(wallMs: number) {
+  const time = { wall: wallMs, monotonic: 0 }
+  const clock = new Clock(() => time.wall, () => time.monotonic, wallMs)
+  /** Real time passing: both clocks move. */
+  const pass = (ms: number) => ((time.wall += ms), (time.monotonic += ms))
+  /** The system clock set (an NTP step, an operator): only it moves. */
+  const step = (ms: number) => (time.wall += ms)
+  return { clock, pass, step }
+}
+
+const DAY_MS = 86_400_000
+const START_MS = 1_780_000_000_000
+
+describe('the clock (docs/storage.md "Time")', () => {
+  test('measures real time: a system clock set back changes neither its time nor the durations it measures', () => {
+    const { clock, pass, step } = clockAt(START_MS)
+    const before = clock.stamp()
+    step(-DAY_MS)
+    pass(45_000)
+    // 45 s later by the clock, whatever the system clock says: a 45 s token issued at `before` has expired.
+    expect(clock.now() - before).toBe(45_000_000)
+    expect(clock.stamp()).toBeGreaterThan(before)
+  })
+
+  test('follows the system clock when it steps forward, and keeps counting real time from there', () => {
+    const { clock, pass, step } = clockAt(START_MS)
+    clock.stamp()
+    step(DAY_MS)
+    expect(clock.now()).toBe((START_MS + DAY_MS) * 1000)
+    pass(12)
+    expect(clock.stamp()).toBe((START_MS + DAY_MS + 12) * 1000)
+  })
+
+  test('a stored time ahead of it (the system clock was set back since): it runs on from there at real speed, not one microsecond per stamp', () => {
+    const { clock, pass } = clockAt(START_MS)
+    const stored = (START_MS + DAY_MS) * 1000
+    clock.advancePast(stored)
+    const first = clock.stamp()
+    expect(first).toBeGreaterThan(stored)
+    pass(2000)
+    expect(clock.stamp() - stored).toBe(2_000_000)
+  })
+
+  test('stamps strictly increase within a microsecond; now() is never before the last stamp', () => {
+    const { clock } = clockAt(START_MS)
+    const stamps = Array.from({ length: 5 }, () => clock.stamp())
+    expect(stamps).toEqual([0, 1, 2, 3, 4].map((i) => START_MS * 1000 + i))
+    expect(clock.now()).toBe(stamps[4]!)
+  })
 })

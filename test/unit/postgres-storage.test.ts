@@ -737,6 +737,26 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect(await read()).toBeUndefined()
       })
 
+      test("now() is the database's time as read with the credential (docs/storage.md \"Time\"): this machine's system clock plays no part", async () => {
+        const issued = token()
+        await storage.transaction((tx) => tx.insert('tokens', issued))
+        const realDateNow = Date.now
+        // This machine's system clock a day ahead (another instance's, say): expiry must not follow it.
+        const systemClock = spyOn(Date, 'now').mockImplementation(() => realDateNow() + 86_400_000)
+        try {
+          const databaseTime = async () => Number((await admin`SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now`)[0].now)
+          const before = await databaseTime()
+          await storage.findCredential(issued.token_id) // read: remembered from here on
+          await storage.findCredential(issued.token_id) // remembered: the generation read brings the time too
+          const now = storage.now()
+          const after = await databaseTime()
+          expect(now).toBeGreaterThanOrEqual(before)
+          expect(now).toBeLessThanOrEqual(after)
+        } finally {
+          systemClock.mockRestore()
+        }
+      })
+
       test('without the counter (its row deleted by hand) credentials are read every time, and still seen changed', async () => {
         const issued = token()
         await storage.transaction((tx) => tx.insert('tokens', issued))

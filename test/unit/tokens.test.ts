@@ -54,7 +54,7 @@ function readerOf(records: Token[]): Reader {
     const token = byId.get(id)
     return token && { token, organization: token.organization_id === vendor.organization_id ? vendor : undefined, parent: undefined }
   }
-  return { findCredential, mark: () => 0 } as unknown as Reader
+  return { findCredential, mark: () => 0, now: () => Date.now() * 1000 } as unknown as Reader
 }
 
 const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'

@@ -31,8 +31,10 @@ export function startAuditRetention(storage: Storage, retentionSeconds: number, 
   let running: Promise<void> | null = null
   const pass = () => {
     if (running) return // the last pass is still at it
-    // No event is older than 1970: a retention reaching past it drops nothing (and PostgreSQL's bigint could not hold the time).
-    running = dropEventsBefore(storage, Math.max(0, (Date.now() - retentionSeconds * 1000) * 1000))
+    // By the storage's clock, which stamped the events (in database mode the database's), not by
+    // this machine's system clock. No event is older than 1970: a retention reaching past it drops
+    // nothing (and PostgreSQL's bigint could not hold the time).
+    running = dropEventsBefore(storage, Math.max(0, storage.now() - retentionSeconds * 1_000_000))
       .then(
         (dropped) => (dropped > 0 ? logger.info(`audit retention: dropped ${dropped} event(s) older than ${retentionSeconds} s`, { dropped }) : undefined),
         (error) => logger.error('audit retention failed, will retry', { error: (error as Error)?.message ?? String(error) }),

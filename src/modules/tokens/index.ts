@@ -7,7 +7,7 @@ import { ignoreBody, parseBody, parseQuery } from '../../http/body'
 import { doc } from '../../http/openapi'
 import { then } from '../../storage/storage'
 import type { TokenService } from './service'
-import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenView, tokenViewAt } from './model'
+import { CreateTokenBody, IssuedTokenAnswer, TokenAnswer, TokenListAnswer, TokenListQuery, tokenViewAt } from './model'
 import { viewText } from '../shared/model'
 
 
@@ -29,7 +29,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         // One clock reading for the state filter and every view: a token that expires meanwhile is
         // answered in the state it was chosen for. Views are made anew per read (not remembered):
         // `expired` changes with time alone.
-        const now = Date.now() * 1000
+        const now = storage.now()
         const tokenText = viewText(tokenViewAt(now))
         return then(service.list(principal, q, now, slice), ({ items, total }) =>
           listAnswer('tokens', items, tokenText, pagingFields(q, total), slice))
@@ -38,7 +38,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
     )
     .get(
       '/:token_id',
-      read(({ principal, params, set }) => then(find(principal, params.token_id!), (token) => ({ token: tokenView(token), trace_id: traceIdOf(set) }))),
+      read(({ principal, params, set }) => then(find(principal, params.token_id!), (token) => ({ token: tokenViewAt(storage.now())(token), trace_id: traceIdOf(set) }))),
       { detail: doc({ operationId: 'getToken', summary: 'View a token', tag: 'tokens', responses: { 200: TokenAnswer }, errors: [403] }) },
     )
     .post(
@@ -53,7 +53,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
         set.status = 201
         // The answer holds the token itself, shown this once: no cache may keep it.
         set.headers['cache-control'] = 'no-store'
-        return { token: tokenView(issued.record), secret: issued.token, trace_id: traceIdOf(set) }
+        return { token: tokenViewAt(storage.now())(issued.record), secret: issued.token, trace_id: traceIdOf(set) }
       },
       {
         ...takesBody,
@@ -73,7 +73,7 @@ export const tokensController = (deps: AppDeps, service: TokenService) => {
       async ({ principal, params, body, set }) => {
         const token = await find(principal, params.token_id)
         ignoreBody(body)
-        return { token: tokenView(await service.revoke(token, actorOf(principal, set))), trace_id: traceIdOf(set) }
+        return { token: tokenViewAt(storage.now())(await service.revoke(token, actorOf(principal, set))), trace_id: traceIdOf(set) }
       },
       {
         ...takesBody,

@@ -38,8 +38,11 @@ export const TokenListQuery = v.object({
 })
 export type TokenListInput = v.InferOutput<typeof TokenListQuery>
 
-/** Revoked stays revoked; an active token past `expires` is answered `expired` (derived, not stored). */
-export const tokenState = (t: Token, now = Date.now() * 1000): (typeof TOKEN_STATES)[number] =>
+/**
+ * Revoked stays revoked; an active token past `expires` is answered `expired` (derived, not stored).
+ * `now`: the storage's clock (`Reader.now`), which stamped `expires`.
+ */
+export const tokenState = (t: Token, now: number): (typeof TOKEN_STATES)[number] =>
   t.state === 'revoked' ? 'revoked' : t.expires <= now ? 'expired' : 'active'
 
 /** A token record of docs/api.md "Tokens": never the hash. */
@@ -82,5 +85,3 @@ export const tokenViewAt =
     expires: formatTimestamp(t.expires),
   })
 
-/** The view of a token now. */
-export const tokenView = (t: Token) => tokenViewAt(Date.now() * 1000)(t)

@@ -8,7 +8,7 @@
  * the next transaction does not wait for that fsync.
  */
 import type { Store, Transaction } from '../../store/store'
-import { nowMicros } from '../../store/clock'
+import { currentMicros, nowMicros } from '../../store/clock'
 import { StorageUnavailableError } from '../../store/wal'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
 import { then, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
@@ -56,6 +56,10 @@ export class EmbeddedStorage implements Storage {
 
   mark(): StateMark {
     return this.store.undoMark
+  }
+
+  now(): number {
+    return currentMicros()
   }
 
   transaction<R>(body: (tx: Tx) => Promise<R>, since?: StateMark): Promise<R> {

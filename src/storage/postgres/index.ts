@@ -18,7 +18,7 @@ import { ListSlots } from './list-slots'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, updateStatement, type Statement } from './statements'
+import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, TRANSACTION_TIME_AS_NOW, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
@@ -65,6 +65,8 @@ export class PostgresStorage implements Storage {
   /** Reads of the credential generation, one at a time on a connection of their own (they serve many requests each). */
   private generationSql: SQL | undefined
   private readonly credentials = new CredentialCache(() => this.readGeneration())
+  /** The database's time as last read, and when (`performance.now()`): see `now`. */
+  private databaseTime = { micros: NaN, readAt: 0 }
 
   private constructor(
     private readonly url: string,
@@ -120,6 +122,7 @@ export class PostgresStorage implements Storage {
       await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
       try {
         await migrate(connection)
+        this.learnTime((await connection.unsafe(TRANSACTION_TIME_AS_NOW))[0])
         return await work()
       } finally {
         await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
@@ -133,6 +136,8 @@ export class PostgresStorage implements Storage {
   /** For commands that read without migrating: refuses a schema older or newer than this program's. */
   async requireCurrentSchema(): Promise<void> {
     if (await this.read(() => checkSchemaVersion(this.sql))) throw new Error('the database schema is out of date or missing: run `keyward serve` or `keyward init` on it first')
+    // The commands that judge expiry (`tokens list`) judge it by the database's clock too.
+    this.learnTime((await this.read(() => this.sql.unsafe(TRANSACTION_TIME_AS_NOW)))[0])
   }
 
   /** The schema version in the database (0: keyward has never run on it), for `verify`. */
@@ -157,6 +162,7 @@ export class PostgresStorage implements Storage {
     if (remembered) return remembered
     const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
     if (!row) return undefined
+    this.learnTime(row)
     const credential: Credential = {
       token: toRecord('tokens', row.token),
       organization: row.organization ? toRecord('organizations', row.organization) : undefined,
@@ -175,7 +181,7 @@ export class PostgresStorage implements Storage {
       if (this.generationSql === sql) this.generationSql = undefined
       sql.close({ timeout: 0 }).catch(() => {})
     }
-    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2, late).then((rows) => generationOf(rows[0]))
+    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2, late).then((rows) => (this.learnTime(rows[0]), generationOf(rows[0])))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
@@ -320,6 +326,22 @@ export class PostgresStorage implements Storage {
   /** Reads see committed rows only: nothing a request reads can be undone (`StateMark`). */
   mark(): StateMark {
     return 0
+  }
+
+  /**
+   * The database's time, as last read (with every credential and credential generation, so just
+   * before a request's token is judged), moved on by the monotonic time since: this machine's
+   * system clock plays no part. Before the first read, this machine's clock.
+   */
+  now(): number {
+    if (Number.isNaN(this.databaseTime.micros)) return Date.now() * 1000
+    return Math.floor(this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000)
+  }
+
+  /** A row's `now` column (the database's time): what `now()` goes on from. */
+  private learnTime(row: { now?: unknown } | undefined): void {
+    if (row?.now === undefined || row.now === null) return
+    this.databaseTime = { micros: Number(row.now), readAt: performance.now() }
   }
 
   settle<T>(value: T): T {

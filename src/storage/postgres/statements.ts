@@ -68,6 +68,9 @@ const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
 /** That time on its own (`Tx.time`). */
 export const TRANSACTION_TIME = `SELECT ${NOW} AS time`
 
+/** The database's time, named as the credential reads name it (`Reader.now`). */
+export const TRANSACTION_TIME_AS_NOW = `SELECT ${NOW} AS now`
+
 /**
  * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
  * (22P02) and would match an uppercase spelling. Anything else names nothing, as in the embedded
@@ -142,14 +145,17 @@ export function appendEventsStatement(count: number): string {
 }
 
 /** The credential generation (src/storage/postgres/credentials.ts). */
-export const CREDENTIAL_GENERATION = 'SELECT generation FROM credential_generation'
+const GENERATION = 'SELECT generation FROM credential_generation'
+
+/** The generation, with the database's time (`Reader.now`: a credential read just before the request's token is judged). */
+export const CREDENTIAL_GENERATION = `SELECT (${GENERATION}) AS generation, ${NOW} AS now`
 
 /**
  * `Reader.findCredential`: a token, its organization and that one's parent, each row as JSON, and
- * the credential generation they were read at, in the same snapshot.
+ * the credential generation they were read at, in the same snapshot; and the database's time.
  */
 export const CREDENTIAL =
-  `SELECT (${CREDENTIAL_GENERATION}) AS generation, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ` +
+  `SELECT (${GENERATION}) AS generation, ${NOW} AS now, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ` +
   'LEFT JOIN organizations o ON o.organization_id = t.organization_id ' +
   'LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = $1::uuid'
 
