@@ -1,4 +1,4 @@
--- wrk script for bench/abuse.ts: one abusive request pattern, described by environment variables.
+-- wrk script for bench/tools/abuse.ts: one abusive request pattern, described by environment variables.
 --
 --   ABUSE_PATHS  request paths, separated by "|", sent in turn (default "/")
 --   ABUSE_TOKEN  a bearer token sent with every request (unset or empty: none)

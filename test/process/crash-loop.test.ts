@@ -1,5 +1,5 @@
 /**
- * The crash loop, short (docs/storage.md; the long run is bench/crash-loop.ts): a real server under
+ * The crash loop, short (docs/storage.md; the long run is bench/tools/crash-loop.ts): a real server under
  * many concurrent clients doing every kind of write, SIGKILLed at random instants and restarted on
  * the same data dir. Every acknowledged write must survive with its acknowledged effect, and the
  * audit trail must match the records: no change without its event, no event without its change.

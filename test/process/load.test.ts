@@ -1,5 +1,5 @@
 /**
- * The load run, short (docs/security.md; the long run is bench/load.ts, the logic test/support/load/):
+ * The load run, short (docs/security.md; the long run is bench/tools/load.ts, the logic test/support/load/):
  * a real server, four tenants with tokens for every role, 16 concurrent clients for 3 seconds doing
  * reads, writes, other tenants' ids and refused requests at once. Every answer must be the one the
  * clients' model predicts (no 5xx, no cross-tenant answer, no timeout), and every record read back

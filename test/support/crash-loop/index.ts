@@ -1,6 +1,6 @@
 /**
  * The crash loop (docs/storage.md), shared by test/process/crash-loop.test.ts (a few kills, in CI)
- * and bench/crash-loop.ts (hundreds of kills, by hand).
+ * and bench/tools/crash-loop.ts (hundreds of kills, by hand).
  *
  * A real server process on one data dir; many concurrent clients, each owning one customer and
  * everything under it, doing every kind of write the API has. Every acknowledged (2xx) write's

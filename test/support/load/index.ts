@@ -1,5 +1,5 @@
 /**
- * The load run (docs/security.md), shared by bench/load.ts (60 s, 64 clients, by hand) and
+ * The load run (docs/security.md), shared by bench/tools/load.ts (60 s, 64 clients, by hand) and
  * test/process/load.test.ts (a few seconds, in CI).
  *
  * A real server on a fresh data dir. Several tenants (customers, each with a partner whose token is

@@ -3,7 +3,7 @@
  * The long crash loop (docs/storage.md; the short one runs in CI as test/process/crash-loop.test.ts,
  * the logic is test/support/crash-loop/):
  *
- *   ./node_modules/.bin/bun run bench/crash-loop.ts --kills 200 [--clients 24] [--seed N]
+ *   npm run bench -- crash-loop --kills 200 [--clients 24] [--seed N]
  *
  * A real server on a fresh temp data dir, many concurrent clients doing every kind of write, SIGKILL
  * at random instants, restart, and every acknowledged write checked. Prints the figures and writes
@@ -13,8 +13,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { runCrashLoop } from '../test/support/crash-loop'
-import { killServers } from '../test/support/server-process'
+import { runCrashLoop } from '../../test/support/crash-loop'
+import { killServers } from '../../test/support/server-process'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -48,7 +48,7 @@ const markdown = `# keyward crash loop
 
 ${new Date().toISOString()} · ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'} · Bun ${Bun.version} · data dir in ${tmpdir()} · seed ${report.seed}
 
-\`bun run bench/crash-loop.ts --kills ${kills} --clients ${clients}\`: a real \`keyward serve\` process, ${clients} concurrent
+\`npm run bench -- crash-loop --kills ${kills} --clients ${clients}\`: a real \`keyward serve\` process, ${clients} concurrent
 clients doing every kind of write, SIGKILL at a random instant 50-600 ms after each (re)start (about 1 in 5
 while a graceful stop is writing its snapshot), restart on the same data dir (about 1 in 7 restarts
 killed during start-up first), every record read back and compared with its latest acknowledged state.
@@ -83,5 +83,5 @@ ${byOperation}
 ${report.lost.length > 0 ? `\nLost:\n\n${report.lost.map((l) => `- ${l}`).join('\n')}\n` : ''}${report.unexpected.length > 0 ? `\nUnexpected:\n\n${report.unexpected.map((l) => `- ${l}`).join('\n')}\n` : ''}`
 
 console.log(markdown)
-await writeFile(join(import.meta.dir, 'results', 'crash-loop.md'), markdown)
+await writeFile(join(import.meta.dir, '..', 'results', 'crash-loop.md'), markdown)
 process.exitCode = verdict === 'PASS' ? 0 : 1

@@ -3,7 +3,7 @@
  * The load run (docs/security.md; a short one runs in CI as test/process/load.test.ts, the logic is
  * test/support/load/):
  *
- *   ./node_modules/.bin/bun run bench/load.ts [--seconds 60] [--clients 64] [--tenants 4] [--seed N]
+ *   npm run bench -- load [--seconds 60] [--clients 64] [--tenants 4] [--seed N]
  *
  * A real server on a fresh temp data dir, several tenants with tokens for every role, and many
  * concurrent clients for the whole duration doing reads and writes across tenants (other tenants'
@@ -16,8 +16,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { AUDIT_EVENT_BUDGET_BYTES, runLoad, type LoadReport } from '../test/support/load'
-import { killServers } from '../test/support/server-process'
+import { AUDIT_EVENT_BUDGET_BYTES, runLoad, type LoadReport } from '../../test/support/load'
+import { killServers } from '../../test/support/server-process'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -112,7 +112,7 @@ const markdown = `# keyward under load
 
 ${new Date().toISOString()} · ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'} · Bun ${Bun.version} · data dir in ${tmpdir()} · seed ${report.seed}
 
-\`bun run bench/load.ts --seconds ${seconds} --clients ${clients}\`: a real \`keyward serve\` process on a fresh data dir
+\`npm run bench -- load --seconds ${seconds} --clients ${clients}\`: a real \`keyward serve\` process on a fresh data dir
 (compacting every ${report.compactAfterBytes / MiB} MiB of log, so snapshots are written under load); ${report.tenants} customers, half of them
 enabled for virtual environments, each with a partner whose token is used and one whose state is toggled; ${report.tokens} tokens
 (vendor admin from the first start, vendor viewer by \`keyward issue-token\` beside the running server, the rest by the
@@ -187,5 +187,5 @@ late GC swing, or a trend inside the noise, does not fail the run. See test/supp
 ${stderrSection}`
 
 console.log(markdown)
-await writeFile(join(import.meta.dir, 'results', 'load.md'), markdown)
+await writeFile(join(import.meta.dir, '..', 'results', 'load.md'), markdown)
 process.exitCode = verdict === 'PASS' ? 0 : 1

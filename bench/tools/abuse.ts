@@ -2,7 +2,7 @@
 /**
  * Hand-run abuse benchmark (docs/abuse.md; not a test, not in CI):
  *
- *   ./node_modules/.bin/bun run bench/abuse.ts [--seconds 10] [--rate 200] [--keysets 10000] [--only TEXT[|TEXT...]] [--repeat N]
+ *   npm run bench -- abuse [--seconds 10] [--rate 200] [--keysets 10000] [--only TEXT[|TEXT...]] [--repeat N]
  *                                              [--memory-limit MIB]
  *
  * Can one tenant, or someone with no token at all, slow another tenant down or blow up the server's
@@ -35,14 +35,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { buildInChild, ENVIRONMENT, openStorage, type BuildMeta, type CustomerPlan } from './support/dataset'
-import { benchServeOptions, initStore, issueToken, startKeyward, type Target } from './support/keyward'
-import { ROOT } from '../test/support/server-process'
-import { Children, onInterrupt } from './support/servers'
-import { busyBeforeStart, machineDescription, memoryCgroup, mib, procStatus, waitQuiet, type MemoryCgroup } from './support/system'
-import { startWrk, wrkMissing, type WrkResult } from './support/wrk'
-import { recordEvent } from '../src/modules/shared/audit'
-import { MAX_KEYSETS_PER_ENROLLMENT } from '../src/modules/shared/limits'
+import { buildInChild, ENVIRONMENT, openStorage, type BuildMeta, type CustomerPlan } from '../support/dataset'
+import { benchServeOptions, initStore, issueToken, startKeyward, type Target } from '../support/keyward'
+import { ROOT } from '../../test/support/server-process'
+import { Children, onInterrupt } from '../support/servers'
+import { busyBeforeStart, machineDescription, memoryCgroup, mib, procStatus, waitQuiet, type MemoryCgroup } from '../support/system'
+import { startWrk, wrkMissing, type WrkResult } from '../support/wrk'
+import { recordEvent } from '../../src/modules/shared/audit'
+import { MAX_KEYSETS_PER_ENROLLMENT } from '../../src/modules/shared/limits'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -295,7 +295,7 @@ interface Row {
 async function measure(wrk: string, base: string, pid: number, w: World, pattern: Pattern | null): Promise<Row> {
   const victimUrl = `${base}/api/enrollments/${w.victimEnrollment}`
   const attack = pattern
-    ? startWrk(wrk, ['-c', String(ATTACK_CONNECTIONS), '-d', `${WARMUP_SECONDS + MEASURE_SECONDS + 1}s`, '-s', join(import.meta.dir, 'abuse.lua'), base], {
+    ? startWrk(wrk, ['-c', String(ATTACK_CONNECTIONS), '-d', `${WARMUP_SECONDS + MEASURE_SECONDS + 1}s`, '-s', join(import.meta.dir, '..', 'abuse.lua'), base], {
         threads: 2,
         timeoutSeconds: 10,
         env: { ...process.env, ...pattern.env },
@@ -355,7 +355,7 @@ function report(w: World, rows: Row[], answers: Map<Pattern, string>, started: D
   })
   return `# Abuse benchmark
 
-\`bun run bench/abuse.ts\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
+\`npm run bench -- abuse\` on ${started.toISOString().slice(0, 10)}, ${machineDescription()}. The server is the real one
 (\`serve\` with ${serveNote}, ${memoryNote}, started afresh for each row, on a data dir built through the storage interface, ${w.records.toLocaleString('en')} records): a victim customer, an
 attacker customer (2 applications of 20,000 enrollments each, so 40,000 enrollments, consumers and installations in
 its scope; one enrollment with ${KEYSETS.toLocaleString('en')} keysets; a partner) and a prober customer. The victim reads one enrollment
@@ -379,7 +379,7 @@ ${lines.join('\n')}
 async function main(): Promise<number> {
   const wrk = Bun.which('wrk')
   if (!wrk) {
-    console.error(wrkMissing('bench/abuse.ts'))
+    console.error(wrkMissing('npm run bench -- abuse'))
     return 1
   }
   const started = new Date()

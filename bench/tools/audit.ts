@@ -21,29 +21,29 @@
  * `git archive` into the work dir (its node_modules linked to this one's: package.json is the same).
  * Prints a report and writes it to docs/benchmarks-audit.md (with only some phases: printed only).
  *
- *   bun run bench/audit.ts [--events N] [--phase memory,startup,create] [--before COMMIT|DIR] [--rounds 3] [--seconds 5] [--keep]
+ *   npm run bench -- audit [--events N] [--phase memory,startup,create] [--before COMMIT|DIR] [--rounds 3] [--seconds 5] [--keep]
  *
  * `memory` covers 1 and 2; needs wrk for `create`.
  */
 import { mkdtemp, mkdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Store } from '../src/store/store'
-import { EmbeddedStorage } from '../src/storage/embedded'
-import { initialiseStorage } from '../src/cli/init'
-import { recordEvent, type Actor, type AuditAction } from '../src/modules/shared/audit'
-import { createApp } from '../src/app'
-import { createLogger } from '../src/ops/logger'
-import { TokenVerifier, tokenIdOf } from '../src/auth/tokens'
-import { nowMicros } from '../src/store/clock'
-import type { AuditEvent, Consumer, Enrollment, Installation, RecordOf, TableName } from '../src/storage/records'
-import type { Tx } from '../src/storage/storage'
-import { initStore, issueToken, startKeyward, type RunningKeyward } from './support/keyward'
-import { ROOT } from '../test/support/server-process'
-import { Children } from './support/servers'
-import { measuredRun, wrkLoad } from './support/measure'
-import { findWrk, wrkMissing } from './support/wrk'
-import { WRK_TIMEOUT_SECONDS } from './support/settings'
+import { Store } from '../../src/store/store'
+import { EmbeddedStorage } from '../../src/storage/embedded'
+import { initialiseStorage } from '../../src/cli/init'
+import { recordEvent, type Actor, type AuditAction } from '../../src/modules/shared/audit'
+import { createApp } from '../../src/app'
+import { createLogger } from '../../src/ops/logger'
+import { TokenVerifier, tokenIdOf } from '../../src/auth/tokens'
+import { nowMicros } from '../../src/store/clock'
+import type { AuditEvent, Consumer, Enrollment, Installation, RecordOf, TableName } from '../../src/storage/records'
+import type { Tx } from '../../src/storage/storage'
+import { initStore, issueToken, startKeyward, type RunningKeyward } from '../support/keyward'
+import { ROOT } from '../../test/support/server-process'
+import { Children } from '../support/servers'
+import { measuredRun, wrkLoad } from '../support/measure'
+import { findWrk, wrkMissing } from '../support/wrk'
+import { WRK_TIMEOUT_SECONDS } from '../support/settings'
 
 const PER_TRANSACTION = 1_000
 const SMALL = 1_000
@@ -73,7 +73,7 @@ interface Measured {
 /** The last commit before audit events. */
 const BEFORE_AUDIT_EVENTS = '6358805'
 const CLIENTS = 64
-const CREATE_SCRIPT = join(import.meta.dir, 'run-create.lua')
+const CREATE_SCRIPT = join(import.meta.dir, '..', 'run-create.lua')
 const REPORT = join(ROOT, 'docs', 'benchmarks-audit.md')
 
 interface Started {
@@ -158,7 +158,7 @@ async function startUp(children: Children, dir: string, events: number): Promise
 /** Durable creates from 64 clients, this checkout against `before`, interleaved (A/B, B/A, ...). */
 async function createAB(children: Children, work: string, before: string, rounds: number, seconds: number): Promise<CreateRun[]> {
   const wrk = findWrk()
-  if (!wrk) throw new Error(wrkMissing('bench/audit.ts --phase create'))
+  if (!wrk) throw new Error(wrkMissing('npm run bench -- audit --phase create'))
   // A directory is a checkout already made (a variant built by hand, say); anything else a commit.
   const given = await stat(before).then((info) => info.isDirectory(), () => false)
   const beforeRoot = given ? before : join(work, `keyward-${before}`)
@@ -211,7 +211,7 @@ function render(measured: Measured[], starts: Started[], creates: CreateRun[], b
   const lines = [
     `# The audit trail's cost`,
     '',
-    `Written by \`bun run bench/audit.ts\` on a full run: do not edit by hand. ${navigator.hardwareConcurrency} CPUs, Bun ${Bun.version}; ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC. ` +
+    `Written by \`npm run bench -- audit\` on a full run: do not edit by hand. ${navigator.hardwareConcurrency} CPUs, Bun ${Bun.version}; ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC. ` +
       'The machine is shared: compare figures within this run, and prefer CPU time to rates.',
     '',
   ]
