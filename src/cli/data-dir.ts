@@ -27,7 +27,7 @@ const RETRY_MS = 50
 export async function runOnDataDir(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
   // A dir keyward must not use is refused before anything is created in it (even the lock file).
   if ((await inspectDataDir(dir)) !== 'keyward') throw notInitialised(dir)
-  const deadline = Date.now() + DEADLINE_MS
+  const deadline = performance.now() + DEADLINE_MS
   for (;;) {
     let lock: DataDirLock | null
     try {
@@ -51,7 +51,7 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
       return await sendControlCommand(dir, command)
     } catch (error) {
       if (!(error instanceof ControlSocketUnreachable)) throw error
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         throw new Error(`another keyward holds data dir ${dir} (a server, or a command such as restore), and no control socket answers at ${error.message}`)
       }
     }

@@ -129,6 +129,9 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
 /** How long `serve` waits for a log reader that does not read (docs/operations.md "Logs"). */
 const LOG_WAIT_MS = 5_000
 
+/** How often a server notes its clock's time in the lock file: what a kill loses of it at most. */
+const CLOCK_NOTE_INTERVAL_MS = 5_000
+
 /** Locks, recovers (and on first run initialises) the data dir, and opens its control socket. */
 async function openDataDir(options: ServeOptions, logger: Logger): Promise<OpenedStorage> {
   let lock: DataDirLock | undefined
@@ -153,12 +156,16 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
     // The CLI's token commands, while this server is the data dir's only writer (README "Tokens").
     const control = serveControlSocket(options.data, (command) => performTokenCommand(storage, command), logger)
     const [opened, held] = [store, lock]
+    // The clock's time, noted in the lock file for a restart (src/store/lock.ts, `recordedTime`).
+    const noting = setInterval(() => held.recordTime(), CLOCK_NOTE_INTERVAL_MS)
+    noting.unref()
     return {
       storage,
       where: { data_dir: options.data, data_format: DATA_FORMAT },
       stopping: 'finishing requests in flight, writing a snapshot',
       onSigusr1: () => snapshotNow(opened, logger),
       close: async () => {
+        clearInterval(noting)
         try {
           await control?.stop()
           await opened.close()

@@ -5,16 +5,51 @@
  * is free the moment its holder dies, however it dies. (README "The data dir".)
  *
  * The file stays after release: deleting it while another process waits to open it would let two
- * processes lock two different files of the same name. Its content means nothing.
+ * processes lock two different files of the same name. It holds nothing but the clock's time (`recordedTime`).
  */
 import { dlopen, FFIType, read } from 'bun:ffi'
-import { closeSync, constants, openSync } from 'node:fs'
+import { closeSync, constants, openSync, readFileSync, writeSync } from 'node:fs'
+import { currentMicros } from './clock'
 import { constants as os } from 'node:os'
 import { join } from 'node:path'
 
 export const LOCK_FILE = 'serve.lock'
 
-export type DataDirLock = { release(): void }
+export type DataDirLock = {
+  /** Notes the clock's time in the lock file (`recordedTime`), then gives the lock up. */
+  release(): void
+  /** Notes the clock's time in the lock file (`recordedTime`): `serve` does every few seconds. */
+  recordTime(): void
+}
+
+/** Written at the start of the lock file, space-padded: the microseconds (at most 20 digits) and their CRC-32 in hex. */
+const RECORDED_TIME_BYTES = 32
+
+/** `<micros> <crc32 of the digits>`: a note damaged on disk is not taken for a time (it would set the clock anywhere). */
+export const noteOf = (micros: number) => {
+  const digits = String(micros)
+  return `${digits} ${(Bun.hash.crc32(digits) >>> 0).toString(16)}`.padEnd(RECORDED_TIME_BYTES)
+}
+
+/**
+ * The clock's time as the lock's last holder noted it (every few seconds while serving, and when it
+ * let go), in the lock file; 0 if none was. The store's clock goes on from it after a restart
+ * (`Store.open`), not only from the newest stored timestamp: with the system clock set back in the
+ * meantime, time that passed with no write would be forgotten, and a token that had expired then
+ * would be accepted again (docs/storage.md "Time"). Not fsynced: a process that is killed leaves
+ * its writes in the page cache, and after a power loss the time is as old as the last note that
+ * reached the disk. The file means nothing else.
+ */
+export function recordedTime(dir: string): number {
+  let text: string
+  try {
+    text = readFileSync(join(dir, LOCK_FILE), 'latin1').slice(0, RECORDED_TIME_BYTES).trim()
+  } catch {
+    return 0 // no lock file yet, or not readable: nothing noted
+  }
+  const digits = /^(\d{1,20}) [0-9a-f]{1,8}$/.exec(text)?.[1]
+  return digits !== undefined && noteOf(Number(digits)).trim() === text ? Number(digits) : 0
+}
 
 export class DataDirLockedError extends Error {
   constructor(readonly dir: string) {
@@ -55,10 +90,20 @@ export function acquireDataDirLock(dir: string): DataDirLock {
     throw new Error(`cannot lock ${path}: flock failed with errno ${error} (does this file system support flock?)`)
   }
   let released = false
+  const recordTime = () => {
+    if (released) return
+    try {
+      writeSync(fd, noteOf(currentMicros()), 0, 'latin1')
+    } catch {
+      // A note that cannot be written (a full disk) costs only what it would have kept.
+    }
+  }
   return {
+    recordTime,
     release: () => {
       // Once only: the fd number may belong to another file by a second call.
       if (released) return
+      recordTime()
       released = true
       closeSync(fd) // closing the only descriptor of the open file releases its lock
     },

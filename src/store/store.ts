@@ -15,6 +15,7 @@ import { createTables, type Tables } from './tables'
 import { TABLE_NAMES, type AuditEvent, type RecordOf, type TableName } from '../storage/records'
 import type { Table } from './table'
 import { advanceClockPast } from './clock'
+import { recordedTime } from './lock'
 import { LogWriter, removeSegmentsBefore } from './wal'
 import { logRecordText } from './log-record'
 import { recover } from './recovery'
@@ -130,7 +131,8 @@ export class Store {
     store.lastLsn = recovered.lastLsn
     store.snapshotLsn = recovered.snapshotLsn
     store.snapshotBytes = await fileSize(join(dir, SNAPSHOT_FILE))
-    advanceClockPast(recovered.newestTimestamp)
+    // Never before a time stored, nor before the time the last holder of the dir noted (src/store/lock.ts).
+    advanceClockPast(Math.max(recovered.newestTimestamp, recordedTime(dir)))
     if (!options.readOnly) {
       store.writer = await LogWriter.open(dir, recovered.lastLsn, store.writerHooks(), recovered.lastSegment)
     }

@@ -237,8 +237,9 @@ describe('GET /api/tokens', () => {
     // `active` and answered `expired` (or the reverse).
     const E = await h.createCustomer('Expiring')
     for (let seconds = 1; seconds <= 40; seconds++) h.token(E, 'viewer', seconds)
-    let clock = Date.now() + 500
-    const spy = spyOn(Date, 'now').mockImplementation(() => (clock += 1000))
+    await h.tokensRecorded()
+    let clock = h.storage.now() + 500_000
+    const spy = spyOn(h.storage, 'now').mockImplementation(() => (clock += 1_000_000))
     try {
       for (let request = 0; request < 6; request++) {
         for (const state of ['active', 'expired'] as const) {

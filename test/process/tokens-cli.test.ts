@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { timestampMicros } from '../support/fixtures.ts'
 import { tempDir } from '../support/temp-dirs'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
+import { noteOf } from '../../src/store/lock.ts'
 import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
@@ -78,6 +79,16 @@ describe('on a data dir no server holds', () => {
     const fresh = await issue(data, vendorId, 'viewer') // now through the server
     expect((await api(server.url, fresh, 'GET', '/api/organizations')).status).toBe(200)
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
+  })
+
+  test("the clock goes on from the time the dir's last holder noted (docs/storage.md \"Time\"): a token expired then stays expired, whatever the newest stored time", async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    await issue(data, vendorId, 'viewer', ['--ttl', '1h'])
+    // As a server leaves it that ran on for two hours after the last write (then a restart with the
+    // system clock set back would take the clock from the newest stored time, and revive the token).
+    writeFileSync(join(data, 'serve.lock'), noteOf(Date.now() * 1000 + 2 * 3600 * 1_000_000))
+    expect((await tokensList(data)).map((token) => token.state).sort()).toEqual(['active', 'expired'])
   })
 
   test('tokens list answers an active token past its expiry as expired, as the API does', async () => {

@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
-import { acquireDataDirLock, type DataDirLock, DataDirLockedError } from '../../src/store/lock.ts'
+import { acquireDataDirLock, type DataDirLock, DataDirLockedError, noteOf, recordedTime } from '../../src/store/lock.ts'
+import { currentMicros } from '../../src/store/clock.ts'
 import { ROOT } from '../support/server-process.ts'
 
 let dir: string
@@ -119,3 +120,29 @@ describe('acquireDataDirLock', () => {
     expect(() => acquireDataDirLock(join(dir, 'missing'))).toThrow(expect.objectContaining({ code: 'ENOENT' }))
   })
 })
+
+describe("the clock's time noted in the lock file (docs/storage.md \"Time\")", () => {
+  test('noted on release, and whenever asked; read back as it was written', () => {
+    expect(recordedTime(dir)).toBe(0) // no lock file yet
+    const before = currentMicros()
+    const lock = acquire()
+    lock.release()
+    const noted = recordedTime(dir)
+    expect(noted).toBeGreaterThanOrEqual(before)
+    expect(noted).toBeLessThanOrEqual(currentMicros())
+    const again = acquire()
+    again.recordTime()
+    expect(recordedTime(dir)).toBeGreaterThanOrEqual(noted)
+  })
+
+  test('a damaged note is no time: a changed digit, a changed checksum, text of an older keyward', () => {
+    const note = noteOf(1_790_000_000_123_456)
+    writeFileSync(lockPath, note)
+    expect(recordedTime(dir)).toBe(1_790_000_000_123_456)
+    for (const damaged of [note.replace('1790', '9790'), note.replace(/ [0-9a-f]+/, ' 0'), '1\n', '']) {
+      writeFileSync(lockPath, damaged)
+      expect({ damaged, time: recordedTime(dir) }).toEqual({ damaged, time: 0 })
+    }
+  })
+})
+
