@@ -51,6 +51,7 @@ const commands = {
       'log-format': { type: 'string', default: env.KEYWARD_LOG_FORMAT || 'json' },
       'database-timeout': { type: 'string', default: env.KEYWARD_DATABASE_TIMEOUT || '10s' },
       'database-connections': { type: 'string', default: env.KEYWARD_DATABASE_CONNECTIONS || '16' },
+      'stop-timeout': { type: 'string', default: env.KEYWARD_STOP_TIMEOUT || '20s' },
       help: HELP,
     },
     run: (v: Record<string, unknown>) =>
@@ -69,6 +70,7 @@ const commands = {
         logFormat: v['log-format'] as string,
         databaseTimeout: v['database-timeout'] as string,
         databaseConnections: v['database-connections'] as string,
+        stopTimeout: v['stop-timeout'] as string,
         // Environment only, a tuning knob (the crash loop uses it to compact under load).
         ...(env.KEYWARD_COMPACT_AFTER_BYTES ? { compactAfterBytes: compactAfterBytes(env.KEYWARD_COMPACT_AFTER_BYTES) } : {}),
       }),

@@ -38,6 +38,8 @@ export interface ServeOptions {
   readonly logFormat?: string
   /** Database mode: how long a request waits for the database's answers before its 503 (`--database-timeout`, default 10s). */
   readonly databaseTimeout?: string
+  /** How long a stop waits for the answers in flight before it closes their connections (`--stop-timeout`, default 20s). */
+  readonly stopTimeout?: string
   /** Database mode: the connection pool of this instance (`--database-connections`, default 16). */
   readonly databaseConnections?: string
   /** Compact once the log segment passes this many bytes (default 64 MiB; small values for tests). */
@@ -77,7 +79,7 @@ const parseRateLimit = (text: string) => wholeNumber('--rate-limit', text, 0, Nu
  */
 const parseDatabaseConnections = (text: string) => wholeNumber('--database-connections', text, 1, 1000, 'give a number of connections from 1 to 1000, like 16')
 
-/** The longest `--database-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
+/** The longest `--database-timeout` and `--stop-timeout`: a day, far below what a timer can hold (2^31 - 1 ms, about 24.8 days). */
 const MAX_DATABASE_TIMEOUT = { seconds: 86_400, spelled: '24h' }
 
 function parseLogFormat(text: string): LogFormat {
@@ -94,6 +96,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
   const retentionSeconds = durationSeconds('audit-retention', options.auditRetention, '400d')
   const answerTimeoutMs = durationSeconds('database-timeout', options.databaseTimeout ?? '10s', '10s', MAX_DATABASE_TIMEOUT) * 1000
   const maxConnections = parseDatabaseConnections(options.databaseConnections ?? '16')
+  const stopTimeoutMs = durationSeconds('stop-timeout', options.stopTimeout ?? '20s', '20s', MAX_DATABASE_TIMEOUT) * 1000
   givesTls(options.tlsCert, options.tlsKey)
   // From here on a signal stops the server gracefully, even while it recovers (src/cli/serving.ts).
   const signals = listenForSignals(logger, Boolean(options.databaseUrl))
@@ -110,7 +113,7 @@ export async function serveCommand(options: ServeOptions): Promise<number> {
     // host_url needs the real port, known only once bound (`--port 0` picks a free one); the app
     // reads the config per request, so filling it in right after binding is early enough.
     const config = { publicUrl: options.publicUrl ?? '', autoVerifyInstallations: options.autoVerifyInstallations, corsOrigins }
-    const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, logger }
+    const settings: ServerSettings = { host: options.host, publicUrl: options.publicUrl, reserved, tls, config, retentionSeconds, rateLimit, stopTimeoutMs, logger }
     const opened = options.databaseUrl ? await serveDatabase(options.databaseUrl, logger, { answerTimeoutMs, maxConnections }) : await openDataDir(options, logger)
     code = await serveUntilStopped(opened, settings, signals)
   } catch (error) {

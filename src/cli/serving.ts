@@ -33,6 +33,8 @@ export interface ServerSettings {
   readonly retentionSeconds: number
   /** Requests per second per token or address; 0: no limits. */
   readonly rateLimit: number
+  /** How long a stop waits for the answers in flight (`--stop-timeout`): see `finishInFlight`. */
+  readonly stopTimeoutMs: number
   readonly logger: Logger
 }
 
@@ -94,13 +96,32 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
   })
   await signals.stopped
   try {
-    await server.stop(false)
+    await finishInFlight(server, settings.stopTimeoutMs, logger)
     await retention.stop()
   } finally {
     await opened.close()
   }
   logger.info('stopped')
   return 0
+}
+
+/**
+ * Stops taking connections and lets the answers in flight finish, for `timeoutMs` at most; then
+ * closes the connections still answering. A long list read slowly by its client (44 MB at 165 KB/s)
+ * held a stop for 264 s, past what a service manager waits before it kills the process
+ * (deploy/keyward.service: TimeoutStopSec=120), with the snapshot still to write. Every change an
+ * answer reports is durable before the answer is sent: closing a connection loses no change.
+ */
+async function finishInFlight(server: { stop(closeActive?: boolean): Promise<void>; readonly pendingRequests: number }, timeoutMs: number, logger: Logger): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeoutMs)))
+  try {
+    if ((await Promise.race([server.stop(false), late])) !== 'late') return
+    logger.warn(`stop: answers still in flight after ${timeoutMs / 1000} s (--stop-timeout): their connections are closed`, { pending: server.pendingRequests })
+    await server.stop(true)
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** The signals of a `serve`, listened to from its start (`listenForSignals`). */

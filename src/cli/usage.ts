@@ -25,6 +25,7 @@ Usage:
                 [--tls-cert FILE --tls-key FILE] [--auto-verify-installations]
                 [--cors-origin ORIGIN]... [--audit-retention DURATION] [--rate-limit N]
                 [--log-format json|text] [--database-timeout DURATION] [--database-connections N]
+                [--stop-timeout DURATION]
   keyward init [--data DIR | --database-url URL] [--vendor-description TEXT]
   keyward issue-token --org ID --role ROLE [--ttl DURATION] [--description TEXT]
                       [--data DIR | --database-url URL]
@@ -76,6 +77,9 @@ Options:
   --database-connections N       database mode: this instance's connection pool, 1 to 1000; it
                                  holds up to N + 2 connections, 5 at least
                                  (env KEYWARD_DATABASE_CONNECTIONS, default 16)
+  --stop-timeout DURATION        a stop waits this long for the answers in flight, then closes
+                                 their connections; keep it below your service manager's stop
+                                 timeout (env KEYWARD_STOP_TIMEOUT, default 20s)
   -h, --help                     this text`,
   init: `Usage: keyward init [options]
 

@@ -14,6 +14,8 @@ import { LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot } from '../../src/store/snapshot-file.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.ts'
+import { Store } from '../../src/store/store.ts'
+import { EmbeddedStorage } from '../../src/storage/embedded/index.ts'
 import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
@@ -342,6 +344,41 @@ describe('serve', () => {
     expect(await stopServer(server, null)).toBe(0)
     expect(server.stderr.text).toContain('stopped')
     expect(existsSync(join(data, 'snapshot.json'))).toBe(true)
+  })
+
+  test('a stop waits --stop-timeout at most for an answer its client does not read, then closes that connection and stops: exit 0', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId, token } = await init(data)
+    // 6,000 customers with long descriptions, written through the storage as a server would: the
+    // organization list (answered whole) is some 7 MB, more than the sockets' buffers hold.
+    const storage = new EmbeddedStorage(await Store.open(data))
+    await storage.transaction(async (tx) => {
+      for (let i = 0; i < 6000; i++) {
+        await tx.insert('organizations', { organization_id: crypto.randomUUID(), parent_id: vendorId, organization_type: 'customer', description: `${i} ${'x'.repeat(1000)}`, state: 'active', environments: null })
+      }
+    })
+    await storage.close()
+    const server = await startServer(data, { env: { KEYWARD_STOP_TIMEOUT: '1s' } })
+    // A client that stops reading at the answer's first bytes: the rest stays in flight.
+    let received = 0
+    const socket = await Bun.connect({
+      hostname: '127.0.0.1',
+      port: Number(new URL(server.url).port),
+      socket: {
+        data: (client, chunk) => {
+          received += chunk.length
+          client.pause()
+        },
+      },
+    })
+    socket.write(`GET /api/organizations HTTP/1.1\r\nhost: keyward\r\nauthorization: Bearer ${token}\r\n\r\n`)
+    await waitFor('the answer to start', () => received > 0)
+    server.proc.kill('SIGTERM')
+    expect(await stopServer(server, null)).toBe(0)
+    const lines = server.stderr.text.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+    expect(lines.filter((line) => line.level === 'warn').map((line) => line.msg)).toContain('stop: answers still in flight after 1 s (--stop-timeout): their connections are closed')
+    expect(lines.at(-1)!.msg).toBe('stopped')
+    socket.end()
   })
 
   test('a second serve on the same dir exits 1 at once; the first keeps serving', async () => {

@@ -77,6 +77,8 @@ test('a bad value from the environment is named as the variable set, one on the 
     [[...anyPort, ...noLimits], { KEYWARD_COMPACT_AFTER_BYTES: 'many' }, "invalid KEYWARD_COMPACT_AFTER_BYTES 'many'"],
     [[...anyPort, ...noLimits], { KEYWARD_DATABASE_CONNECTIONS: '0' }, "invalid KEYWARD_DATABASE_CONNECTIONS '0': give a number of connections from 1 to 1000"],
     [[...anyPort, ...noLimits, '--database-connections', '1001'], {}, "invalid --database-connections '1001'"],
+    [[...anyPort, ...noLimits], { KEYWARD_STOP_TIMEOUT: 'never' }, "invalid KEYWARD_STOP_TIMEOUT 'never'"],
+    [[...anyPort, ...noLimits, '--stop-timeout', '0s'], {}, "invalid --stop-timeout '0s'"],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {
