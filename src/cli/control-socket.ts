@@ -91,7 +91,12 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
 /** How long a command waits for the server's answer: a change takes milliseconds; a server stopped (SIGSTOP) or stuck never answers. */
 const ANSWER_TIMEOUT_MS = 30_000
 
-/** Nobody listens there (no socket file, or one a dead server left): the server is starting or gone. */
+/**
+ * Nobody listens there (no socket file, or one a dead server left: the server is starting or gone),
+ * or the server closed the connection unanswered (it is stopping). The command is sent again, or
+ * done by the CLI once the dir is free: every command may be (`TokenCommand`: a token is made by the
+ * CLI, so the same one is recorded once; a revocation or a list changes nothing the second time).
+ */
 export class ControlSocketUnreachable extends Error {}
 
 /** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
@@ -108,7 +113,7 @@ export async function sendControlCommand(dir: string, command: TokenCommand): Pr
       signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
     })
   } catch (error) {
-    if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir))
+    if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED') || isErrnoCode(error, 'ECONNRESET')) throw new ControlSocketUnreachable(controlSocketPath(dir))
     if ((error as Error)?.name === 'TimeoutError') {
       throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${ANSWER_TIMEOUT_MS / 1000} s (is it stopped or stuck?); the command may or may not have been done: check with keyward tokens list --data ${dir}`)
     }

@@ -1,5 +1,5 @@
 /** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
-import { MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
+import { MAX_TOKEN_TTL_SECONDS, newToken, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
 import { printSecretLine, requireStdoutForSecret } from './stdout'
 import { runTokenCommand } from './tokens'
 import { descriptionFlag, UsageError } from './usage'
@@ -23,8 +23,10 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   if (ttl > MAX_TOKEN_TTL_SECONDS) throw new UsageError(`--ttl '${options.ttl}' is too long: a token lives at most 366d`)
   const description = options.description === undefined ? null : descriptionFlag('--description', options.description)
   requireStdoutForSecret('the token', 'none was issued')
-  const answer = await runTokenCommand(options, { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description })
-  const token = (answer as { token: string }).token
+  // Made here: the server (or this process) records its id and hash; the secret stays in this process.
+  const { token, tokenId, tokenHash } = newToken()
+  const command = { command: 'issue-token', organization_id: options.org.toLowerCase(), role, ttl_seconds: ttl, description, token_id: tokenId, token_hash: tokenHash } as const
+  await runTokenCommand(options, command)
   const store = options.databaseUrl ? '--database-url URL' : `--data ${options.data}`
   printSecretLine(`${token}\n`, `the token ${tokenIdOf(token)} was recorded but not shown: revoke it with keyward tokens revoke ${tokenIdOf(token)} ${store}, and issue another`)
   return 0

@@ -31,6 +31,10 @@ export const TokenCommand = v.variant('command', [
     role: v.picklist(ROLES),
     ttl_seconds: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_TOKEN_TTL_SECONDS)),
     description: v.nullable(Description),
+    // The token, made by the CLI (its secret never leaves it): the command is the same each time it
+    // is sent, so one sent again after its answer was lost (a server stopping) makes it once.
+    token_id: v.pipe(v.string(), v.uuid()),
+    token_hash: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)),
   }),
   v.object({ command: v.literal('tokens revoke'), token_id: Id }),
   v.object({ command: v.literal('tokens list'), organization_id: v.nullable(Id) }),
@@ -38,7 +42,8 @@ export const TokenCommand = v.variant('command', [
 export type TokenCommand = v.InferOutput<typeof TokenCommand>
 
 export type TokenCommandAnswer =
-  | { readonly token: string }
+  /** The id of the token recorded (now, or by the same command sent before). */
+  | { readonly issued: string }
   /** False when the token was revoked already (nothing changed, no event). */
   | { readonly revoked: boolean }
   | { readonly tokens: readonly ReturnType<ReturnType<typeof tokenViewAt>>[] }
@@ -81,8 +86,17 @@ async function answerTokenCommand(storage: Storage, command: TokenCommand, actor
     case 'issue-token': {
       const organization = await storage.find('organizations', command.organization_id)
       if (!organization) throw new UnknownRecordError(named('organization', command.organization_id))
+      const issued = { tokenId: command.token_id, tokenHash: command.token_hash }
+      const recorded = await storage.find('tokens', issued.tokenId)
+      // This very command, sent again: it was made (once is all). Another token of that id (no two
+      // random UUIDs meet) is not overwritten.
+      if (recorded) {
+        if (recorded.token_hash === issued.tokenHash && recorded.organization_id === organization.organization_id) return { issued: issued.tokenId }
+        throw new Error(`a token ${issued.tokenId} is recorded already`)
+      }
       const grant = { organization, role: command.role, ttlSeconds: command.ttl_seconds, description: command.description }
-      return { token: (await tokens.issue(grant, actor)).token }
+      await tokens.issue(grant, actor, issued)
+      return { issued: issued.tokenId }
     }
     case 'tokens revoke': {
       const token = await storage.find('tokens', command.token_id)

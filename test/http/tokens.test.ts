@@ -5,7 +5,8 @@
  * isolation tests.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
-import { hashToken, tokenIdOf } from '../../src/auth/tokens'
+import { hashToken, newToken, tokenIdOf } from '../../src/auth/tokens'
+import { performTokenCommand } from '../../src/cli/token-commands'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { TIMESTAMP, timestampMicros, UUID_LOWER, expectProblem } from '../support/fixtures'
 
@@ -306,6 +307,22 @@ describe("expiry is judged by the storage's clock (docs/storage.md \"Time\"), no
       storageNow.mockRestore()
     }
     expect(await works(secret)).toBe(200)
+  })
+})
+
+describe("the CLI's issue-token command (src/cli/token-commands.ts)", () => {
+  test('sent again after its answer was lost (a server stopping): the token is recorded once, with one event, and the answer is the same', async () => {
+    const { tokenId, tokenHash, token } = newToken()
+    const command = { command: 'issue-token', organization_id: A, role: 'viewer', ttl_seconds: 3600, description: null, token_id: tokenId, token_hash: tokenHash } as const
+    expect(await performTokenCommand(h.storage, command)).toEqual({ issued: tokenId })
+    expect(await performTokenCommand(h.storage, command)).toEqual({ issued: tokenId })
+    expect(await works(token)).toBe(200)
+    const events = await h.request('GET', `/api/audit-events?target_ids=${tokenId}`)
+    expect(events.body.audit_events.map((event: { action: string }) => event.action)).toEqual(['token.create'])
+    // Another token under that id is no retry: refused, nothing changed.
+    const other = newToken()
+    await expect(performTokenCommand(h.storage, { ...command, token_hash: other.tokenHash })).rejects.toThrow(`a token ${tokenId} is recorded already`)
+    expect(await works(token)).toBe(200)
   })
 })
 

@@ -28,8 +28,9 @@ export interface IssuedToken {
 export class TokenService {
   constructor(private readonly storage: Storage) {}
 
-  issue(grant: TokenGrant, actor: Actor): Promise<IssuedToken> {
-    return changeBy(actor, this.storage, (tx) => createToken(tx, grant, actor))
+  /** `made`: the token, when its maker keeps the secret (the CLI); else one is made here. */
+  issue(grant: TokenGrant, actor: Actor, made?: Pick<NewToken, 'tokenId' | 'tokenHash'>): Promise<IssuedToken> {
+    return changeBy(actor, this.storage, (tx) => createToken(tx, grant, actor, made ? { ...made, token: '' } : newToken()))
   }
 
   /** Takes effect on the next request made with it (the record is read on every request). */
