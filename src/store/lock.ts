@@ -90,10 +90,13 @@ export function acquireDataDirLock(dir: string): DataDirLock {
     throw new Error(`cannot lock ${path}: flock failed with errno ${error} (does this file system support flock?)`)
   }
   let released = false
+  // Never noted back: a holder that gives the dir up before its store has gone on from the note
+  // (a refused start, a damaged dir) would otherwise write its system clock's time over it.
+  const noted = recordedTime(dir)
   const recordTime = () => {
     if (released) return
     try {
-      writeSync(fd, noteOf(currentMicros()), 0, 'latin1')
+      writeSync(fd, noteOf(Math.max(currentMicros(), noted)), 0, 'latin1')
     } catch {
       // A note that cannot be written (a full disk) costs only what it would have kept.
     }

@@ -15,6 +15,7 @@ import { readSnapshot } from '../../src/store/snapshot-file.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.ts'
 import { Store } from '../../src/store/store.ts'
+import { recordedTime } from '../../src/store/lock.ts'
 import { EmbeddedStorage } from '../../src/storage/embedded/index.ts'
 import pkg from '../../package.json'
 
@@ -379,6 +380,16 @@ describe('serve', () => {
     expect(lines.filter((line) => line.level === 'warn').map((line) => line.msg)).toContain('stop: answers still in flight after 1 s (--stop-timeout): their connections are closed')
     expect(lines.at(-1)!.msg).toBe('stopped')
     socket.end()
+  })
+
+  test("a running server notes its clock's time in serve.lock every few seconds, not only when it stops (docs/storage.md \"Time\")", async () => {
+    const data = newDataDir()
+    await init(data)
+    const before = recordedTime(data)
+    const server = await startServer(data)
+    await waitFor('a note newer than the one init left', () => recordedTime(data) > before, server.proc)
+    expect(server.proc.exitCode).toBeNull() // noted while serving
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
   test('a second serve on the same dir exits 1 at once; the first keeps serving', async () => {

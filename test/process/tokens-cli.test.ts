@@ -11,7 +11,8 @@ import { join } from 'node:path'
 import { timestampMicros } from '../support/fixtures.ts'
 import { tempDir } from '../support/temp-dirs'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
-import { noteOf } from '../../src/store/lock.ts'
+import { acquireDataDirLock, noteOf } from '../../src/store/lock.ts'
+import { tokenIdOf } from '../../src/auth/tokens.ts'
 import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
@@ -187,6 +188,37 @@ describe.skipIf(!canMountReadOnly())('on a read-only file system', () => {
       Bun.spawnSync(['umount', readOnly])
     }
     expect(await tokensList(data)).toHaveLength(1)
+  })
+})
+
+describe('beside a server that is stopping', () => {
+  test('a control connection closed unanswered: the command is sent again, then done by the CLI once the dir is free; one token recorded', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    // As a stopping server: it holds the dir, and resets the connection of the command that arrives, then lets the dir go.
+    const lock = acquireDataDirLock(data)
+    let connections = 0
+    const listener = Bun.listen({
+      unix: join(data, 'control.sock'),
+      socket: {
+        open(socket) {
+          connections++
+          socket.terminate()
+          listener.stop(true)
+          lock.release()
+        },
+        data() {},
+      },
+    })
+    try {
+      const token = await issue(data, vendorId, 'viewer')
+      expect(connections).toBe(1)
+      expect((await tokensList(data)).map((t) => t.token_id)).toContain(tokenIdOf(token))
+      expect(await tokensList(data)).toHaveLength(2)
+    } finally {
+      listener.stop(true)
+      lock.release()
+    }
   })
 })
 

@@ -135,6 +135,13 @@ describe("the clock's time noted in the lock file (docs/storage.md \"Time\")", (
     expect(recordedTime(dir)).toBeGreaterThanOrEqual(noted)
   })
 
+  test('never noted back: a holder that lets go before its clock has gone on from the note leaves it as it was', () => {
+    const ahead = currentMicros() + 2 * 3600 * 1_000_000
+    writeFileSync(lockPath, noteOf(ahead))
+    acquire().release() // as a start refused before its store was opened
+    expect(recordedTime(dir)).toBe(ahead)
+  })
+
   test('a damaged note is no time: a changed digit, a changed checksum, text of an older keyward', () => {
     const note = noteOf(1_790_000_000_123_456)
     writeFileSync(lockPath, note)
