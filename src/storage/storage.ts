@@ -129,7 +129,7 @@ export interface Reader {
   now(): number
   /**
    * The record `id` of `table`; undefined when there is none, or when it does not meet `within`.
-   * `within` is the caller's scope (src/http/access.ts): a record outside it is dropped inside the
+   * `within` is the caller's scope (src/modules/shared/scope.ts): a record outside it is dropped inside the
    * storage, from the same work as a missing one (in database mode, by the statement: its row never
    * leaves the database), so that no answer and no timing tells another tenant's ids from unknown ones.
    */
