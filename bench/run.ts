@@ -18,7 +18,12 @@ const BENCHMARKS: Record<string, string> = {
   'crash-loop': './tools/crash-loop.ts',
 }
 
-const named = BENCHMARKS[process.argv[2] ?? '']
+const first = process.argv[2] ?? ''
+const named = BENCHMARKS[first]
+if (!named && first !== '' && !first.startsWith('-')) {
+  console.error(`bench/run.ts: unknown benchmark '${first}': use ${Object.keys(BENCHMARKS).join(', ')}, or none for the limits benchmark`)
+  process.exit(2)
+}
 // The benchmark reads its options from process.argv, as when it is run on its own.
 if (named) process.argv.splice(2, 1)
 await import(named ?? './tools/limits.ts')

@@ -53,9 +53,10 @@ export interface Settings {
   readonly runSeconds: number
 }
 
-export const USAGE = `usage: bun run bench/run.ts [--quick] [--store embedded|postgres] [--phase ${PHASES.join(',')}]
-                          [--rebuild] [--database-url URL] [--profile DIR]
-                          [--baseline DIR] [--sizes N,...] [--rate-limit N]
+export const USAGE = `usage: npm run bench -- [--quick] [--store embedded|postgres] [--phase ${PHASES.join(',')}]
+                         [--rebuild] [--database-url URL] [--profile DIR]
+                         [--baseline DIR] [--sizes N,...] [--rate-limit N]
+       npm run bench -- abuse|audit|load|crash-loop [their options: bench/tools/*.ts]
 
   --store         embedded (default; writes docs/benchmarks.md) or postgres (database mode;
                   writes docs/benchmarks-postgres.md)

@@ -35,7 +35,7 @@ const DEFAULT_SEQUENCE_LIMIT = 2 ** 31 - 2
 /** A snapshot line of the dictionary holds up to this many strings (and a line of events one buffer's). */
 const STRINGS_PER_LINE = 4096
 
-/** The list indexes, each keyed on header fields (a composite key joins them with `|`), like database.ts's INDEX_FIELDS. */
+/** The list indexes, each keyed on header fields (a composite key joins them with `|`), like tables.ts's INDEX_FIELDS. */
 export const AUDIT_LIST_INDEXES = {
   customer: ['customer_id'],
   actorToken: ['actor_token_id'],

@@ -1,5 +1,5 @@
 /**
- * The embedded store's clock (docs/storage.md, "Time"): microseconds of real time that never go
+ * The embedded store's clock (docs/storage.md, "Embedded"): microseconds of real time that never go
  * back. It runs on the monotonic clock, so the durations it measures are real whatever happens to
  * the system clock; it follows the system clock when that steps forward (an NTP correction, a host
  * resumed from suspend), and runs on when it steps back, ahead of it by that step. Records are

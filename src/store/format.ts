@@ -20,7 +20,7 @@
  *      record (log-record.ts); the events of a format 3 log, JSON records, are replayed as they are.
  *
  * Records of either may hold fields no longer stored (an enrollment's `nickname`): reading drops
- * them (database.ts).
+ * them (tables.ts).
  *
  * A dir without a `format` file was written before it existed: its format is told from its files
  * (`detectFormat`). Opening such a dir for writing labels it, after rewriting a format 1 dir in the

@@ -36,7 +36,7 @@ export const noteOf = (micros: number) => {
  * let go), in the lock file; 0 if none was. The store's clock goes on from it after a restart
  * (`Store.open`), not only from the newest stored timestamp: with the system clock set back in the
  * meantime, time that passed with no write would be forgotten, and a token that had expired then
- * would be accepted again (docs/storage.md "Time"). Not fsynced: a process that is killed leaves
+ * would be accepted again (docs/storage.md "Embedded"). Not fsynced: a process that is killed leaves
  * its writes in the page cache, and after a power loss the time is as old as the last note that
  * reached the disk. The file means nothing else.
  */

@@ -289,7 +289,7 @@ describe('PATCH /api/tokens/{token_id}/revoke', () => {
   })
 })
 
-describe("expiry is judged by the storage's clock (docs/storage.md \"Time\"), not by this machine's system clock", () => {
+describe("expiry is judged by the storage's clock (docs/storage.md \"Embedded\" and \"Time\"), not by this machine's system clock", () => {
   test("past `expires` by the storage's clock: 401 and `expired`, whatever Date.now() says; a system clock set back revives nothing", async () => {
     const { token, secret } = (await issue({ organization_id: A, role: 'viewer', ttl: '1h' })).body
     const expires = timestampMicros(token.expires)

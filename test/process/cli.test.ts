@@ -382,7 +382,7 @@ describe('serve', () => {
     socket.end()
   })
 
-  test("a running server notes its clock's time in serve.lock every few seconds, not only when it stops (docs/storage.md \"Time\")", async () => {
+  test("a running server notes its clock's time in serve.lock every few seconds, not only when it stops (docs/storage.md \"Embedded\")", async () => {
     const data = newDataDir()
     await init(data)
     const before = recordedTime(data)

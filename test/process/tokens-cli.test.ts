@@ -82,7 +82,7 @@ describe('on a data dir no server holds', () => {
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
   })
 
-  test("the clock goes on from the time the dir's last holder noted (docs/storage.md \"Time\"): a token expired then stays expired, whatever the newest stored time", async () => {
+  test("the clock goes on from the time the dir's last holder noted (docs/storage.md \"Embedded\"): a token expired then stays expired, whatever the newest stored time", async () => {
     const data = newDataDir()
     const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
     await issue(data, vendorId, 'viewer', ['--ttl', '1h'])

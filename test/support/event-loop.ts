@@ -1,5 +1,5 @@
 /**
- * Watching the event loop's turns while long work goes on (src/storage/storage.ts, `mapInTurns`,
+ * Watching the event loop's turns while long work goes on (src/ops/turns.ts, `mapInTurns`,
  * `nextTurn`): another request's work stands in for them, taking one entry per turn.
  */
 

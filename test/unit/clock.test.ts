@@ -49,7 +49,7 @@ function clockAt(wallMs: number) {
 const DAY_MS = 86_400_000
 const START_MS = 1_780_000_000_000
 
-describe('the clock (docs/storage.md "Time")', () => {
+describe('the clock (docs/storage.md "Embedded")', () => {
   test('measures real time: a system clock set back changes neither its time nor the durations it measures', () => {
     const { clock, pass, step } = clockAt(START_MS)
     const before = clock.stamp()

@@ -121,7 +121,7 @@ describe('acquireDataDirLock', () => {
   })
 })
 
-describe("the clock's time noted in the lock file (docs/storage.md \"Time\")", () => {
+describe("the clock's time noted in the lock file (docs/storage.md \"Embedded\")", () => {
   test('noted on release, and whenever asked; read back as it was written', () => {
     expect(recordedTime(dir)).toBe(0) // no lock file yet
     const before = currentMicros()

@@ -1,5 +1,5 @@
 /**
- * `mapInTurns` (src/storage/storage.ts): a big answer is built in turns of the event loop, so other
+ * `mapInTurns` (src/ops/turns.ts): a big answer is built in turns of the event loop, so other
  * requests are served between them (docs/security.md, "Big answers"); a small one stays synchronous.
  */
 import { expect, test } from 'bun:test'

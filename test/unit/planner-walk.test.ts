@@ -42,7 +42,7 @@ test('removals and inserts while a walk yields: every remaining match once, noth
   expect(page.total).toBe(expected.length)
 })
 
-test('walks running at once go on one chunk per turn of the event loop, in the line of long tasks (src/storage/storage.ts, nextTurn)', async () => {
+test('walks running at once go on one chunk per turn of the event loop, in the line of long tasks (src/ops/turns.ts, nextTurn)', async () => {
   const tables = createTables()
   for (let n = 1; n <= COUNT; n++) tables.consumers.put(consumer(n))
   const walk = () => listPage(tables, { table: 'consumers', scope: ORG, where: [{ field: 'state', in: ['active'] }], order: 'asc' })
