@@ -34,7 +34,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { benchmarkOptions } from '../support/options'
 import { buildInChild, ENVIRONMENT, openStorage, type BuildMeta, type CustomerPlan } from '../support/dataset'
 import { benchServeOptions, initStore, issueToken, startKeyward, type Target } from '../support/keyward'
 import { ROOT } from '../../test/support/server-process'
@@ -44,20 +44,16 @@ import { startWrk, wrkMissing, type WrkResult } from '../support/wrk'
 import { recordEvent } from '../../src/modules/shared/audit'
 import { MAX_KEYSETS_PER_ENROLLMENT } from '../../src/modules/shared/limits'
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    seconds: { type: 'string', default: '10' },
-    rate: { type: 'string', default: '200' },
-    keysets: { type: 'string', default: String(MAX_KEYSETS_PER_ENROLLMENT) },
-    /** Only the patterns whose name holds this text, or one of these `|`-separated texts (the unloaded row always runs); for trying a fix. */
-    only: { type: 'string' },
-    /** Rounds of the unloaded row and the patterns, on one data dir: to tell a fix from the noise. */
-    repeat: { type: 'string', default: '1' },
-    /** The server's memory limit in MiB (a cgroup's), or 0 for none. */
-    'memory-limit': { type: 'string', default: '1024' },
-  },
-  strict: true,
+const values = benchmarkOptions('abuse', {
+  seconds: { type: 'string', default: '10' },
+  rate: { type: 'string', default: '200' },
+  keysets: { type: 'string', default: String(MAX_KEYSETS_PER_ENROLLMENT) },
+  /** Only the patterns whose name holds this text, or one of these `|`-separated texts (the unloaded row always runs); for trying a fix. */
+  only: { type: 'string' },
+  /** Rounds of the unloaded row and the patterns, on one data dir: to tell a fix from the noise. */
+  repeat: { type: 'string', default: '1' },
+  /** The server's memory limit in MiB (a cgroup's), or 0 for none. */
+  'memory-limit': { type: 'string', default: '1024' },
 })
 const MEASURE_SECONDS = Number(values.seconds)
 const VICTIM_RATE = Number(values.rate)

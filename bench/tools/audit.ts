@@ -44,6 +44,7 @@ import { Children } from '../support/servers'
 import { measuredRun, wrkLoad } from '../support/measure'
 import { findWrk, wrkMissing } from '../support/wrk'
 import { WRK_TIMEOUT_SECONDS } from '../support/settings'
+import { benchmarkOptions } from '../support/options'
 
 const PER_TRANSACTION = 1_000
 const SMALL = 1_000
@@ -93,15 +94,27 @@ interface CreateRun {
 }
 
 async function main(args: string[]): Promise<void> {
-  const option = (name: string, fallback: string) => {
-    const at = args.indexOf(name)
-    return at === -1 ? fallback : args[at + 1]!
+  const options = benchmarkOptions(
+    'audit',
+    {
+      events: { type: 'string', default: '1000000' },
+      phase: { type: 'string', default: 'memory,startup,create' },
+      before: { type: 'string', default: BEFORE_AUDIT_EVENTS },
+      rounds: { type: 'string', default: '3' },
+      seconds: { type: 'string', default: '5' },
+      keep: { type: 'boolean' },
+    },
+    args,
+  )
+  const large = Number(options.events)
+  if (!(large > SMALL)) {
+    console.error(`bench audit: --events must be more than the small set's ${SMALL} (it is compared with it)`)
+    process.exit(2)
   }
-  const large = Number(option('--events', '1000000'))
-  const phases = new Set(option('--phase', 'memory,startup,create').split(','))
-  const before = option('--before', BEFORE_AUDIT_EVENTS)
-  const rounds = Number(option('--rounds', '3'))
-  const seconds = Number(option('--seconds', '5'))
+  const phases = new Set(options.phase.split(','))
+  const before = options.before
+  const rounds = Number(options.rounds)
+  const seconds = Number(options.seconds)
   const work = await mkdtemp(join(tmpdir(), 'keyward-audit-bench-'))
   const children = new Children()
   const stop = () => void children.stopAll({ signal: 'SIGKILL' }).then(() => process.exit(130))
@@ -125,7 +138,7 @@ async function main(args: string[]): Promise<void> {
     if (phases.size === 3 && !args.includes('--events')) await writeFile(REPORT, report)
   } finally {
     await children.stopAll({ signal: 'SIGKILL' })
-    if (!args.includes('--keep')) await rm(work, { recursive: true, force: true })
+    if (!options.keep) await rm(work, { recursive: true, force: true })
     else console.log(`kept ${work}`)
   }
 }

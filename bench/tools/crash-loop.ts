@@ -12,15 +12,11 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { benchmarkOptions } from '../support/options'
 import { runCrashLoop } from '../../test/support/crash-loop'
 import { killServers } from '../../test/support/server-process'
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: { kills: { type: 'string', default: '200' }, clients: { type: 'string', default: '24' }, seed: { type: 'string' } },
-  strict: true,
-})
+const values = benchmarkOptions('crash-loop', { kills: { type: 'string', default: '200' }, clients: { type: 'string', default: '24' }, seed: { type: 'string' } })
 const kills = Number(values.kills)
 const clients = Number(values.clients)
 

@@ -15,19 +15,15 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { benchmarkOptions } from '../support/options'
 import { AUDIT_EVENT_BUDGET_BYTES, runLoad, type LoadReport } from '../../test/support/load'
 import { killServers } from '../../test/support/server-process'
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    seconds: { type: 'string', default: '60' },
-    clients: { type: 'string', default: '64' },
-    tenants: { type: 'string', default: '4' },
-    seed: { type: 'string' },
-  },
-  strict: true,
+const values = benchmarkOptions('load', {
+  seconds: { type: 'string', default: '60' },
+  clients: { type: 'string', default: '64' },
+  tenants: { type: 'string', default: '4' },
+  seed: { type: 'string' },
 })
 const seconds = Number(values.seconds)
 const clients = Number(values.clients)
