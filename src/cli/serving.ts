@@ -12,6 +12,7 @@ import { RateLimiter } from '../ops/rate-limit'
 import type { Logger, LogFields } from '../ops/logger'
 import type { Storage } from '../storage/storage'
 import { startAuditRetention } from '../modules/audit/retention'
+import { settledWithin } from '../ops/deadline'
 import { VERSION } from '../version'
 import { listenOnReservedPort, wildcardWarning, type ReservedPort, type TlsFiles } from './listen'
 
@@ -113,15 +114,9 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
  * answer reports is durable before the answer is sent: closing a connection loses no change.
  */
 async function finishInFlight(server: { stop(closeActive?: boolean): Promise<void>; readonly pendingRequests: number }, timeoutMs: number, logger: Logger): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeoutMs)))
-  try {
-    if ((await Promise.race([server.stop(false), late])) !== 'late') return
-    logger.warn(`stop: answers still in flight after ${timeoutMs / 1000} s (--stop-timeout): their connections are closed`, { pending: server.pendingRequests })
-    await server.stop(true)
-  } finally {
-    clearTimeout(timer)
-  }
+  if (await settledWithin(server.stop(false), timeoutMs)) return
+  logger.warn(`stop: answers still in flight after ${timeoutMs / 1000} s (--stop-timeout): their connections are closed`, { pending: server.pendingRequests })
+  await server.stop(true)
 }
 
 /** The signals of a `serve`, listened to from its start (`listenForSignals`). */

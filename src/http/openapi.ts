@@ -9,6 +9,7 @@ import { toJsonSchema, toJsonSchemaDefs, type ConversionConfig, type JsonSchema 
 import { ProblemBody } from './errors'
 import { PROBLEM_CODES, type ProblemStatus } from '../modules/shared/errors'
 import { OPENAPI_FORM } from '../modules/shared/model'
+import { UUID_ANY_CASE } from '../storage/records'
 import { OrganizationRecord, OrganizationSummaryRecord } from '../modules/organizations/model'
 import { ApplicationRecord, CreatedApplicationRecord } from '../modules/applications/model'
 import { ConsumerRecord } from '../modules/consumers/model'
@@ -116,7 +117,7 @@ function errorStatuses(meta: RouteDoc, method: string, hasPathIds: boolean): num
   return [...statuses].sort((a, b) => a - b)
 }
 
-const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+const UUID_PATTERN = UUID_ANY_CASE.source
 const TRACE_ID_HEADER = { $ref: '#/components/headers/TraceId' }
 /** On every answer of a rate-limited route while limits are on (docs/operations.md, "Rate limits"). */
 const RATE_LIMIT_HEADERS = {

@@ -12,6 +12,7 @@
 
 import { fstatSync, write as writeAsync, writeSync } from 'node:fs'
 import { isatty } from 'node:tty'
+import { settledWithin } from './deadline'
 
 export type LogFormat = 'json' | 'text'
 export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text']
@@ -266,11 +267,7 @@ export function batchedSink(writer: BatchWriter, droppedLine: DroppedLine, maxWa
       const drained = async () => {
         while (draining) {
           const left = deadline - performance.now()
-          if (left <= 0) return false
-          let timer: ReturnType<typeof setTimeout> | undefined
-          const late = left === Infinity ? undefined : new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))
-          await (late ? Promise.race([draining, late]) : draining)
-          clearTimeout(timer)
+          if (left <= 0 || !(await settledWithin(draining, left))) return false
         }
         return true
       }

@@ -7,6 +7,7 @@
 import { expect } from 'bun:test'
 import type { Role } from '../../src/auth/tokens'
 import type { ApiResponse, Harness } from './harness'
+import { UUID_LOWERCASE } from '../../src/storage/records'
 import { newClientKey } from './random'
 
 /** The callers of the role table of docs/api.md "Authentication, roles and scope". */
@@ -38,7 +39,8 @@ export function expectProblem(res: ApiResponse, status: number, code?: string) {
 }
 
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} \+00:00$/
-export const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+/** Identifiers are answered lowercase: the storage's pattern. */
+export const UUID_LOWER = UUID_LOWERCASE
 
 /** Microseconds of an answered timestamp (docs/api.md "Conventions" format). */
 export const timestampMicros = (text: string) => Date.parse(`${text.slice(0, 10)}T${text.slice(11, 23)}Z`) * 1000 + Number(text.slice(23, 26))

@@ -1,5 +1,5 @@
 import { Elysia } from 'elysia'
-import { actorOf, authenticated, listAnswer, readRoutes, takesBody, traceIdOf, type AppDeps, pagingFields } from '../../http/context'
+import { actorOf, authenticated, listAnswer, pagingFields, readRoutes, takesBody, traceIdOf, type AppDeps } from '../../http/context'
 import { authorize, findToken, tokenOrganization } from '../../http/access'
 import { may } from '../shared/scope'
 import { sliceOf, type Principal } from '../shared/principal'
