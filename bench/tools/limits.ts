@@ -85,6 +85,11 @@ import {
 import { chart, report, type Environment } from '../support/report'
 
 let settings: Settings
+// As every benchmark of the driver answers it (bench/support/options.ts).
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(USAGE)
+  process.exit(0)
+}
 try {
   settings = parseSettings(process.argv.slice(2))
 } catch (error) {
