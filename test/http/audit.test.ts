@@ -499,16 +499,21 @@ describe('the query', () => {
   })
 
   test('a time range is found by binary search, not by reading the events before it', async () => {
-    const events = (await ok('GET', '/api/audit-events?page_size=1000')).body.audit_events as any[]
-    expect(events.length).toBeGreaterThan(40)
+    // Its own customer and events, so that it counts what it made, whatever ran before it.
+    const customer = await h.createCustomer('Ranged')
+    const app = (await ok('POST', '/api/applications', { organization_id: customer, description: 'Ranged' })).body.application.application_id
+    for (let n = 0; n < 45; n++) await ok('PATCH', `/api/applications/${app}`, { description: `Ranged ${n}` })
+    const events = (await ok('GET', `/api/audit-events?customer_ids=${customer}&page_size=1000`)).body.audit_events as any[]
+    expect(events).toHaveLength(47)
     const from = events[events.length - 3].time as string
     const before = plannerWork.recordsRead
-    const res = await ok('GET', `/api/audit-events?since=${encodeURIComponent(from)}`)
+    const res = await ok('GET', `/api/audit-events?customer_ids=${customer}&since=${encodeURIComponent(from)}`)
     expect(res.body.audit_events).toEqual(events.slice(-3))
-    // Two binary searches and the page: far fewer than the events before it.
-    expect(plannerWork.recordsRead - before).toBeLessThan(3 + 2 * Math.ceil(Math.log2(events.length + 1)) + 1)
-    const window = await ok('GET', `/api/audit-events?since=${encodeURIComponent(events[10].time)}&until=${encodeURIComponent(events[19].time)}&customer_ids=${A}`)
-    expect(window.body.audit_events).toEqual(events.slice(10, 20).filter((e) => e.customer_id === A))
+    // Two binary searches of the customer's events and the page, each read counted as it is made:
+    // far fewer than the events before it. PostgreSQL's plans are its own (counted nothing here).
+    if (TEST_STORE === 'embedded') expect(plannerWork.recordsRead - before).toBeLessThanOrEqual(3 + 2 * Math.ceil(Math.log2(events.length + 1)))
+    const window = await ok('GET', `/api/audit-events?since=${encodeURIComponent(events[10].time)}&until=${encodeURIComponent(events[19].time)}&customer_ids=${customer}`)
+    expect(window.body.audit_events).toEqual(events.slice(10, 20))
   })
 
   test('bad values: 400', async () => {
@@ -543,8 +548,8 @@ describe('the query', () => {
     const before = plannerWork.recordsRead
     const res = await ok('GET', `/api/audit-events?target_ids=${busy}`, undefined, viewerA)
     expect(res.body.total).toBe(0)
-    // Answered from A's own events about it (none): not one of its 61 events is read.
-    expect(plannerWork.recordsRead - before).toBe(0)
+    // Answered from A's own events about it (none): not one of its 61 events is read (counted by the embedded planner).
+    if (TEST_STORE === 'embedded') expect(plannerWork.recordsRead - before).toBe(0)
     const vendor = await ok('GET', `/api/audit-events?target_ids=${busy}`)
     expect(vendor.body.total).toBe(61)
 

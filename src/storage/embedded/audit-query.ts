@@ -257,10 +257,10 @@ function testOf(table: AuditEventTable, condition: Condition<'audit_events'>): T
 
 /** The candidates (ascending) whose event's `created` is within [from, until]: two binary searches. */
 function withinCreated(table: AuditEventTable, seqs: Seqs, from: number, until: number): Seqs {
-  const created = (i: number) => table.createdOf(seqs.at(i))
+  // Each event the searches read is counted as it is read.
+  const created = (i: number) => (plannerWork.recordsRead++, table.createdOf(seqs.at(i)))
   const start = firstInCreationOrder(seqs.length, created, from, true)
   const end = Math.max(start, firstInCreationOrder(seqs.length, created, until, false))
-  plannerWork.recordsRead += 2 * Math.ceil(Math.log2(seqs.length + 1))
   return start === 0 && end === seqs.length ? seqs : seqs.sub(start, end)
 }
 
