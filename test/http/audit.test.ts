@@ -68,6 +68,8 @@ function byVendor(res: ApiResponse, action: string, type: string, id: string, cu
 /** `[null, value]` for every field: a create. */
 const created = (fields: Record<string, unknown>) => Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, [null, v]]))
 
+// The steps of one story, in file order (bun's default): a customer, its environments, an
+// application, its consumers and enrollments, tokens; the last steps check what the story recorded.
 describe('one event per action, field by field', () => {
   let customer: string
   let partner: string
