@@ -16,6 +16,13 @@ export interface TableDefinition<T> {
   readonly indexes?: Readonly<Record<string, IndexKeys<T>>>
   /** Turns a record as read from disk into its current shape (older data dirs may hold more fields). */
   readonly decode?: (stored: Record<string, unknown>) => T
+  /**
+   * The field naming the organization whose scope a record is in (`organization_id`; an
+   * organization's `parent_id`), if a read within a scope finds its records: the table then also
+   * keeps each owner's records apart (`getOwned`), so that such a read never reaches another
+   * owner's record (docs/security.md). Must not change after creation.
+   */
+  readonly owner?: { readonly field: string; readonly of: (record: T) => string | null }
 }
 
 /** An index entry: the one id listed under a key (most keys have one), or several in creation order. */
@@ -32,6 +39,10 @@ export class Table<T> {
   private readonly indexDefs: [string, IndexKeys<T>][]
   private readonly indexes = new Map<string, GenerationalMap<IndexEntry>>()
   private readonly decodeStored: ((stored: Record<string, unknown>) => T) | undefined
+  /** The field `getOwned` finds records by, and each owner's records by id (TableDefinition `owner`). */
+  readonly ownerField: string | undefined
+  private readonly ownerOf: ((record: T) => string | null) | undefined
+  private readonly owned = new Map<string, GenerationalMap<T>>()
   observer: ChangeObserver<T> | undefined
   /**
    * Counts the changes that move ids within the table's lists (a removal, or records put back at the
@@ -44,6 +55,8 @@ export class Table<T> {
     this.name = definition.name
     this.keyOf = definition.key
     this.decodeStored = definition.decode
+    this.ownerField = definition.owner?.field
+    this.ownerOf = definition.owner?.of
     this.indexDefs = Object.entries(definition.indexes ?? {})
     for (const [name] of this.indexDefs) this.indexes.set(name, new GenerationalMap())
   }
@@ -60,14 +73,27 @@ export class Table<T> {
     return this.rows.has(id)
   }
 
+  /**
+   * The record `id` if `owner` owns it (TableDefinition `owner`): looked up among that owner's
+   * records only, so another owner's id is a miss exactly like an unknown one.
+   */
+  getOwned(owner: string, id: string): T | undefined {
+    return this.owned.get(owner)?.get(id)
+  }
+
   /** Inserts or replaces. Returns the previous version (undefined for an insert). */
   put(record: T): T | undefined {
     const id = this.keyOf(record)
     const previous = this.rows.get(id)
     this.observer?.(id, previous)
-    if (previous === undefined) this.rows.add(id, record)
-    else this.rows.replace(id, record)
-    if (previous === undefined) this.addToIndexes(id, record)
+    if (previous === undefined) {
+      this.rows.add(id, record)
+      this.addToIndexes(id, record)
+      this.ownedBy(record)?.add(id, record)
+    } else {
+      this.rows.replace(id, record)
+      this.ownedBy(record)?.replace(id, record)
+    }
     return previous
   }
 
@@ -86,6 +112,16 @@ export class Table<T> {
     const id = this.keyOf(record)
     this.rows.load(id, record)
     this.addToIndexes(id, record)
+    this.ownedBy(record)?.load(id, record)
+  }
+
+  /** The map of the records of `record`'s owner (made on first use); undefined when the table keeps none. */
+  private ownedBy(record: T): GenerationalMap<T> | undefined {
+    const owner = this.ownerOf?.(record)
+    if (owner === null || owner === undefined) return undefined
+    let records = this.owned.get(owner)
+    if (!records) this.owned.set(owner, (records = new GenerationalMap()))
+    return records
   }
 
   private addToIndexes(id: string, record: T): void {
@@ -105,6 +141,7 @@ export class Table<T> {
     if (previous === undefined) return
     this.observer?.(id, previous)
     this.rows.delete(id)
+    this.ownedBy(previous)?.delete(id)
     this.listEdits++
     removeFromTail(this.order, id)
     for (const [name, keysOf] of this.indexDefs) {
@@ -141,6 +178,7 @@ export class Table<T> {
       if (record === undefined) continue
       this.observer?.(id, record)
       this.rows.delete(id)
+      this.ownedBy(record)?.delete(id)
       removed.push(record)
     }
     this.listEdits++
@@ -168,6 +206,7 @@ export class Table<T> {
     for (const [i, record] of records.entries()) {
       this.observer?.(ids[i]!, undefined)
       this.rows.add(ids[i]!, record)
+      this.ownedBy(record)?.add(ids[i]!, record)
     }
     this.listEdits++
     this.order.unshift(...ids)

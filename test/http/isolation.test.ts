@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { tokenIdOf, type Role } from '../../src/auth/tokens'
 import { PRIMARY_KEY, type TableName } from '../../src/storage/records'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
+import { TEST_STORE } from '../support/database'
+import { Table } from '../../src/store/table'
 import { populatedTenant, requestOk, p256PublicKey } from '../support/fixtures'
 
 let h: Harness
@@ -169,9 +171,14 @@ const NAMED = calls(PLACEHOLDER)
 
 const idsOf = (t: Tenant) => [t.customer, t.partner, t.app, t.app2, t.consumer, t.installation, t.enrollment, t.tokenId]
 
-/** `work`'s result, and the primary keys of the records that the storage's reads by id handed out meanwhile. */
-async function readsBy<T>(work: () => Promise<T>): Promise<{ result: T; returned: string[] }> {
+/**
+ * `work`'s result, the primary keys of the records that the storage's reads by id handed out
+ * meanwhile, and (embedded) the ids looked up in a table by id alone: a read within a scope looks
+ * among the scope's own records, so another tenant's id is never even reached.
+ */
+async function readsBy<T>(work: () => Promise<T>): Promise<{ result: T; returned: string[]; reached: string[] }> {
   const returned: string[] = []
+  const reached: string[] = []
   const { storage } = h
   const note = (table: TableName, found: unknown, records: (found: never) => unknown[]) => {
     const settle = (value: unknown) => {
@@ -189,8 +196,15 @@ async function readsBy<T>(work: () => Promise<T>): Promise<{ result: T; returned
       note(args[0], findWithParent(...args), (found: { record: unknown }) => [found.record])) as never),
     spyOn(storage, 'findMany').mockImplementation(((...args: Parameters<typeof findMany>) => note(args[0], findMany(...args), (records: unknown[]) => records)) as never),
   ]
+  const get = Table.prototype.get
+  if (TEST_STORE === 'embedded') {
+    spies.push(spyOn(Table.prototype, 'get').mockImplementation(function (this: Table<unknown>, id: string) {
+      reached.push(id)
+      return get.call(this, id)
+    }) as never)
+  }
   try {
-    return { result: await work(), returned }
+    return { result: await work(), returned, reached }
   } finally {
     for (const spy of spies) spy.mockRestore()
   }
@@ -217,10 +231,12 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
         const ownBefore = await snapshot(a)
         for (const { label, token } of a.tokens) {
           const call = calls(v)[n]!
-          const { result: res, returned } = await readsBy(() => h.request(call.method, call.path, { token, body: call.body }))
+          const { result: res, returned, reached } = await readsBy(() => h.request(call.method, call.path, { token, body: call.body }))
           // Dropped inside the storage, from the same work as a missing id: handed out and then refused, it
-          // would cost more than a missing one (in database mode, its row's transfer), a timing oracle.
-          expect({ label, call: `${call.method} ${call.path}`, victims: returned.filter((id) => idsOf(v).includes(id)) }).toEqual({ label, call: `${call.method} ${call.path}`, victims: [] })
+          // would cost more than a missing one (in database mode, its row's transfer), a timing oracle;
+          // and (embedded) never reached: a hit found and then refused costs more than a miss.
+          const victims = (ids: string[]) => ids.filter((id) => idsOf(v).includes(id))
+          expect({ label, call: `${call.method} ${call.path}`, victims: victims(returned), reached: victims(reached) }).toEqual({ label, call: `${call.method} ${call.path}`, victims: [], reached: [] })
           expect({ label, call: `${call.method} ${call.path}`, status: res.status }).toEqual({ label, call: `${call.method} ${call.path}`, status: 404 })
           expect(res.headers.get('content-type')).toBe('application/problem+json')
           const ghost = calls(v, true)[n]!
@@ -298,11 +314,12 @@ for (const [victim, attacker] of [['X', 'Y'], ['Y', 'X']] as const) {
           list.startsWith('/api/tokens') ? label === 'customer admin' : list.startsWith('/api/audit-events') ? label === 'customer admin' || label === 'customer viewer' : true
         lists.push(...tokenLists, ...eventLists)
         for (const list of lists) {
-          const { result: res, returned } = await readsBy(() => h.request('GET', list, { token }))
+          const { result: res, returned, reached } = await readsBy(() => h.request('GET', list, { token }))
           const status = maySee(list) ? 200 : 403
           expect({ label, list, status: res.status }).toEqual({ label, list, status })
-          // A filter's ids of the victim's records are dropped inside the storage, as reads by id are (above).
-          expect({ label, list, victims: returned.filter((id) => idsOf(v).includes(id)) }).toEqual({ label, list, victims: [] })
+          // A filter's ids of the victim's records are dropped inside the storage, and never reached, as reads by id are (above).
+          const victims = (ids: string[]) => ids.filter((id) => idsOf(v).includes(id))
+          expect({ label, list, victims: victims(returned), reached: victims(reached) }).toEqual({ label, list, victims: [], reached: [] })
           const leaked = [...JSON.stringify(res.body).matchAll(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g)]
             .map((m) => m[0])
             .filter((id) => theirIds.has(id))

@@ -91,3 +91,33 @@ test('records from disk go through the decoder, in bulk (loadStored) and one by 
   expect(t.ids().length).toBe(40_001)
   expect(t.idsBy('group', 'g0').length).toBe(Math.ceil(40_001 / 7))
 })
+
+test("an owner's records read back by getOwned after puts, replacements, undos, retention and its undo; another owner's id is a miss", () => {
+  const t = new Table<Row>({ name: 'rows', key: (r) => r.id, owner: { field: 'group', of: (r) => r.group } })
+  const model = new Map<string, Row>()
+  const check = () => {
+    for (let g = 0; g < 7; g++) {
+      for (let n = 0; n < 2_000; n += 13) {
+        const record = model.get(`r${n}`)
+        expect({ g, n, found: t.getOwned(`g${g}`, `r${n}`) }).toEqual({ g, n, found: record?.group === `g${g}` ? record : undefined })
+      }
+    }
+  }
+  for (let n = 0; n < 2_000; n++) model.set(`r${n}`, t.put(row(n)) ?? row(n))
+  for (let n = 0; n < 2_000; n += 5) {
+    const again = row(n, 2)
+    t.put(again)
+    model.set(again.id, again)
+  }
+  t.remove('r1999') // the undo of the newest insert
+  model.delete('r1999')
+  check()
+  const dropped = t.removeOldest(100) // retention
+  for (const record of dropped) model.delete(record.id)
+  expect(t.getOwned('g0', 'r0')).toBeUndefined()
+  check()
+  t.restoreOldest(dropped) // its undo
+  for (const record of dropped) model.set(record.id, record)
+  check()
+  expect(t.getOwned('g9', 'r0')).toBeUndefined() // an owner with no records
+})

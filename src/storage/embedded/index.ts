@@ -8,6 +8,7 @@
  * the next transaction does not wait for that fsync.
  */
 import type { Store, Transaction } from '../../store/store'
+import type { Table } from '../../store/table'
 import { currentMicros, nowMicros } from '../../store/clock'
 import { StorageUnavailableError } from '../../store/wal'
 import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
@@ -22,8 +23,19 @@ export class EmbeddedStorage implements Storage {
   constructor(readonly store: Store) {}
 
   find<N extends TableName>(table: N, id: string, within?: readonly FieldIn<N>[]): RecordOf<N> | undefined {
-    const record = this.store.tables[table].get(id) as RecordOf<N> | undefined
-    return within === undefined || (record !== undefined && meets(record, within)) ? record : undefined
+    const rows = this.store.tables[table] as unknown as Table<RecordOf<N>>
+    if (within === undefined) return rows.get(id)
+    // A scope on the table's owner field (every scope src/modules/shared/scope.ts makes): looked up
+    // among the owners' own records, so another tenant's id is the same miss as an unknown one.
+    if (within.length === 1 && within[0]!.field === rows.ownerField) {
+      for (const owner of within[0]!.in) {
+        const record = rows.getOwned(owner, id)
+        if (record !== undefined) return record
+      }
+      return undefined
+    }
+    const record = rows.get(id)
+    return record !== undefined && meets(record, within) ? record : undefined
   }
 
   findCredential(tokenId: string): Credential | undefined {
