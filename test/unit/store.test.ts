@@ -14,7 +14,8 @@ import { listSegments, StorageUnavailableError, type Segment } from '../../src/s
 import { encodeRecord, LOG_HEADER_BYTES, scanLog } from '../../src/store/log-format.ts'
 import { readSnapshot, writeSnapshot, type LoadedSnapshot } from '../../src/store/snapshot-file.ts'
 import { AuditEventTable } from '../../src/store/audit-table.ts'
-import { isDamageError } from '../../src/store/recovery.ts'
+import { isDamageError, recover } from '../../src/store/recovery.ts'
+import { createTables } from '../../src/store/tables.ts'
 import { initialiseStorage } from '../../src/cli/init.ts'
 import { EmbeddedStorage } from '../../src/storage/embedded'
 import { changesOf } from '../../src/storage/audit-changes'
@@ -26,6 +27,7 @@ setDefaultTimeout(5000)
 /** The writer's internals a test reaches into to make the OS refuse a write. */
 interface WriterInternals {
   file: FileHandle
+  close(): Promise<void>
   rotate(): Promise<Segment>
   readonly currentSegment: Segment
 }
@@ -159,6 +161,18 @@ describe('durability and replay', () => {
     await put(store, consumer('c', 4))
     expect(await durableConsumers(dir)).toEqual({ a: 3, b: 2, c: 4 })
     expect(readdirSync(dir)).not.toContain(SNAPSHOT) // the log alone carried them
+  })
+
+  test("a start after a crash learns the newest time stored from the log's records too (its clock goes on past it)", async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await put(store, consumer('a', 1))
+    await store.compact()
+    await put(store, consumer('b', 7_000)) // after the snapshot: in the log only
+    await put(store, consumer('c', 5_000))
+    await writerOf(store).close() // a crash: no snapshot at close
+    const recovered = await recover(dir, createTables(), { repair: false, warn: () => {}, paddedLog: true })
+    expect(recovered.newestTimestamp).toBe(7_000)
   })
 
   test('sequential commits each complete (a commit right after an acknowledgement is written)', async () => {
@@ -430,6 +444,16 @@ describe('torn tail and damage', () => {
     expect(Object.keys(await durableConsumers(dir))).toHaveLength(6)
   })
 
+  test('an LSN gap inside one segment is refused', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await put(store, consumer('a', 1))
+    const segment = writerOf(store).currentSegment.path
+    // A record of LSN 3 right after LSN 1, as no writer ever leaves it.
+    writeAfterRecords(segment, encodeRecord(JSON.stringify({ lsn: 3, puts: [['consumers', consumer('z', 9)]] })))
+    await openError(dir, { readOnly: true })
+  })
+
   test('a deleted middle segment (an LSN gap) is refused', async () => {
     const { dir, segments } = await threeSegments()
     unlinkSync(segments[1]!)
@@ -540,9 +564,52 @@ describe('a failed append leaves no trace', () => {
     await put(store, consumer('c', 3))
     expect(await durableConsumers(dir)).toEqual({ a: 1, c: 3 })
   })
+
+  test('a commit queued behind a batch whose fsync fails fails with it, even with the disk back for its own batch', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await put(store, consumer('a', 1))
+    const file = writerOf(store).file
+    const datasync = file.datasync.bind(file)
+    let failures = 1
+    file.datasync = async () => {
+      if (failures-- > 0) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })
+      return datasync()
+    }
+    const b = put(store, consumer('b', 2))
+    const c = put(store, consumer('c', 3)) // queued behind b's batch, made against b's state
+    ;(await Promise.allSettled([b, c])).forEach(storageError)
+    expect(consumersOf(store)).toEqual({ a: 1 })
+    await put(store, consumer('d', 4))
+    // What a process started after a crash would read (no close, no snapshot): the log alone.
+    expect(await durableConsumers(dir)).toEqual({ a: 1, d: 4 })
+  })
+
+  test('a commit that changes nothing, made on state not yet durable, fails with the write it saw', async () => {
+    const { store } = await openStore(newDir())
+    await put(store, consumer('a', 1))
+    const writer = writerOf(store)
+    await refuseWrites(writer, writer.currentSegment.path)
+    const b = put(store, consumer('b', 2))
+    const unchanged = store.commit((tx) => tx.puts.length) // saw b in memory, wrote nothing
+    ;(await Promise.allSettled([b, unchanged])).forEach(storageError)
+  })
 })
 
 describe('compaction under load', () => {
+  test('two queued transactions changing one record: the snapshot holds it as of the durable LSN', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await put(store, consumer('a', 1))
+    const b = put(store, consumer('b', 2)) // being written
+    const c = put(store, consumer('a', 3)) // queued
+    const d = put(store, consumer('a', 4)) // queued behind it
+    await Promise.all([b, c, d, store.compact()])
+    const snapshot = (await readSnapshot(join(dir, SNAPSHOT)))!
+    expect(snapshot.lsn).toBe(2)
+    expect((snapshot.tables.consumers as Consumer[]).map((record) => [record.consumer_id, record.modified])).toEqual([['a', 1], ['b', 2]])
+  })
+
   test('compactions racing commits lose nothing, and each snapshot is exactly the state at its LSN', async () => {
     const dir = newDir()
     const { store } = await openStore(dir, { compactAfterBytes: Number.MAX_SAFE_INTEGER })
