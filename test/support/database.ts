@@ -4,6 +4,10 @@
  * leave nothing behind.
  */
 import { SQL } from 'bun'
+import { spawnSync } from 'node:child_process'
+import { chownSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 /** The server the database tests use: a maintenance database on it, from which others are created. */
 export const TEST_DATABASE_URL = process.env.KEYWARD_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -165,4 +169,70 @@ export function pausableRelay(url: string): PausableRelay {
       for (const socket of open) socket.end()
     },
   }
+}
+
+/** A PostgreSQL server of a test's own (`privatePostgres`): stopped and started at will. */
+export interface PrivatePostgres {
+  /** Its `postgres` database, as the trusted user `postgres`. */
+  readonly url: string
+  stop(): Promise<void>
+  start(): Promise<void>
+  /** Stops it (if it runs) and removes its files. */
+  close(): Promise<void>
+}
+
+/**
+ * A PostgreSQL server of the test's own: `initdb` into a temp dir, on a free port, sockets in its
+ * dir. For a test that restarts the database: stopping the machine's server would break every other
+ * run using it. Null where PostgreSQL's server programs are not installed (`pg_config --bindir`).
+ * The server refuses to run as root: as root, its programs run as the `postgres` user.
+ */
+export async function privatePostgres(): Promise<PrivatePostgres | null> {
+  const bindir = Bun.which('pg_config') ? spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' }).stdout.trim() : ''
+  if (!bindir || !Bun.file(join(bindir, 'pg_ctl')).size) return null
+  const asRoot = process.getuid?.() === 0
+  let owner: { uid: number; gid: number } | undefined
+  if (asRoot) {
+    const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim())
+    if (!Bun.which('runuser') || !Number.isInteger(id('-u'))) return null
+    owner = { uid: id('-u'), gid: id('-g') }
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'keyward-private-pg-'))
+  if (owner) chownSync(dir, owner.uid, owner.gid)
+  const data = join(dir, 'data')
+  const program = (name: string, args: string[]) => {
+    const command = asRoot ? ['runuser', '-u', 'postgres', '--', join(bindir, name), ...args] : [join(bindir, name), ...args]
+    const result = spawnSync(command[0]!, command.slice(1), { encoding: 'utf8' })
+    if (result.status !== 0) throw new Error(`${name} ${args.join(' ')}: ${result.stderr || result.stdout}`)
+  }
+  const port = await freePort()
+  program('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync'])
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`
+  const start = async () => program('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-o', options, '-w', 'start'])
+  const stop = async () => program('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop'])
+  await start()
+  let running = true
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await stop()
+      running = false
+    },
+    start: async () => {
+      await start()
+      running = true
+    },
+    close: async () => {
+      if (running) await stop().catch(() => {})
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A TCP port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const server = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = server.port
+  server.stop(true)
+  return port
 }
