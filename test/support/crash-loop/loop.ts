@@ -15,6 +15,8 @@ export class CrashLoop {
   private readonly records = new Map<string, Tracked>()
   private readonly clients: Client[] = []
   private readonly unknownCreates: UnknownCreate[] = []
+  /** `roundUntilKill` waiting for the clients' writes: resolved once `count` in all were acknowledged. */
+  private acknowledgedWaiter: { readonly count: number; readonly resolve: () => void } | undefined
   private readonly counts = {
     acknowledged: 0,
     byOperation: {} as Record<string, number>,
@@ -118,9 +120,17 @@ export class CrashLoop {
 
   /** Clients write until the server is killed at a random instant; resolves once all have stopped. */
   private async roundUntilKill(server: ServerProcess): Promise<void> {
-    const { minKillDelayMs, maxKillDelayMs, gracefulShare } = options(this.options)
+    const { acknowledgedBeforeKill, minKillDelayMs, maxKillDelayMs, gracefulShare } = options(this.options)
     this.stopped = false
     const running = this.clients.map((client) => client.steps(Infinity))
+    if (acknowledgedBeforeKill > 0) {
+      // A fixed amount of work first, whatever the machine's speed; then the random instant.
+      const enough = Promise.withResolvers<void>()
+      this.acknowledgedWaiter = { count: this.counts.acknowledged + acknowledgedBeforeKill, resolve: enough.resolve }
+      if (this.counts.acknowledged >= this.acknowledgedWaiter.count) enough.resolve()
+      await enough.promise
+      this.acknowledgedWaiter = undefined
+    }
     await Bun.sleep(this.random.int(minKillDelayMs, maxKillDelayMs)) // the random kill instant
     if (this.random.chance(gracefulShare)) {
       server.proc.kill('SIGTERM')
@@ -177,6 +187,7 @@ export class CrashLoop {
 
   countAcknowledged(operation: string): void {
     this.counts.acknowledged++
+    if (this.acknowledgedWaiter && this.counts.acknowledged >= this.acknowledgedWaiter.count) this.acknowledgedWaiter.resolve()
     this.counts.byOperation[operation] = (this.counts.byOperation[operation] ?? 0) + 1
   }
 

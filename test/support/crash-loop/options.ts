@@ -5,7 +5,9 @@ export interface CrashLoopOptions {
   readonly kills: number
   /** Concurrent clients (default 24). */
   readonly clients?: number
-  /** The kill comes this long after the restarted server listens: uniform in [min, max] ms. */
+  /** Writes acknowledged in a round before its kill is timed (default 0: none waited for). */
+  readonly acknowledgedBeforeKill?: number
+  /** The kill comes this long after the restarted server listens (after `acknowledgedBeforeKill`): uniform in [min, max] ms. */
   readonly minKillDelayMs?: number
   readonly maxKillDelayMs?: number
   /** Share of kills that land during a graceful stop (SIGTERM first, SIGKILL 0-40 ms later). */
@@ -22,6 +24,7 @@ export interface CrashLoopOptions {
 export function options(o: CrashLoopOptions) {
   return {
     clients: o.clients ?? 24,
+    acknowledgedBeforeKill: o.acknowledgedBeforeKill ?? 0,
     minKillDelayMs: o.minKillDelayMs ?? 50,
     maxKillDelayMs: o.maxKillDelayMs ?? 600,
     gracefulShare: o.gracefulShare ?? 0.2,

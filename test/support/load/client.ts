@@ -161,8 +161,9 @@ export class LoadClient {
     }
   }
 
-  async loop(until: number): Promise<void> {
-    while (performance.now() < until) await this.run.execute(this.tenant, this.choose())
+  /** Makes requests until `until` (performance.now()), or until the run has made `requests` of them. */
+  async loop(until: number, requests = Infinity): Promise<void> {
+    while (performance.now() < until && this.run.stats.requests < requests) await this.run.execute(this.tenant, this.choose())
   }
 
   private choose(): Step {

@@ -3,7 +3,10 @@ import type { ServeOptions } from '../server-process'
 
 export interface LoadOptions {
   readonly dataDir: string
+  /** How long the load runs at most. */
   readonly seconds: number
+  /** Ends the load once this many requests were made (a test's fixed amount of work); default: none. */
+  readonly requests?: number
   /** Concurrent clients, spread evenly over the tenants. */
   readonly clients: number
   /** Customers (default 4); the first half are enabled for virtual environments. */

@@ -93,7 +93,7 @@ export class LoadRun {
       const clients = this.tenants.flatMap((t) => t.clients)
       let durationMs: number
       try {
-        await Promise.all(clients.map((client) => client.loop(until)))
+        await Promise.all(clients.map((client) => client.loop(until, this.options.requests)))
         durationMs = performance.now() - this.loadStartedAt
       } finally {
         sampling = false
