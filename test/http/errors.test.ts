@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
-import { UUID_LOWER } from '../support/fixtures'
+import { populatedTenant, UUID_LOWER } from '../support/fixtures'
+import { tokenIdOf } from '../../src/auth/tokens'
 
 let h: Harness
 let customer: string
@@ -548,6 +549,39 @@ describe('error precedence (docs/api.md "Status codes and errors"): 401, 413, 41
     expectProblem(await h.request('PATCH', `/api/organizations/${customer}/environments`, { token: viewer, body: { environment: 'DEV' } }), 403)
     expectProblem(await h.request('PATCH', `/api/organizations/${h.vendorId}/suspend`, { token: h.token(h.vendorId, 'application_admin') }), 403)
     expectProblem(await h.request('PATCH', `/api/organizations/${customer}/activate`, { token: h.token(customer) }), 403)
+  })
+
+  test('every route that takes no body: 404 (missing or out of scope) and 403 beat a body that is not JSON, and nothing changes', async () => {
+    const tenant = await populatedTenant(h, 'Bodiless', false)
+    const token = tokenIdOf(h.token(tenant.customer, 'viewer'))!
+    await h.tokensRecorded()
+    // The record of each kind that a state change names, in scope of `tenant.customer`.
+    const ids: Record<string, string> = {
+      organizations: tenant.partner,
+      applications: tenant.app,
+      consumers: tenant.consumer,
+      installations: tenant.installation,
+      enrollments: tenant.enrollment,
+      tokens: token,
+    }
+    const bodiless = h.app.routes.filter((route) => route.method === 'PATCH' && /\/:[a-z_]+\/(suspend|activate|verify|revoke)$/.test(route.path))
+    expect(bodiless.map((route) => route.path.split('/')[2]).sort()).toEqual(['applications', 'applications', 'consumers', 'consumers', 'enrollments', 'enrollments', 'installations', 'installations', 'organizations', 'organizations', 'tokens'])
+    const admin = h.token(tenant.customer)
+    const viewer = h.token(tenant.customer, 'viewer')
+    const stranger = h.token(other)
+    for (const route of bodiless) {
+      const resource = route.path.split('/')[2]!
+      const path = (id: string) => route.path.replace(/:[a-z_]+/, id)
+      const before = (await h.request('GET', `/api/${resource}/${ids[resource]}`)).body
+      const answer = async (id: string, as: string) => (await raw('PATCH', path(id), { token: as, body: '{', headers: { 'content-type': 'application/json' } })).status
+      expect({ route: route.path, missing: await answer(crypto.randomUUID(), admin), outOfScope: await answer(ids[resource]!, stranger), viewer: await answer(ids[resource]!, viewer) }).toEqual({
+        route: route.path,
+        missing: 404,
+        outOfScope: 404,
+        viewer: 403,
+      })
+      expect((await h.request('GET', `/api/${resource}/${ids[resource]}`)).body).toEqual({ ...before, trace_id: expect.any(String) })
+    }
   })
 
   test('an invalid body (400) beats 409', async () => {
