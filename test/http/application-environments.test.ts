@@ -1,11 +1,12 @@
 /**
  * Application environments over HTTP (/api/environments/{application_id}): view, add, remove;
- * every role of the role table of docs/api.md "Authentication, roles and scope", scope, customers not enabled (404), the rules of docs/api.md "Application environments"
- * (never fewer than one; not once keysets exist) and docs/api.md "Endpoints".
+ * customers not enabled (404), the rules of docs/api.md "Application environments" (never fewer
+ * than one; not once keysets exist) and docs/api.md "Endpoints". Who may do each (every role and
+ * scope of docs/api.md "Authentication, roles and scope"): authorization-matrix.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { createApplicationId, enrollmentBody, expectedStatus, readAsVendor, tenants, tokenOf, p256PublicKey, ACTORS, expectProblem } from '../support/fixtures'
+import { createApplicationId, enrollmentBody, readAsVendor, tenants, p256PublicKey, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -60,19 +61,6 @@ describe('GET /api/environments/{application_id}', () => {
     expectProblem(await h.request('GET', path('app-1')), 400)
     expectProblem(await h.request('GET', path(await createApplicationId(h, w.A)), { token: null }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const id = await createApplicationId(h, w[owner], 'dev,prod')
-        const res = await h.request('GET', path(id), { token: tokenOf(h, w, actor) })
-        const want = expectedStatus('applications', actor, owner, 'read', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 200) expect(res.body.environments).toBe('DEV,PROD')
-        else expectProblem(res, want)
-      }
-    })
-  }
 })
 
 describe('a customer not enabled for virtual environments', () => {
@@ -132,19 +120,6 @@ describe('POST /api/environments/{application_id}', () => {
     expectProblem(await h.request('POST', path('nope'), { body: { environment: 'DEV' } }), 400)
     expectProblem(await h.request('POST', path(await createApplicationId(h, w.A)), { token: null, body: { environment: 'DEV' } }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const id = await createApplicationId(h, w[owner], 'prod')
-        const res = await h.request('POST', path(id), { token: tokenOf(h, w, actor), body: { environment: 'test' } })
-        const want = expectedStatus('applications', actor, owner, 'change', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want !== 200) expectProblem(res, want)
-        expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD,TEST' : 'PROD')
-      }
-    })
-  }
 })
 
 describe('DELETE /api/environments/{application_id}', () => {
@@ -215,17 +190,4 @@ describe('DELETE /api/environments/{application_id}', () => {
     expectProblem(await h.request('DELETE', path('zzz'), { body: { environment: 'DEV' } }), 400)
     expectProblem(await h.request('DELETE', path(await createApplicationId(h, w.A, 'dev,prod')), { token: null, body: { environment: 'DEV' } }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const id = await createApplicationId(h, w[owner], 'dev,prod')
-        const res = await h.request('DELETE', path(id), { token: tokenOf(h, w, actor), body: { environment: 'DEV' } })
-        const want = expectedStatus('applications', actor, owner, 'change', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want !== 200) expectProblem(res, want)
-        expect(await environmentsOf(id)).toBe(want === 200 ? 'PROD' : 'DEV,PROD')
-      }
-    })
-  }
 })

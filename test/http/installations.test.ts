@@ -1,11 +1,12 @@
 /**
  * Installations over HTTP: create (201, or 200 for an existing one), view, update, suspend,
- * verify, list shapes; every role of the role table of docs/api.md "Authentication, roles and scope", scope, ownership (409), the state
- * machine of docs/api.md "Endpoints" and the automatic-verification switch. Filters: lists.test.ts.
+ * verify, list shapes; ownership (409), the state machine of docs/api.md "Endpoints" and the
+ * automatic-verification switch. Filters: lists.test.ts; who may do each (every role and scope of
+ * docs/api.md "Authentication, roles and scope"): authorization-matrix.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
-import { createInstallation, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, type Tenants, ACTORS, expectProblem } from '../support/fixtures'
+import { createInstallation, readAsVendor, tenants, TIMESTAMP, type Tenants, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -88,25 +89,6 @@ describe('POST /api/installations', () => {
     expectProblem(await h.request('GET', `/api/installations/${id}`), 404)
     expect((await h.request('POST', '/api/installations', { token, body: { ...good, description: 'y'.repeat(1024) } })).status).toBe(201)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const id = crypto.randomUUID()
-        const res = await h.request('POST', '/api/installations', {
-          token: tokenOf(h, w, actor),
-          body: { installation_id: id, description: 'd', organization_id: w[owner] },
-        })
-        const want = expectedStatus('owned', actor, owner, 'change', 201)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 201) expect((await h.request('GET', `/api/installations/${id}`, { token: h.token(w[owner], 'viewer') })).status).toBe(200)
-        else {
-          expectProblem(res, want)
-          expect((await h.request('GET', `/api/installations/${id}`)).status).toBe(404)
-        }
-      }
-    })
-  }
 })
 
 describe('GET /api/installations/{id}', () => {
@@ -124,19 +106,6 @@ describe('GET /api/installations/{id}', () => {
     expectProblem(await h.request('GET', `/api/installations/${crypto.randomUUID()}`), 404)
     expectProblem(await h.request('GET', `/api/installations/${i.installation_id}`, { token: null }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const i = await createInstallation(h, w[owner])
-        const res = await h.request('GET', `/api/installations/${i.installation_id}`, { token: tokenOf(h, w, actor) })
-        const want = expectedStatus('owned', actor, owner, 'read', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 200) expect(res.body.installation).toEqual(i)
-        else expectProblem(res, 404)
-      }
-    })
-  }
 })
 
 describe('PATCH /api/installations/{id}', () => {
@@ -169,19 +138,6 @@ describe('PATCH /api/installations/{id}', () => {
     expectProblem(await h.request('PATCH', `/api/installations/${crypto.randomUUID()}`, { body: { description: 'x' } }), 404)
     expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: null, body: { description: 'x' } }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const i = await createInstallation(h, w[owner])
-        const res = await h.request('PATCH', `/api/installations/${i.installation_id}`, { token: tokenOf(h, w, actor), body: { description: 'new' } })
-        const want = expectedStatus('owned', actor, owner, 'change', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want !== 200) expectProblem(res, want)
-        expect((await readAsVendor(h, 'installations', i.installation_id!)).description).toBe(want === 200 ? 'new' : 'Pixel 8')
-      }
-    })
-  }
 })
 
 describe('PATCH /api/installations/{id}/suspend and /verify: the state machine', () => {
@@ -230,26 +186,6 @@ describe('PATCH /api/installations/{id}/suspend and /verify: the state machine',
     expectProblem(await h.request('PATCH', `/api/installations/${i.installation_id}/activate`), 404)
     expect(await readAsVendor(h, 'installations', i.installation_id!)).toEqual(i)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const token = tokenOf(h, w, actor)
-        const want = expectedStatus('owned', actor, owner, 'change', 200)
-        const i = await createInstallation(h, w[owner])
-        const verify = await act(i.installation_id!, 'verify', token)
-        expect({ owner, action: 'verify', status: verify.status }).toEqual({ owner, action: 'verify', status: want })
-        expect((await readAsVendor(h, 'installations', i.installation_id!)).state).toBe(want === 200 ? 'verified' : 'unregistered')
-        const suspend = await act(i.installation_id!, 'suspend', token)
-        expect({ owner, action: 'suspend', status: suspend.status }).toEqual({ owner, action: 'suspend', status: want })
-        expect((await readAsVendor(h, 'installations', i.installation_id!)).state).toBe(want === 200 ? 'suspended' : 'unregistered')
-        if (want !== 200) {
-          expectProblem(verify, want)
-          expectProblem(suspend, want)
-        }
-      }
-    })
-  }
 })
 
 describe('automatic verification (--auto-verify-installations)', () => {

@@ -1,13 +1,14 @@
 /**
  * Keysets over HTTP (docs/api.md "Endpoints"): POST and GET /api/enrollments/{id}/keysets. Key formats
  * (base64, base64url, PEM of a P-256 SPKI key; anything else 400), retiring the previous keyset,
- * the list shape, suspended enrollments (409) and applications (401), roles and scope.
+ * the list shape, suspended enrollments (409) and applications (401). Who may do each (every role
+ * and scope of docs/api.md "Authentication, roles and scope"): authorization-matrix.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generateKeyPairSync } from 'node:crypto'
 import { createHarness, type Harness } from '../support/harness'
 import { MAX_KEYSETS_PER_ENROLLMENT } from '../../src/modules/shared/limits'
-import { createApplicationId, enroll, expectedStatus, readAsVendor, tenants, TIMESTAMP, tokenOf, UUID_LOWER, ENROLLMENT_KEYS, p256Key, ACTORS, expectProblem } from '../support/fixtures'
+import { createApplicationId, enroll, readAsVendor, tenants, TIMESTAMP, UUID_LOWER, ENROLLMENT_KEYS, p256Key, expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -184,23 +185,6 @@ describe('POST /api/enrollments/{id}/keysets', () => {
     expectProblem(await postKey(e.enrollment_id!, key, null as unknown as string), 401)
     expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
-        const key = p256Key()
-        const res = await postKey(e.enrollment_id!, key.pem, tokenOf(h, w, actor))
-        const want = expectedStatus('owned', actor, owner, 'change', 201)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 201) expect((await readAsVendor(h, 'enrollments', e.enrollment_id!)).client_enclave_key).toBe(key.base64)
-        else {
-          expectProblem(res, want)
-          expect(await readAsVendor(h, 'enrollments', e.enrollment_id!)).toEqual(e)
-        }
-      }
-    })
-  }
 })
 
 describe('GET /api/enrollments/{id}/keysets', () => {
@@ -320,18 +304,4 @@ describe('GET /api/enrollments/{id}/keysets', () => {
     const e = await enroll(h, w.appA, 'DEV')
     expectProblem(await h.request('GET', path(e.enrollment_id!), { token: null }), 401)
   })
-
-  for (const actor of ACTORS) {
-    test(`${actor.label}`, async () => {
-      for (const owner of ['A', 'B'] as const) {
-        const e = await enroll(h, owner === 'A' ? w.appA : w.appB, owner === 'A' ? 'DEV' : 'PRODUCTION')
-        expect((await postKey(e.enrollment_id!, p256Key().base64)).status).toBe(201)
-        const res = await h.request('GET', path(e.enrollment_id!), { token: tokenOf(h, w, actor) })
-        const want = expectedStatus('owned', actor, owner, 'read', 200)
-        expect({ owner, status: res.status }).toEqual({ owner, status: want })
-        if (want === 200) expect(res.body.keysets).toEqual(await keysetsOf(e.enrollment_id!))
-        else expectProblem(res, 404)
-      }
-    })
-  }
 })

@@ -1,11 +1,12 @@
 /**
- * Organization environments over HTTP: view, set default, add, remove; every role of the role table of
- * docs/api.md "Authentication, roles and scope", scope, customers not enabled, partners, and the 400/404/409 rules of docs/api.md "Organization environments".
+ * Organization environments over HTTP: view, set default, add, remove; customers not enabled,
+ * partners, and the 400/404/409 rules of docs/api.md "Organization environments". Who may do each
+ * (every role and scope of docs/api.md "Authentication, roles and scope"): authorization-matrix.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { MAX_ENVIRONMENTS } from '../../src/modules/shared/model'
 import { createHarness, type Harness } from '../support/harness'
-import { tenants, ACTORS, expectProblem, type Actor } from '../support/fixtures'
+import { expectProblem } from '../support/fixtures'
 
 let h: Harness
 beforeAll(async () => (h = await createHarness()))
@@ -13,16 +14,6 @@ afterAll(() => h.close())
 
 const VIEW_KEYS = ['default', 'organization_id', 'supported', 'trace_id']
 const CHANGE_KEYS = ['application_id', 'default', 'supported', 'trace_id']
-
-type Target = 'V' | 'A' | 'AP' | 'B' | 'BP' | 'N'
-const TARGETS: Target[] = ['V', 'A', 'AP', 'B', 'BP', 'N']
-type World = Record<Target, string>
-
-/** A and B enabled (DEV, PROD, TEST; default PROD) with partners AP and BP; N not enabled. */
-async function world(): Promise<World> {
-  const envs = { default: 'prod', supported: 'test,prod,dev' }
-  return { ...(await tenants(h, { A: envs, B: envs })), N: await h.createCustomer('N') }
-}
 
 const path = (id: string) => `/api/organizations/${id}/environments`
 
@@ -268,65 +259,4 @@ describe('customers not enabled, partners, the vendor: every operation 404 whate
     expectProblem(await h.request('PATCH', path(N), { body: { environment: 'DEV' } }), 404)
     expectProblem(await h.request('GET', path(N)), 404)
   })
-})
-
-describe('roles and scope (docs/api.md "Authentication, roles and scope")', () => {
-  const viewExpected: Record<Actor['org'], Target[]> = { V: ['A', 'B'], A: ['A'], AP: [] }
-
-  for (const actor of ACTORS) {
-    test(`view by ${actor.label}: 200 for ${viewExpected[actor.org].join(', ') || 'nothing'}`, async () => {
-      const w = await world()
-      const token = h.token(w[actor.org], actor.role)
-      for (const target of TARGETS) {
-        const res = await h.request('GET', path(w[target]), { token })
-        if (viewExpected[actor.org].includes(target)) {
-          expect({ target, status: res.status }).toEqual({ target, status: 200 })
-          expect(res.body).toMatchObject({ organization_id: w[target], default: 'PROD', supported: 'DEV,PROD,TEST' })
-        } else {
-          expect({ target, status: res.status }).toEqual({ target, status: 404 })
-          expectProblem(res, 404)
-        }
-      }
-    })
-  }
-
-  const changeExpected: Record<string, Partial<Record<Target, number>>> = {
-    'vendor admin': { A: 200, B: 200 },
-    'vendor application_admin': { A: 403, B: 403 },
-    'vendor viewer': { A: 403, B: 403 },
-    'customer admin': { A: 200 },
-    'customer application_admin': { A: 403 },
-    'customer viewer': { A: 403 },
-    'partner admin': {},
-    'partner application_admin': {},
-    'partner viewer': {},
-  }
-
-  for (const actor of ACTORS) {
-    test(`change by ${actor.label}: ${JSON.stringify(changeExpected[actor.label])}, otherwise 404`, async () => {
-      const w = await world()
-      const token = h.token(w[actor.org], actor.role)
-      for (const target of TARGETS) {
-        const want = changeExpected[actor.label]![target] ?? 404
-        const before = await snapshot(w[target])
-        const operations: [string, unknown, string][] = [
-          ['PATCH', { default: 'DEV' }, 'DEV,PROD,TEST'],
-          ['PATCH', { environment: 'QA' }, 'DEV,PROD,QA,TEST'],
-          ['DELETE', { environment: 'TEST' }, 'DEV,PROD,QA'],
-        ]
-        for (const [method, body, supported] of operations) {
-          const res = await h.request(method, path(w[target]), { token, body })
-          expect({ target, body, status: res.status }).toEqual({ target, body, status: want })
-          if (want === 200) {
-            expect(res.body).toMatchObject({ default: 'DEV', supported })
-          } else {
-            expectProblem(res, want)
-            // Scope and role come before the body: an invalid body changes nothing in the answer.
-            expectProblem(await h.request(method, path(w[target]), { token, body: { default: 'x y', environment: '' } }), want)
-          }
-        }
-        if (want !== 200) expect(await snapshot(w[target])).toEqual(before)
-      }
-    })
-  }
 })

@@ -1,34 +1,13 @@
 /**
- * The records the HTTP tests build and read, once for every resource: the usual tenants, their
- * tokens, the callers of the role table and what docs/api.md "Authentication, roles and scope"
- * answers each, creating or reading a record as the vendor, and the problem-body check. Each
- * takes the harness, so it serves both stores (test/support/harness.ts).
+ * The records the HTTP tests build and read, once for every resource: the usual tenants, creating
+ * or reading a record as the vendor, and the problem-body check. Each takes the harness, so it
+ * serves both stores (test/support/harness.ts). Who may do what (the role table of docs/api.md
+ * "Authentication, roles and scope") is checked in one place: test/http/authorization-matrix.test.ts.
  */
 import { expect } from 'bun:test'
-import type { Role } from '../../src/auth/tokens'
 import type { ApiResponse, Harness } from './harness'
 import { UUID_LOWERCASE } from '../../src/storage/records'
 import { newClientKey } from './random'
-
-/** The callers of the role table of docs/api.md "Authentication, roles and scope". */
-export interface Actor {
-  readonly label: string
-  /** The vendor, customer A, or A's partner. */
-  readonly org: 'V' | 'A' | 'AP'
-  readonly role: Role
-}
-
-export const ACTORS: Actor[] = [
-  { label: 'vendor admin', org: 'V', role: 'admin' },
-  { label: 'vendor application_admin', org: 'V', role: 'application_admin' },
-  { label: 'vendor viewer', org: 'V', role: 'viewer' },
-  { label: 'customer admin', org: 'A', role: 'admin' },
-  { label: 'customer application_admin', org: 'A', role: 'application_admin' },
-  { label: 'customer viewer', org: 'A', role: 'viewer' },
-  { label: 'partner admin', org: 'AP', role: 'admin' },
-  { label: 'partner application_admin', org: 'AP', role: 'application_admin' },
-  { label: 'partner viewer', org: 'AP', role: 'viewer' },
-]
 
 /** An RFC 9457 problem body with `status`, the trace id of its header, and `code` when given. */
 export function expectProblem(res: ApiResponse, status: number, code?: string) {
@@ -79,22 +58,6 @@ export async function tenants(h: Harness, environments: { A?: Environments; B?: 
   const B = await h.createCustomer('B', environments.B)
   const BP = await h.createPartner(B, 'BP')
   return { V: h.vendorId, A, AP, B, BP }
-}
-
-/** A token of `actor`'s organization in `w`, with its role. */
-export const tokenOf = (h: Harness, w: Pick<Tenants, 'V' | 'A' | 'AP'>, actor: Actor) => h.token(w[actor.org], actor.role)
-
-/**
- * What docs/api.md "Authentication, roles and scope" answers `actor` acting on a record of customer `owner` (A or B): out of
- * scope 404, then 403 for a role or organization that may not change it, else `success`.
- * `owned`: consumers, installations, enrollments, keysets (a partner changes its customer's).
- * `applications`: applications and their environments (a partner only reads them).
- */
-export function expectedStatus(rules: 'owned' | 'applications', actor: Actor, owner: 'A' | 'B', kind: 'read' | 'change', success: number): number {
-  if (actor.org !== 'V' && owner !== 'A') return 404
-  if (kind === 'read') return success
-  if (actor.role === 'viewer' || (rules === 'applications' && actor.org === 'AP')) return 403
-  return success
 }
 
 /** A new application of `organizationId` (201 asserted), created with `token` (the vendor's by default). */
