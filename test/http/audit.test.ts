@@ -388,6 +388,12 @@ describe('one event per action, field by field', () => {
     const enrollment = events.find((e) => e.action === 'enrollment.create')!
     expect(events.filter((e) => e.trace_id === enrollment.trace_id).map((e) => e.action).sort()).toEqual(['consumer.create', 'enrollment.create', 'installation.create'])
     expect([...timesOfChange.values()].filter((set) => set.size !== 1)).toEqual([])
+    // Events of one time are in the order of their ids (`created`, then the key), reversed whole by desc.
+    const ofChange = (order: string) => ok('GET', `/api/audit-events?customer_ids=${enrollment.customer_id}&since=${encodeURIComponent(enrollment.time)}&until=${encodeURIComponent(enrollment.time)}&order=${order}`)
+    const ascending = (await ofChange('asc')).body.audit_events.map((e: { event_id: string }) => e.event_id)
+    expect(ascending).toHaveLength(3)
+    expect(ascending).toEqual([...ascending].sort())
+    expect((await ofChange('desc')).body.audit_events.map((e: { event_id: string }) => e.event_id)).toEqual([...ascending].reverse())
   })
 })
 
