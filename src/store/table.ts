@@ -17,12 +17,11 @@ export interface TableDefinition<T> {
   /** Turns a record as read from disk into its current shape (older data dirs may hold more fields). */
   readonly decode?: (stored: Record<string, unknown>) => T
   /**
-   * The field naming the organization whose scope a record is in (`organization_id`; an
-   * organization's `parent_id`), if a read within a scope finds its records: the table then also
-   * keeps each owner's records apart (`getOwned`), so that such a read never reaches another
-   * owner's record (docs/security.md). Must not change after creation.
+   * The index whose key is the organization whose scope a record is in (`organization_id`; an
+   * organization's `parent_id`), if a read within a scope finds its records (`getOwned`), and the
+   * field it is keyed on. Must not change after creation.
    */
-  readonly owner?: { readonly field: string; readonly of: (record: T) => string | null }
+  readonly owner?: { readonly index: string; readonly field: string }
 }
 
 /** An index entry: the one id listed under a key (most keys have one), or several in creation order. */
@@ -39,9 +38,14 @@ export class Table<T> {
   private readonly indexDefs: [string, IndexKeys<T>][]
   private readonly indexes = new Map<string, GenerationalMap<IndexEntry>>()
   private readonly decodeStored: ((stored: Record<string, unknown>) => T) | undefined
-  /** The field `getOwned` finds records by, and each owner's records by id (TableDefinition `owner`). */
+  /** The field `getOwned` finds records by (TableDefinition `owner`). */
   readonly ownerField: string | undefined
-  private readonly ownerOf: ((record: T) => string | null) | undefined
+  private readonly ownerIndex: string | undefined
+  /**
+   * The records of each owner that a read within its scope has asked for (`getOwned`), by id: made
+   * on first use, from the owner's index list, then kept up to date. Not at start-up: about 100
+   * bytes a record (docs/performance.md), and many owners may never be read that way.
+   */
   private readonly owned = new Map<string, GenerationalMap<T>>()
   observer: ChangeObserver<T> | undefined
   /**
@@ -56,7 +60,7 @@ export class Table<T> {
     this.keyOf = definition.key
     this.decodeStored = definition.decode
     this.ownerField = definition.owner?.field
-    this.ownerOf = definition.owner?.of
+    this.ownerIndex = definition.owner?.index
     this.indexDefs = Object.entries(definition.indexes ?? {})
     for (const [name] of this.indexDefs) this.indexes.set(name, new GenerationalMap())
   }
@@ -75,10 +79,18 @@ export class Table<T> {
 
   /**
    * The record `id` if `owner` owns it (TableDefinition `owner`): looked up among that owner's
-   * records only, so another owner's id is a miss exactly like an unknown one.
+   * records only, so another owner's id is a miss exactly like an unknown one (docs/security.md).
    */
   getOwned(owner: string, id: string): T | undefined {
-    return this.owned.get(owner)?.get(id)
+    return (this.owned.get(owner) ?? this.collectOwned(owner)).get(id)
+  }
+
+  /** `owner`'s records by id, from its index list: the first `getOwned` of an owner. */
+  private collectOwned(owner: string): GenerationalMap<T> {
+    const records = new GenerationalMap<T>()
+    for (const id of this.idsBy(this.ownerIndex!, owner)) records.load(id, this.rows.get(id)!)
+    this.owned.set(owner, records)
+    return records
   }
 
   /** Inserts or replaces. Returns the previous version (undefined for an insert). */
@@ -112,16 +124,13 @@ export class Table<T> {
     const id = this.keyOf(record)
     this.rows.load(id, record)
     this.addToIndexes(id, record)
-    this.ownedBy(record)?.load(id, record)
   }
 
-  /** The map of the records of `record`'s owner (made on first use); undefined when the table keeps none. */
+  /** The records of `record`'s owner by id, if a `getOwned` has asked for them (kept up to date from then on). */
   private ownedBy(record: T): GenerationalMap<T> | undefined {
-    const owner = this.ownerOf?.(record)
-    if (owner === null || owner === undefined) return undefined
-    let records = this.owned.get(owner)
-    if (!records) this.owned.set(owner, (records = new GenerationalMap()))
-    return records
+    if (this.owned.size === 0) return undefined
+    const owner = (record as Record<string, unknown>)[this.ownerField!]
+    return typeof owner === 'string' ? this.owned.get(owner) : undefined
   }
 
   private addToIndexes(id: string, record: T): void {

@@ -29,17 +29,18 @@ export const INDEX_FIELDS: { readonly [N in TableName]: IndexFields<N> } = {
 }
 
 /**
- * The field that scopes each table's records, for reads within a scope (`Reader.find`'s `within`,
- * src/modules/shared/scope.ts): such a read looks among that owner's records only (table.ts
- * `getOwned`), so another tenant's id is a miss exactly like an unknown one (docs/security.md).
+ * The index keyed on the field that scopes each table's records, for reads within a scope
+ * (`Reader.find`'s `within`, src/modules/shared/scope.ts): such a read looks among that owner's
+ * records only (table.ts `getOwned`), so another tenant's id is a miss exactly like an unknown one
+ * (docs/security.md).
  */
-const OWNER_FIELDS: { readonly [N in TableName]?: keyof RecordOf<N> & string } = {
-  organizations: 'parent_id',
-  applications: 'organization_id',
-  consumers: 'organization_id',
-  installations: 'organization_id',
-  enrollments: 'organization_id',
-  tokens: 'organization_id',
+const OWNER_INDEXES: { readonly [N in TableName]?: string } = {
+  organizations: 'parent',
+  applications: 'organization',
+  consumers: 'organization',
+  installations: 'organization',
+  enrollments: 'organization',
+  tokens: 'organization',
 }
 
 /** The key a record is listed under in an index of `fields`; null (not listed) when a field is null. */
@@ -64,11 +65,11 @@ function decodeEnrollment(stored: Record<string, unknown>): Enrollment {
 
 function definition<N extends TableName>(name: N): TableDefinition<RecordOf<N>> {
   const key = PRIMARY_KEY[name] as string
-  const owner = OWNER_FIELDS[name] as string | undefined
+  const ownerIndex = OWNER_INDEXES[name]
   return {
     name,
     key: (record) => (record as unknown as Record<string, string>)[key]!,
-    ...(owner ? { owner: { field: owner, of: (record: RecordOf<N>) => (record as unknown as Record<string, string | null>)[owner] ?? null } } : {}),
+    ...(ownerIndex ? { owner: { index: ownerIndex, field: (INDEX_FIELDS[name] as Record<string, readonly string[]>)[ownerIndex]![0]! } } : {}),
     indexes: Object.fromEntries(Object.entries(INDEX_FIELDS[name]).map(([index, fields]) => [index, (record: object) => indexKey(record, fields)])),
     ...(name === 'enrollments' ? { decode: decodeEnrollment as unknown as (stored: Record<string, unknown>) => RecordOf<N> } : {}),
   }

@@ -92,8 +92,8 @@ test('records from disk go through the decoder, in bulk (loadStored) and one by 
   expect(t.idsBy('group', 'g0').length).toBe(Math.ceil(40_001 / 7))
 })
 
-test("an owner's records read back by getOwned after puts, replacements, undos, retention and its undo; another owner's id is a miss", () => {
-  const t = new Table<Row>({ name: 'rows', key: (r) => r.id, owner: { field: 'group', of: (r) => r.group } })
+test("an owner's records read back by getOwned (collected on first use) after puts, replacements, undos, retention and its undo; another owner's id is a miss", () => {
+  const t = new Table<Row>({ name: 'rows', key: (r) => r.id, indexes: { group: (r) => r.group }, owner: { index: 'group', field: 'group' } })
   const model = new Map<string, Row>()
   const check = () => {
     for (let g = 0; g < 7; g++) {
@@ -103,7 +103,10 @@ test("an owner's records read back by getOwned after puts, replacements, undos, 
       }
     }
   }
-  for (let n = 0; n < 2_000; n++) model.set(`r${n}`, t.put(row(n)) ?? row(n))
+  expect(t.getOwned('g3', 'r3')).toBeUndefined() // asked for before it has records: kept up to date from then on
+  for (let n = 0; n < 1_000; n++) model.set(`r${n}`, t.put(row(n)) ?? row(n))
+  check() // every owner's records collected from its index
+  for (let n = 1_000; n < 2_000; n++) model.set(`r${n}`, t.put(row(n)) ?? row(n))
   for (let n = 0; n < 2_000; n += 5) {
     const again = row(n, 2)
     t.put(again)
