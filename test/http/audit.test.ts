@@ -12,7 +12,7 @@ import { dropEventsBefore, startAuditRetention } from '../../src/modules/audit/r
 import { memoryLogger } from '../../src/ops/logger'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { TEST_STORE } from '../support/database'
-import { p256PublicKey, TIMESTAMP, UUID_LOWER, expectProblem } from '../support/fixtures'
+import { p256PublicKey, responseOk, TIMESTAMP, UUID_LOWER, expectProblem } from '../support/fixtures'
 import { Store } from '../../src/store/store'
 import { listSegments } from '../../src/store/wal'
 import { readLogFile } from '../../src/store/log-format'
@@ -26,11 +26,7 @@ beforeAll(async () => {
 afterAll(() => h.close())
 
 
-async function ok(method: string, path: string, body?: unknown, token?: string): Promise<ApiResponse> {
-  const res = await h.request(method, path, { body, token })
-  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res
-}
+const ok = (method: string, path: string, body?: unknown, token?: string) => responseOk(h, method, path, body, token)
 
 /** The one event of `action` about `target`. */
 async function eventOf(action: string, target: string) {

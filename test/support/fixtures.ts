@@ -143,11 +143,24 @@ export async function populatedTenant(h: Harness, name: string, withEnvironments
   return { customer, partner, app, app2, consumer: body.consumer_id, installation: body.installation_id, enrollment: body.enrollment_id }
 }
 
-/** The body of a request that must succeed (200 or 201); anything else throws with the answer. */
-export async function requestOk(h: Harness, method: string, path: string, body?: unknown, token?: string) {
-  const res = await h.request(method, path, { body, token })
+/** What requestOk calls: the harness, or a server over HTTP (server-process.ts `httpCaller`). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export interface Caller<A extends { readonly status: number; readonly body: any }> {
+  request(method: string, path: string, init: { body?: unknown; token?: string }): Promise<A>
+}
+
+/** The answer of a request that must succeed (200 or 201); anything else throws with the answer. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function responseOk<A extends { readonly status: number; readonly body: any }>(caller: Caller<A>, method: string, path: string, body?: unknown, token?: string): Promise<A> {
+  const res = await caller.request(method, path, { body, token })
   if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body
+  return res
+}
+
+/** The body of a request that must succeed (`responseOk`). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function requestOk<A extends { readonly status: number; readonly body: any }>(caller: Caller<A>, method: string, path: string, body?: unknown, token?: string): Promise<A['body']> {
+  return (await responseOk(caller, method, path, body, token)).body
 }
 
 /** A new P-256 public key as a client sends it for a keyset (the standard base64 of its SPKI DER), and in all its forms. */

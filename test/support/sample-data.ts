@@ -3,19 +3,15 @@
  * back: the damage, verify and backup tests use them, and so does test/fixtures/make-fixture.ts
  * (which runs them against old builds: only API calls that every version answers alike).
  */
-import { expect } from 'bun:test'
-import { api } from './server-process'
+import { requestOk } from './fixtures'
+import { api, httpCaller } from './server-process'
 import { newClientKey } from './random'
 
 /** Everything the API shows, records keyed by kind and id. */
 export type Dump = Record<string, unknown>
 
 export async function dump(url: string, token: string): Promise<Dump> {
-  const get = async (path: string) => {
-    const res = await api(url, token, 'GET', path)
-    if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${JSON.stringify(res.body)}`)
-    return res.body
-  }
+  const get = (path: string) => requestOk(httpCaller(url, token), 'GET', path)
   const out: Dump = {}
   for (const o of (await get('/api/organizations')).organizations) out[`organization ${o.organization_id}`] = o
   for (const a of (await get('/api/applications')).applications) {
@@ -44,45 +40,40 @@ export async function dumpAll(url: string, token: string): Promise<Dump> {
   return out
 }
 
-async function expectOk(res: Promise<{ status: number; body: unknown }>, status = 201) {
-  const answer = await res
-  expect([answer.status, answer.body]).toEqual([status, expect.anything()])
-  return answer.body as any // eslint-disable-line @typescript-eslint/no-explicit-any
-}
-
 /**
  * `count` customers, each with a partner, an application, a consumer, an installation, an enrollment
  * and two keysets, with changes to each (renamed, environments added, verified, suspended).
  */
 export async function writeRecords(url: string, token: string, vendorId: string, round: number, count = 3): Promise<void> {
-  const call = (method: string, path: string, body?: unknown) => api(url, token, method, path, body)
+  const server = httpCaller(url, token)
+  const call = (method: string, path: string, body?: unknown) => requestOk(server, method, path, body)
   for (let n = 0; n < count; n++) {
-    const customer = (await expectOk(call('POST', '/api/organizations', {
+    const customer = (await call('POST', '/api/organizations', {
       description: `customer ${round}.${n}`,
       parent_id: vendorId,
       supported_environments: { default: 'prod', supported: 'prod,test,dev' },
-    }))).organization.organization_id
-    await expectOk(call('POST', '/api/organizations', { description: `partner ${round}.${n}`, parent_id: customer }))
-    await expectOk(call('PATCH', `/api/organizations/${customer}`, { description: `customer ${round}.${n} renamed` }), 200)
-    const app = (await expectOk(call('POST', '/api/applications', { organization_id: customer, description: `app ${round}.${n}`, allowed_environments: 'prod,test' }))).application.application_id
-    await expectOk(call('POST', `/api/environments/${app}`, { environment: 'dev' }), 200)
-    await expectOk(call('PATCH', `/api/organizations/${customer}/environments`, { environment: 'qa' }), 200)
+    })).organization.organization_id
+    await call('POST', '/api/organizations', { description: `partner ${round}.${n}`, parent_id: customer })
+    await call('PATCH', `/api/organizations/${customer}`, { description: `customer ${round}.${n} renamed` })
+    const app = (await call('POST', '/api/applications', { organization_id: customer, description: `app ${round}.${n}`, allowed_environments: 'prod,test' })).application.application_id
+    await call('POST', `/api/environments/${app}`, { environment: 'dev' })
+    await call('PATCH', `/api/organizations/${customer}/environments`, { environment: 'qa' })
     const consumer = crypto.randomUUID()
     const installation = crypto.randomUUID()
-    await expectOk(call('POST', '/api/consumers', { consumer_id: consumer, organization_id: customer }))
-    await expectOk(call('POST', '/api/installations', { installation_id: installation, description: `phone ${round}.${n}`, organization_id: customer }))
-    await expectOk(call('PATCH', `/api/installations/${installation}/verify`), 200)
+    await call('POST', '/api/consumers', { consumer_id: consumer, organization_id: customer })
+    await call('POST', '/api/installations', { installation_id: installation, description: `phone ${round}.${n}`, organization_id: customer })
+    await call('PATCH', `/api/installations/${installation}/verify`)
     const enrollment = crypto.randomUUID()
-    await expectOk(call('POST', '/api/enrollments', {
+    await call('POST', '/api/enrollments', {
       enrollment_id: enrollment,
       consumer_id: consumer,
       installation_id: installation,
       application_id: app,
       environment: 'test',
       installation_description: 'ignored',
-    }))
-    await expectOk(call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: newClientKey() }))
-    await expectOk(call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: newClientKey() }))
-    await expectOk(call('PATCH', `/api/consumers/${consumer}/suspend`), 200)
+    })
+    await call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: newClientKey() })
+    await call('POST', `/api/enrollments/${enrollment}/keysets`, { client_enclave_key: newClientKey() })
+    await call('PATCH', `/api/consumers/${consumer}/suspend`)
   }
 }

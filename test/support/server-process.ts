@@ -194,3 +194,8 @@ export async function api(url: string, token: string, method: string, path: stri
   } catch {}
   return { status: response.status, body: parsed, contentType: response.headers.get('content-type') ?? '' }
 }
+
+/** A server over HTTP as fixtures.ts `requestOk` calls it: with `token` unless a request names its own. */
+export function httpCaller(url: string, token: string) {
+  return { request: (method: string, path: string, init: { body?: unknown; token?: string } = {}) => api(url, init.token ?? token, method, path, init.body) }
+}

@@ -6,6 +6,7 @@
  * lists.ts, writes.ts, organization-writes.ts and refused-writes.ts; the shapes several of them
  * share are in step-shapes.ts.
  */
+import { requestOk } from '../fixtures'
 import type { Random } from '../random'
 import { getApplicationEnvironments, getKeysets, getOrganizationEnvironments, getOtherTenantRecord, getOwnTenantRecord } from './reads'
 import { listApplications, listConsumers, listEnrollments, listInstallations, listOrganizations, listWithOtherTenantIds, vendorList } from './lists'
@@ -122,25 +123,25 @@ export class LoadClient {
     const id = crypto.randomUUID()
     this.run.owner.set(id, this.tenant.index)
     const description = this.text('application')
-    const body = await this.run.must(token, 'POST', '/api/applications', {
+    const body = await requestOk(this.run.server, 'POST', '/api/applications', {
       application_id: id,
       organization_id: this.customerId,
       description,
       ...(this.tenant.envEnabled ? { allowed_environments: this.appEnvironments.join(',') } : {}),
-    }, 201)
+    }, token)
     if (body.application.application_id !== id) throw new Error(`set-up: application ${id} answered as ${body.application.application_id}`)
     this.apps.push({ id, state: 'active', description, environments: [...this.appEnvironments] })
     for (let i = 0; i < SEED.consumers; i++) {
       const consumer = crypto.randomUUID()
       this.run.owner.set(consumer, this.tenant.index)
-      await this.run.must(token, 'POST', '/api/consumers', { consumer_id: consumer }, 201)
+      await requestOk(this.run.server, 'POST', '/api/consumers', { consumer_id: consumer }, token)
       this.consumers.set(consumer, { state: 'active' })
     }
     for (let i = 0; i < SEED.installations; i++) {
       const installation = crypto.randomUUID()
       const text = this.text('installation')
       this.run.owner.set(installation, this.tenant.index)
-      await this.run.must(token, 'POST', '/api/installations', { installation_id: installation, description: text }, 201)
+      await requestOk(this.run.server, 'POST', '/api/installations', { installation_id: installation, description: text }, token)
       this.installations.set(installation, { state: 'unregistered', description: text })
     }
     const consumers = [...this.consumers.keys()]
@@ -149,14 +150,14 @@ export class LoadClient {
       const enrollment = crypto.randomUUID()
       const environment = this.appEnvironments[i % this.appEnvironments.length]!
       this.run.owner.set(enrollment, this.tenant.index)
-      await this.run.must(token, 'POST', '/api/enrollments', {
+      await requestOk(this.run.server, 'POST', '/api/enrollments', {
         enrollment_id: enrollment,
         consumer_id: consumers[i]!,
         installation_id: installations[i]!,
         application_id: this.app.id,
         environment,
         installation_description: this.text('installation'),
-      }, 201)
+      }, token)
       this.enrollments.set(enrollment, { id: enrollment, consumer: consumers[i]!, installation: installations[i]!, app: this.app, environment, state: 'active', keysets: [] })
     }
   }

@@ -2,7 +2,8 @@
 import { readdirSync } from 'node:fs'
 import { mapLimited } from '../map-limited'
 import { Random } from '../random'
-import { api, initLine, keywardCommand, run, startServer, stopServer, type HttpAnswer } from '../server-process'
+import { requestOk } from '../fixtures'
+import { api, httpCaller, initLine, keywardCommand, run, startServer, stopServer, type HttpAnswer } from '../server-process'
 import { LoadClient } from './client'
 import { cpuCounters, machineSecond, type MachineSecond } from './machine'
 import { analyseMemory, auditEventCount, vmRss, type MemorySample } from './memory'
@@ -148,11 +149,9 @@ export class LoadRun {
   // -------------------------------------------------------------------------------------------
   // Set-up
 
-  /** One request that must succeed (set-up and final reads): throws otherwise. */
-  async must(token: string, method: string, path: string, body: unknown, status: number): Promise<Body> {
-    const res = await api(this.url, token, method, path, body)
-    if (res.status !== status) throw new Error(`set-up ${method} ${path}: expected ${status}, got ${res.status} ${JSON.stringify(res.body)}`)
-    return res.body
+  /** The server as the vendor's admin token calls it, for requests that must succeed (set-up and final reads: fixtures.ts `requestOk`). */
+  get server() {
+    return httpCaller(this.url, this.vendorTokens.vendor)
   }
 
   private async issueToken(org: string, role: string): Promise<string> {
@@ -162,21 +161,20 @@ export class LoadRun {
   }
 
   private async setUpTenants(): Promise<number> {
-    const vendor = this.vendorTokens.vendor
     const count = this.options.tenants ?? 4
     const orgs: { customer: string; partner: string; toggle: string; env: boolean }[] = []
     for (let t = 0; t < count; t++) {
       const env = t < Math.ceil(count / 2)
       const customer = (
-        await this.must(vendor, 'POST', '/api/organizations', {
+        await requestOk(this.server, 'POST', '/api/organizations', {
           description: `tenant ${t}`,
           parent_id: this.vendorId,
           ...(env ? { supported_environments: { default: 'PROD', supported: ORG_ENVIRONMENTS } } : {}),
-        }, 201)
+        })
       ).organization.organization_id as string
-      const partner = (await this.must(vendor, 'POST', '/api/organizations', { description: `tenant ${t} partner`, parent_id: customer }, 201))
+      const partner = (await requestOk(this.server, 'POST', '/api/organizations', { description: `tenant ${t} partner`, parent_id: customer }))
         .organization.organization_id as string
-      const toggle = (await this.must(vendor, 'POST', '/api/organizations', { description: `tenant ${t} toggled partner`, parent_id: customer }, 201))
+      const toggle = (await requestOk(this.server, 'POST', '/api/organizations', { description: `tenant ${t} toggled partner`, parent_id: customer }))
         .organization.organization_id as string
       for (const id of [customer, partner, toggle]) this.owner.set(id, t)
       orgs.push({ customer, partner, toggle, env })
@@ -197,7 +195,7 @@ export class LoadRun {
     const [first, ...rest] = wanted
     first![2](await this.issueToken(first![0], first![1]))
     for (const [org, role, keep] of rest) {
-      keep((await this.must(vendor, 'POST', '/api/tokens', { organization_id: org, role, ttl: '1d' }, 201)).secret as string)
+      keep((await requestOk(this.server, 'POST', '/api/tokens', { organization_id: org, role, ttl: '1d' })).secret as string)
     }
 
     orgs.forEach((o, t) => {
@@ -319,20 +317,19 @@ export class LoadRun {
   // The end: every record read back with the vendor token
 
   private async verifyAtEnd(): Promise<{ checks: number; recordsAtEnd: Record<string, number> }> {
-    const vendor = this.vendorTokens.vendor
     let checks = 0
     const mismatch = (line: string) => this.stats.unexpected('final state', line)
     const paged = async (path: string, field: string): Promise<Body[]> => {
       const all: Body[] = []
       for (let page = 1; ; page++) {
-        const body = await this.must(vendor, 'GET', `${path}${path.includes('?') ? '&' : '?'}page=${page}&page_size=1000`, undefined, 200)
+        const body = await requestOk(this.server, 'GET', `${path}${path.includes('?') ? '&' : '?'}page=${page}&page_size=1000`)
         all.push(...body[field])
         if (body[field].length < 1000) return all
       }
     }
     const recordsAtEnd: Record<string, number> = {}
-    const organizations = (await this.must(vendor, 'GET', '/api/organizations', undefined, 200)).organizations as Body[]
-    const applications = (await this.must(vendor, 'GET', '/api/applications', undefined, 200)).applications as Body[]
+    const organizations = (await requestOk(this.server, 'GET', '/api/organizations')).organizations as Body[]
+    const applications = (await requestOk(this.server, 'GET', '/api/applications')).applications as Body[]
     recordsAtEnd.organizations = organizations.length
     recordsAtEnd.applications = applications.length
     recordsAtEnd.consumers = 0
@@ -356,7 +353,7 @@ export class LoadRun {
         if (!orgById.has(id)) mismatch(`partner ${id}: acknowledged, missing`)
       }
       if (tenant.envEnabled) {
-        const envs = await this.must(vendor, 'GET', `/api/organizations/${tenant.customerId}/environments`, undefined, 200)
+        const envs = await requestOk(this.server, 'GET', `/api/organizations/${tenant.customerId}/environments`)
         const supported = sortedList([...ORG_ENVIRONMENTS.split(','), ...(tenant.scratch ? ['SCRATCH'] : [])])
         checks++
         if (envs.default !== tenant.defaultEnvironment || envs.supported !== supported) {
@@ -410,7 +407,7 @@ export class LoadRun {
     }
     // Keysets of every enrollment that has some (readable while its application is active).
     // One page of the most a page holds: the keyset budget keeps an enrollment's far below it.
-    const lists = await mapLimited(keysetChecks, 16, ([m]) => this.must(vendor, 'GET', `/api/enrollments/${m.id}/keysets?page_size=1000`, undefined, 200))
+    const lists = await mapLimited(keysetChecks, 16, ([m]) => requestOk(this.server, 'GET', `/api/enrollments/${m.id}/keysets?page_size=1000`))
     keysetChecks.forEach(([m], i) => {
       checks++
       const ids = (lists[i]!.keysets as Body[]).map((k) => k.keyset_id as string)
