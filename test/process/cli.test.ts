@@ -4,9 +4,9 @@
  * Servers bind `--port 0`; readiness is the "listening on http://host:PORT" line on stderr.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/temp-dirs'
+import { tempDataDir } from '../support/temp-dirs'
 import { api, initLine, isDataDirLocked, keyward, keywardCommand, killServers, run, startServer, stopServer, waitFor } from '../support/server-process.ts'
 import { tokenIdOf } from '../../src/auth/tokens.ts'
 import { listSegments } from '../../src/store/wal.ts'
@@ -21,19 +21,9 @@ import pkg from '../../package.json'
 
 setDefaultTimeout(15000)
 
-const dirs: string[] = []
+afterEach(killServers)
 
-afterEach(async () => {
-  await killServers()
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-
-/** A data dir path inside a fresh temp dir; the CLI creates the data dir itself. */
-function newDataDir(): string {
-  const parent = tempDir('keyward-cli-')
-  dirs.push(parent)
-  return join(parent, 'data')
-}
+const newDataDir = () => tempDataDir('keyward-cli-')
 
 
 function parseInitLine(stdout: string): { organization_id: string; token: string } {

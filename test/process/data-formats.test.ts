@@ -5,10 +5,10 @@
  * with this one and serve every record they held, after a clean stop or after SIGKILL; they are
  * labelled with the current format on opening. A newer format is refused.
  */
-import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/temp-dirs'
+import { tempDataDir } from '../support/temp-dirs'
 import { keyward, killServers, startServer, stopServer } from '../support/server-process.ts'
 import { copyFixture, FIXTURES } from '../support/data-dir-fixtures.ts'
 import { dump, dumpAll, type Dump } from '../support/sample-data.ts'
@@ -19,12 +19,9 @@ import pkg from '../../package.json'
 
 setDefaultTimeout(20000)
 
-const parent = tempDir('keyward-formats-')
-let copies = 0
-const newDir = () => join(parent, `dir-${++copies}`)
+const newDir = () => tempDataDir('keyward-formats-')
 
 afterEach(() => killServers())
-afterAll(() => rmSync(parent, { recursive: true, force: true }))
 
 
 /** A vendor admin token recorded by this build's issue-token (the old builds' kw1 tokens are 401 here). */

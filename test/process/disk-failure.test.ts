@@ -7,20 +7,14 @@
  * nothing may be lost or damaged then either.
  */
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { readdirSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
-import { tempDir } from '../support/temp-dirs'
+import { readdirSync } from 'node:fs'
+import { tempDataDir } from '../support/temp-dirs'
 import { api, initLine, isDataDirLocked, waitFor, killServers, keywardCommand, run, startServer, stopServer, underFileSizeLimit, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
 
-const parent = tempDir('keyward-disk-')
-afterAll(async () => {
-  await killServers() // those a failed test left running
-  rmSync(parent, { recursive: true, force: true })
-})
-let dirs = 0
-const newDataDir = () => join(parent, `data-${++dirs}`)
+afterAll(killServers) // those a failed test left running
+const newDataDir = () => tempDataDir('keyward-disk-')
 
 /** The limit: room for a few growth steps of the log, not for much more. */
 const LIMIT_KIB = 512

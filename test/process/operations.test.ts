@@ -3,16 +3,12 @@
  * object per line (or `--log-format text`), a line for every request and none holding a secret, the
  * lifecycle lines; rate limits over real connections, per client address; `--rate-limit 0`.
  */
-import { afterAll, afterEach, expect, test } from 'bun:test'
-import { rmSync } from 'node:fs'
-import { tempDir } from '../support/temp-dirs'
+import { afterEach, expect, test } from 'bun:test'
+import { tempDataDir } from '../support/temp-dirs'
 import { api, initLine, killServers, startServer, stopServer } from '../support/server-process'
 
-const parent = tempDir('keyward-operations-')
 afterEach(killServers)
-afterAll(() => rmSync(parent, { recursive: true, force: true }))
-let dirs = 0
-const newDataDir = () => `${parent}/data-${++dirs}`
+const newDataDir = () => tempDataDir('keyward-operations-')
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Entry = Record<string, any>

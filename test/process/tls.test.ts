@@ -4,9 +4,9 @@
  * host_url defaults to https then. Both flags or neither; files that cannot be used stop the start.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/temp-dirs'
+import { tempDataDir, tempDir } from '../support/temp-dirs'
 import { initLine, keywardCommand, killServers, run, startServer, stopServer, type ServeOptions } from '../support/server-process.ts'
 
 setDefaultTimeout(15000)
@@ -32,13 +32,9 @@ beforeAll(async () => {
   await openssl('genpkey', '-algorithm', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', otherKey)
 })
 
-afterAll(async () => {
-  await killServers()
-  rmSync(dir, { recursive: true, force: true })
-})
+afterAll(killServers)
 
-let dataDirs = 0
-const newDataDir = () => join(dir, `data-${++dataDirs}`)
+const newDataDir = () => tempDataDir('keyward-tls-')
 
 /** curl trusting only the test CA; the status code on the last line of stdout. */
 async function curl(url: string, ...args: string[]): Promise<{ code: number; status: number; body: string }> {

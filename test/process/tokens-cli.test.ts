@@ -6,10 +6,10 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createHmac, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { timestampMicros } from '../support/fixtures.ts'
-import { tempDir } from '../support/temp-dirs'
+import { tempDataDir, tempDir } from '../support/temp-dirs'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { acquireDataDirLock, noteOf } from '../../src/store/lock.ts'
 import { tokenIdOf } from '../../src/auth/tokens.ts'
@@ -17,17 +17,9 @@ import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stop
 
 setDefaultTimeout(30000)
 
-const dirs: string[] = []
-afterEach(async () => {
-  await killServers()
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
+afterEach(killServers)
 
-function newDataDir(): string {
-  const parent = tempDir('keyward-tokens-cli-')
-  dirs.push(parent)
-  return join(parent, 'data')
-}
+const newDataDir = () => tempDataDir('keyward-tokens-cli-')
 
 
 async function issue(data: string, org: string, role = 'admin', extra: string[] = []): Promise<string> {

@@ -16,6 +16,9 @@ export function tempDir(prefix = 'keyward-test-'): string {
   return dir
 }
 
+/** The path of a data dir not made yet (the CLI or the store makes it), in a new `tempDir`. */
+export const tempDataDir = (prefix?: string): string => join(tempDir(prefix), 'data')
+
 export function removeTempDirs(): void {
   for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true })
 }

@@ -3,10 +3,10 @@
  * `format` file is told from its files, whatever else an operator did to it, and a format 1 upgrade
  * cut short anywhere is finished by the next open.
  */
-import { afterEach, describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { describe, expect, test } from 'bun:test'
+import { readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tempDir } from '../support/temp-dirs'
+import { tempDataDir } from '../support/temp-dirs'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
 import { Store } from '../../src/store/store.ts'
 import { DATA_FORMAT, readDataFormat } from '../../src/store/format.ts'
@@ -14,16 +14,7 @@ import { readDataDir } from '../../src/store/read-only.ts'
 import { snapshotOf } from '../../src/store/tables-snapshot.ts'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-
-function newDir(): string {
-  const parent = tempDir('keyward-format-')
-  dirs.push(parent)
-  return join(parent, 'data')
-}
+const newDir = () => tempDataDir('keyward-format-')
 
 const segments = (dir: string) => readdirSync(dir).filter((name) => name.startsWith('wal-'))
 

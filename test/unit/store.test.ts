@@ -33,7 +33,6 @@ interface WriterInternals {
 }
 const writerOf = (store: Store) => (store as unknown as { writer: WriterInternals }).writer
 
-const dirs: string[] = []
 const stores: Store[] = []
 const restores: (() => Promise<void>)[] = []
 
@@ -41,14 +40,9 @@ afterEach(async () => {
   // A failed test must not leave a swapped handle behind: one dropped unclosed fails a later test.
   for (const restore of restores.splice(0)) await restore()
   for (const store of stores.splice(0)) await store.close().catch(() => {})
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
-function newDir(): string {
-  const dir = tempDir('keyward-store-')
-  dirs.push(dir)
-  return dir
-}
+const newDir = () => tempDir('keyward-store-')
 
 interface Opened {
   store: Store
