@@ -86,12 +86,10 @@ describe.skipIf(!canRun)('a stop while the start waits', () => {
     try {
       await holder.unsafe(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`)
       const server = spawnServer({ databaseUrl: db.url })
-      const deadline = Date.now() + 15_000
       const waiting = async () => (await holder.unsafe(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))[0].n > 0
-      while (!(await waiting())) {
-        if (Date.now() > deadline || server.proc.exitCode !== null) throw new Error(`the server is not waiting for the lock; stderr:\n${server.stderr.text}`)
-        await Bun.sleep(10) // polling a condition, bounded
-      }
+      await waitFor('the server to wait for the lock', waiting, server.proc).catch((error) => {
+        throw new Error(`${error.message}; stderr:\n${server.stderr.text}`)
+      })
       expect(await stopServer(server, 'SIGTERM')).toBe(0)
       expect(server.stdout.text).toBe('') // no token: nothing was initialised
       expect(server.stderr.text).toContain('SIGTERM: stopping now, before the database is ready (nothing was served)')
@@ -359,9 +357,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       const after = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
       expect(after.status).toBe(201)
       // And /readyz says so again, once the probe it keeps for a moment is asked again.
-      let ready = 503
-      for (const deadline = Date.now() + 10_000; ready !== 200 && Date.now() < deadline; await Bun.sleep(50)) ready = (await fetch(`${server.url}/readyz`)).status
-      expect(ready).toBe(200)
+      await waitFor('/readyz to answer 200', async () => (await fetch(`${server.url}/readyz`)).status === 200, server.proc)
       expect(server.proc.exitCode).toBeNull()
     } finally {
       await stopServer(server, 'SIGTERM')

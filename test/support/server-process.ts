@@ -88,10 +88,10 @@ function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }): Pr
   })()
 }
 
-/** Polls `condition` until it holds; throws once the deadline passes or `proc` exits first. */
-export async function waitFor(what: string, condition: () => boolean, proc?: Subprocess): Promise<void> {
+/** Polls `condition` (a check, or a query or request that answers one) until it holds; throws once the deadline passes or `proc` exits first. */
+export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, proc?: Subprocess): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS
-  while (!condition()) {
+  while (!(await condition())) {
     if (proc?.exitCode !== null && proc?.exitCode !== undefined) throw new Error(`process exited (${proc.exitCode}) while waiting for ${what}`)
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await Bun.sleep(5)

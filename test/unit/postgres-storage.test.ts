@@ -16,6 +16,7 @@ import { newSlice } from '../../src/ops/turns'
 import { recordEvent } from '../../src/modules/shared/audit'
 import { createTestDatabase, databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
 import { turnsDuring } from '../support/event-loop'
+import { waitFor } from '../support/server-process'
 
 const reachable = await databaseTestsCanRun()
 
@@ -960,9 +961,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
           await locked`LOCK TABLE consumers IN ACCESS EXCLUSIVE MODE`
           expect(await late.find('consumers', record.consumer_id).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
           // Still holding the lock: the database stops the read by itself, within moments.
-          const deadline = Date.now() + 5000
-          while ((await waitingReads()) > 0 && Date.now() < deadline) await Bun.sleep(20)
-          expect(await waitingReads()).toBe(0)
+          await waitFor('the database to cancel the read', async () => (await waitingReads()) === 0)
         })
       } finally {
         await late.close()
