@@ -1,6 +1,6 @@
 /**
  * The HTTP plumbing every endpoint shares (docs/api.md "Status codes and errors" and docs/api.md "Service"): problem bodies, unknown
- * routes, body limits and types, trace ids, the error precedence, /healthz and /openapi.json.
+ * routes, body limits and types, trace ids, the error precedence, /healthz (/openapi.json: test/http/openapi.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
@@ -599,76 +599,5 @@ describe('/healthz', () => {
     expect(res.status).toBe(200)
     expect(res.body).toEqual({ status: 'ok' })
     expect(res.headers.get('content-type')).toStartWith('application/json')
-  })
-})
-
-describe('/openapi.json', () => {
-  const ORGANIZATION_ROUTES: [string, string, boolean][] = [
-    ['get', '/api/organizations', false],
-    ['post', '/api/organizations', true],
-    ['get', '/api/organizations/{organization_id}', false],
-    ['patch', '/api/organizations/{organization_id}', true],
-    ['patch', '/api/organizations/{organization_id}/suspend', false],
-    ['patch', '/api/organizations/{organization_id}/activate', false],
-    ['get', '/api/organizations/{organization_id}/environments', false],
-    ['patch', '/api/organizations/{organization_id}/environments', true],
-    ['delete', '/api/organizations/{organization_id}/environments', true],
-  ]
-
-  let document: any
-  beforeAll(async () => {
-    const res = await h.request('GET', '/openapi.json', { token: null })
-    expect(res.status).toBe(200)
-    expect(res.headers.get('content-type')).toStartWith('application/json')
-    document = res.body
-  })
-
-  test('an OpenAPI 3 document with bearer security and the problem schema', () => {
-    expect(document.openapi).toMatch(/^3\./)
-    expect(typeof document.info.title).toBe('string')
-    expect(typeof document.info.version).toBe('string')
-    expect(document.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' })
-    expect(document.components.schemas.Problem.required).toEqual(['type', 'title', 'status', 'code', 'detail', 'trace_id'])
-  })
-
-  test('lists every organization route, with its path parameter and, where it takes one, its request schema', () => {
-    for (const [method, path, hasBody] of ORGANIZATION_ROUTES) {
-      const operation = document.paths[path]?.[method]
-      expect({ method, path, present: operation !== undefined }).toEqual({ method, path, present: true })
-      expect(typeof operation.summary).toBe('string')
-      // Every error status is listed, none left to a catch-all `default` (test/http/openapi.test.ts).
-      expect(Object.keys(operation.responses)).toContain('401')
-      expect(Object.keys(operation.responses)).not.toContain('default')
-      const params = (operation.parameters ?? []).filter((p: { in: string }) => p.in === 'path').map((p: { name: string }) => p.name)
-      expect(params).toEqual(path.includes('{organization_id}') ? ['organization_id'] : [])
-      if (hasBody) {
-        expect(operation.requestBody.content['application/json'].schema.type).toBe('object')
-      } else {
-        expect(operation.requestBody).toBeUndefined()
-      }
-      // Only /healthz and /openapi.json are public.
-      expect(operation.security).toBeUndefined()
-    }
-    expect(Object.keys(document.paths['/api/organizations/{organization_id}/environments']).sort()).toEqual(['delete', 'get', 'patch'])
-  })
-
-  test('the request schemas are the ones that validate', () => {
-    const body = (method: string, path: string) => document.paths[path][method].requestBody.content['application/json'].schema
-    const create = body('post', '/api/organizations')
-    expect(Object.keys(create.properties).sort()).toEqual(['description', 'parent_id', 'supported_environments'])
-    expect(create.required).toEqual(['description'])
-    expect(create.properties.supported_environments.required.sort()).toEqual(['default', 'supported'])
-    expect(document.paths['/api/organizations'].post.responses['201']).toBeDefined()
-    const update = body('patch', '/api/organizations/{organization_id}')
-    expect(update.required).toEqual(['description'])
-    const change = body('patch', '/api/organizations/{organization_id}/environments')
-    expect(Object.keys(change.properties).sort()).toEqual(['default', 'environment'])
-    const remove = body('delete', '/api/organizations/{organization_id}/environments')
-    expect(remove.required).toEqual(['environment'])
-  })
-
-  test('/healthz and /openapi.json are documented as public', () => {
-    expect(document.paths['/healthz'].get.security).toEqual([])
-    expect(document.paths['/openapi.json'].get.security).toEqual([])
   })
 })

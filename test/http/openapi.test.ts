@@ -39,12 +39,46 @@ describe('the document', () => {
     expect(operations().map((o) => `${o.method} ${o.path}`).sort()).toEqual(routes)
   })
 
+  test('an OpenAPI 3 document, served as JSON to a caller with no token, with the bearer scheme and the problem schema', async () => {
+    const res = await h.request('GET', '/openapi.json', { token: null })
+    expect([res.status, res.headers.get('content-type')]).toEqual([200, expect.stringMatching(/^application\/json/)])
+    expect(document.openapi).toMatch(/^3\./)
+    expect([typeof document.info.title, typeof document.info.version]).toEqual(['string', 'string'])
+    expect(document.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' })
+    expect(document.components.schemas.Problem.required).toEqual(['type', 'title', 'status', 'code', 'detail', 'trace_id'])
+  })
+
+  test('every operation has a summary and exactly its path parameters; a JSON object body on every write but the state changes (suspend, activate, verify, revoke), none on a GET', () => {
+    for (const { path, method, operation } of operations()) {
+      const parameters = (operation.parameters ?? []).filter((p: { in: string }) => p.in === 'path').map((p: { name: string }) => p.name)
+      const takesBody = method !== 'get' && !/\/(suspend|activate|verify|revoke)$/.test(path)
+      expect({ path, method, summary: typeof operation.summary, parameters, body: operation.requestBody?.content['application/json'].schema.type }).toEqual({
+        path,
+        method,
+        summary: 'string',
+        parameters: [...path.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1]),
+        body: takesBody ? 'object' : undefined,
+      })
+    }
+  })
+
+  test("the organizations' request schemas are the ones that validate", () => {
+    const body = (method: string, path: string) => document.paths[path][method].requestBody.content['application/json'].schema
+    const create = body('post', '/api/organizations')
+    expect(Object.keys(create.properties).sort()).toEqual(['description', 'parent_id', 'supported_environments'])
+    expect(create.required).toEqual(['description'])
+    expect(create.properties.supported_environments.required.sort()).toEqual(['default', 'supported'])
+    expect(body('patch', '/api/organizations/{organization_id}').required).toEqual(['description'])
+    expect(Object.keys(body('patch', '/api/organizations/{organization_id}/environments').properties).sort()).toEqual(['default', 'environment'])
+    expect(body('delete', '/api/organizations/{organization_id}/environments').required).toEqual(['environment'])
+  })
+
   test('servers is the configured public URL; the bearer scheme secures every /api operation and /metrics', () => {
     expect(document.servers).toEqual([{ url: 'http://keyward.test', description: 'This server' }])
     expect(document.security).toEqual([{ bearer: [] }])
     const needsToken = (path: string) => path.startsWith('/api/') || path === '/metrics'
     for (const { path, operation } of operations()) {
-      expect({ path, public: operation.security !== undefined }).toEqual({ path, public: !needsToken(path) })
+      expect({ path, security: operation.security }).toEqual({ path, security: needsToken(path) ? undefined : [] })
     }
   })
 
