@@ -3,7 +3,7 @@
  * is used only after a generation read that began after the request arrived found the generation
  * it was read at; reads are shared by the requests that arrive while one runs. The database side
  * (every change of a token or an organization advances the generation) is in
- * test/unit/postgres-storage.test.ts.
+ * test/unit/postgres-tokens.test.ts.
  */
 import { describe, expect, test } from 'bun:test'
 import { CredentialCache } from '../../src/storage/postgres/credentials'

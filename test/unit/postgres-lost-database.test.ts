@@ -1,0 +1,220 @@
+/**
+ * The PostgreSQL storage against a lost database (docs/storage.md, "PostgreSQL"): closed connections,
+ * a database that stops answering (held in a relay, `pausableRelay`), answer deadlines.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { PostgresStorage } from '../../src/storage/postgres'
+import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+import { databaseTestsCanRun, createTestDatabase, pausableRelay, type TestDatabase } from '../support/database'
+import { createTestStorage, freshConsumer, TEST_CUSTOMER as customer } from '../support/postgres-storage'
+import { waitFor } from '../support/server-process'
+
+const reachable = await databaseTestsCanRun()
+
+describe.skipIf(!reachable)('PostgreSQL storage', () => {
+  let db: TestDatabase
+  let storage: PostgresStorage
+  let admin: SQL
+  let close = async () => {}
+  beforeAll(async () => ({ db, storage, admin, close } = await createTestStorage()))
+  afterAll(() => close())
+
+  describe('a lost database', () => {
+    test('connections closed by the server: the next read and transaction still succeed', async () => {
+      const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(await storage.find('consumers', record.consumer_id)).toEqual(record)
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+    })
+
+    test('connections closed by the server: a remembered credential is still confirmed (the generation read reconnects)', async () => {
+      const issued = await storage.transaction((tx) =>
+        tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ef'.repeat(32) }),
+      )
+      const remembered = await storage.findCredential(issued.token_id)
+      expect(await storage.findCredential(issued.token_id)).toBe(remembered!) // answered from memory
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(await storage.findCredential(issued.token_id)).toBe(remembered!)
+    })
+
+    test('a database that refuses connections, or was dropped: reads and transactions are DatabaseUnavailableError', async () => {
+      const other = await createTestDatabase()
+      const name = new URL(other.url).pathname.slice(1)
+      const instance = PostgresStorage.connect(other.url)
+      const unavailable = async () => {
+        expect(await Promise.resolve(instance.find('consumers', crypto.randomUUID())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await instance.transaction((tx) => tx.insert('consumers', freshConsumer())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+      }
+      try {
+        await instance.underMigrationLock(async () => {})
+        await admin.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
+        await unavailable() // 55000: not accepting connections
+        await admin.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+        expect(await instance.find('consumers', crypto.randomUUID())).toBeUndefined() // back by itself
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
+        await admin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`)
+        await unavailable() // 3D000: no such database
+      } finally {
+        await instance.close()
+        await other.drop()
+      }
+    })
+
+    test('a database that stops answering: reads and transactions are DatabaseUnavailableError after the answer timeout; the abandoned change is rolled back; it works again once answers come', async () => {
+      const relay = pausableRelay(db.url)
+      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 1000 })
+      try {
+        const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        const issued = await hanging.transaction((tx) =>
+          tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ab'.repeat(32) }),
+        )
+        expect(await hanging.findCredential(issued.token_id)).toBeDefined()
+        relay.pause()
+        const unanswered = (work: () => unknown) => Promise.resolve().then(work).catch((error) => error)
+        expect(await unanswered(() => hanging.find('consumers', record.consumer_id))).toBeInstanceOf(DatabaseUnavailableError)
+        // A remembered credential waits for a read of the generation: that one is bounded too.
+        expect(await unanswered(() => hanging.findCredential(issued.token_id))).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await unanswered(() => hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' })))).toBeInstanceOf(DatabaseUnavailableError)
+        relay.resume()
+        // The change's connection was closed at the deadline, before its COMMIT: nothing of it holds.
+        expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
+        expect((await hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+        expect(await hanging.findCredential(issued.token_id)).toBeDefined()
+      } finally {
+        await hanging.close()
+        relay.close()
+      }
+    })
+
+    test('a read past its deadline is cancelled by the database too (statement_timeout): no work goes on that nobody will read', async () => {
+      const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
+      const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+      expect(await late.find('consumers', record.consumer_id)).toEqual(record) // its connection made first
+      const waitingReads = async () =>
+        Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT%consumers%'`)[0].n)
+      try {
+        await admin.begin(async (locked) => {
+          // Reads wait for an ACCESS EXCLUSIVE lock: keyward's read waits, then its answer timeout passes.
+          await locked`LOCK TABLE consumers IN ACCESS EXCLUSIVE MODE`
+          expect(await late.find('consumers', record.consumer_id).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+          // Still holding the lock: the database stops the read by itself, within moments.
+          await waitFor('the database to cancel the read', async () => (await waitingReads()) === 0)
+        })
+      } finally {
+        await late.close()
+      }
+    })
+
+    test('lists are planned for their own values, on connections of their own; the others keep cached plans (docs/storage.md, "Plans")', async () => {
+      const pools = storage as unknown as { sql: SQL; listSql: SQL }
+      expect((await pools.listSql`SHOW plan_cache_mode`)[0].plan_cache_mode).toBe('force_custom_plan')
+      expect((await pools.sql`SHOW plan_cache_mode`)[0].plan_cache_mode).toBe('auto')
+      for (const pool of [pools.sql, pools.listSql]) expect((await pool`SHOW statement_timeout`)[0].statement_timeout).toBe('10s')
+    })
+
+    test('a transaction past its deadline is rolled back, its row locks freed: what its body does after that is never committed', async () => {
+      const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
+      try {
+        // Its connection made first, within its own deadline (a loaded machine may take a while).
+        const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        expect(await late.find('consumers', record.consumer_id)).toEqual(record)
+        let deadlinePassed!: () => void
+        const afterDeadline = new Promise<void>((resolve) => (deadlinePassed = resolve))
+        let bodyEnded!: () => void
+        const ended = new Promise<void>((resolve) => (bodyEnded = resolve))
+        const abandoned = late.transaction(async (tx) => {
+          try {
+            await tx.find('consumers', record.consumer_id, 'update') // holds the row's lock
+            await afterDeadline // the body goes on only once the caller was answered 503
+            return await tx.update('consumers', record.consumer_id, { state: 'suspended' })
+          } finally {
+            bodyEnded()
+          }
+        })
+        expect(await abandoned.catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        deadlinePassed()
+        await ended
+        // Had its connection stayed open, this lock would wait for its COMMIT and read `suspended`.
+        const seen = await storage.transaction(async (tx) => (await tx.find('consumers', record.consumer_id, 'update'))!.state)
+        expect(seen).toBe('active')
+      } finally {
+        await late.close()
+      }
+    })
+
+    test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', async () => {
+      const relay = pausableRelay(db.url)
+      // The smallest pool: two connections for changes and reads (and one for lists). A deadline
+      // that a loaded machine still meets when it opens the pool's connections again at the end.
+      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 3000, maxConnections: 1 })
+      /** Two transactions that each hold a connection at once (so the pool has opened both). */
+      const bothHolding = (record: { consumer_id: string }) => {
+        let arrived = 0
+        let bothIn!: () => void
+        const both = new Promise<void>((resolve) => (bothIn = resolve))
+        return Promise.allSettled(
+          [0, 1].map(() =>
+            hanging.transaction(async (tx) => {
+              if (++arrived === 2) bothIn()
+              await both
+              return tx.find('consumers', record.consumer_id)
+            }),
+          ),
+        )
+      }
+      try {
+        const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        // Both connections open before the relay stops: a connection still to be made through it
+        // would never start its holder's body (the test then waited for it past its deadline).
+        await bothHolding(record)
+        relay.pause()
+        // The pool's two connections are these transactions', which wait for an answer...
+        const holders = [0, 1].map(() => {
+          let reserved!: () => void
+          const holding = new Promise<void>((resolve) => (reserved = resolve))
+          const done = hanging.transaction(async (tx) => {
+            reserved()
+            return await tx.find('consumers', record.consumer_id)
+          })
+          return { holding, done }
+        })
+        await Promise.all(holders.map((holder) => holder.holding))
+        // ...so this change waits for a connection, past its deadline: answered 503, it must never run.
+        let ran = false
+        const late = hanging.transaction((tx) => {
+          ran = true
+          return tx.update('consumers', record.consumer_id, { state: 'suspended' })
+        })
+        // All three fail at about the same moment: each is caught at once.
+        const outcomes = await Promise.all([...holders.map((holder) => holder.done), late].map((change) => change.catch((error: unknown) => error)))
+        for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
+        relay.resume()
+        // The pool's connections serve their waiters in turn: by this read, the late reservation had one.
+        expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
+        expect(ran).toBe(false)
+        // Had the late reservation kept its connection, these two could not each hold one at once.
+        const held = await bothHolding(record)
+        expect(held.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value?.state : String(outcome.reason)))).toEqual(['active', 'active'])
+      } finally {
+        await hanging.close()
+        relay.close()
+      }
+    })
+
+    test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
+      const url = new URL(db.url)
+      url.port = '1' // nothing listens there
+      const nowhere = PostgresStorage.connect(url.toString())
+      try {
+        expect(await Promise.resolve(nowhere.find('consumers', crypto.randomUUID())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await nowhere.transaction((tx) => tx.insert('consumers', freshConsumer())).catch((e) => e)).toBeInstanceOf(DatabaseUnavailableError)
+      } finally {
+        await nowhere.close()
+      }
+    })
+  })
+})

@@ -1,0 +1,102 @@
+/**
+ * The PostgreSQL storage's migrations (docs/storage.md, "PostgreSQL"): applied once under the lock by
+ * instances starting together, a schema newer than the build refused, old schemas migrated.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { PostgresStorage } from '../../src/storage/postgres'
+import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
+import { databaseTestsCanRun, createTestDatabase } from '../support/database'
+import { createTestStorage } from '../support/postgres-storage'
+
+const reachable = await databaseTestsCanRun()
+
+describe.skipIf(!reachable)('PostgreSQL storage', () => {
+  let close = async () => {}
+  beforeAll(async () => ({ close } = await createTestStorage()))
+  afterAll(() => close())
+
+  describe('migrations', () => {
+    test('instances starting together apply each migration once', async () => {
+      const other = await createTestDatabase()
+      const instances = [1, 2, 3].map(() => PostgresStorage.connect(other.url))
+      try {
+        const order: number[] = []
+        await Promise.all(instances.map((instance, i) => instance.underMigrationLock(async () => void order.push(i))))
+        expect(order.sort()).toEqual([0, 1, 2])
+        const sql = new SQL({ url: other.url, max: 1 })
+        const rows = await sql`SELECT version FROM schema_migrations ORDER BY version`
+        await sql.close()
+        expect(rows.map((row: { version: number }) => row.version)).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1))
+      } finally {
+        await Promise.all(instances.map((instance) => instance.close()))
+        await other.drop()
+      }
+    })
+
+    test('a schema newer than this program is refused, naming both versions', async () => {
+      const other = await createTestDatabase()
+      const instance = PostgresStorage.connect(other.url)
+      try {
+        await instance.underMigrationLock(async () => {})
+        const sql = new SQL({ url: other.url, max: 1 })
+        await sql`INSERT INTO schema_migrations (version, name) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`
+        await sql.close()
+        const refused = await instance.underMigrationLock(async () => 'ran').catch((error) => error)
+        expect(refused).toBeInstanceOf(SchemaTooNewError)
+        expect(refused.message).toContain(`version ${SCHEMA_VERSION + 1}`)
+        expect(refused.message).toContain(`version ${SCHEMA_VERSION})`)
+        expect(await instance.requireCurrentSchema().catch((error) => error)).toBeInstanceOf(SchemaTooNewError)
+      } finally {
+        await instance.close()
+        await other.drop()
+      }
+    })
+  })
+
+  test('a database of schema version 4 is migrated: the enrollment counters start from the enrollments there', async () => {
+    const other = await createTestDatabase()
+    const sql = new SQL({ url: other.url, max: 1 })
+    const instance = PostgresStorage.connect(other.url)
+    try {
+      for (const migration of MIGRATIONS.slice(0, 4)) await sql.unsafe(migration.sql)
+      await sql`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`
+      for (let version = 1; version <= 4; version++) await sql`INSERT INTO schema_migrations (version, name) VALUES (${version}, ${MIGRATIONS[version - 1]!.name})`
+      const [application, owner] = [crypto.randomUUID(), crypto.randomUUID()]
+      await sql`INSERT INTO enrollments (enrollment_id, organization_id, consumer_id, installation_id, application_id, environment, state, created, modified)
+        SELECT gen_random_uuid(), ${owner}, gen_random_uuid(), gen_random_uuid(), ${application}, 'PRODUCTION', 'active', i, i FROM generate_series(1, 12) i`
+      await instance.underMigrationLock(async () => {})
+      expect(await instance.schemaVersion()).toBe(SCHEMA_VERSION)
+      const page = await instance.list({ table: 'enrollments', scope: owner, where: [{ field: 'application_id', in: [application] }], page: { number: 2, size: 5 }, order: 'asc' })
+      expect({ total: page.total, items: page.items.length }).toEqual({ total: 12, items: 5 })
+    } finally {
+      await instance.close()
+      await sql.close()
+      await other.drop()
+    }
+  })
+
+  test('a database of schema version 1 (signed tokens) is migrated: signing_secret dropped, tokens and audit_events there', async () => {
+    const other = await createTestDatabase()
+    const sql = new SQL({ url: other.url, max: 1 })
+    const instance = PostgresStorage.connect(other.url)
+    try {
+      // As version 1 left it: its schema, its row, and a signing secret.
+      await sql.unsafe(MIGRATIONS[0]!.sql)
+      await sql`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`
+      await sql`INSERT INTO schema_migrations (version, name) VALUES (1, ${MIGRATIONS[0]!.name})`
+      await sql`INSERT INTO signing_secret (secret) VALUES (${new Uint8Array(32)})`
+      expect(await instance.schemaVersion()).toBe(1)
+      await instance.underMigrationLock(async () => {})
+      expect(await instance.schemaVersion()).toBe(SCHEMA_VERSION)
+      const [tables] = await sql`SELECT to_regclass('signing_secret') AS secret, to_regclass('tokens') AS tokens, to_regclass('audit_events') AS events`
+      expect(tables).toEqual({ secret: null, tokens: 'tokens', events: 'audit_events' })
+    } finally {
+      await instance.close()
+      await sql.close()
+      await other.drop()
+    }
+  })
+
+})
