@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL storage's lists (docs/storage.md, "PostgreSQL"): conditions, paging, order and plans.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'

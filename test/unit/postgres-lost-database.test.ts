@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage against a lost database (docs/storage.md, "PostgreSQL"): closed connections,
  * a database that stops answering (held in a relay, `pausableRelay`), answer deadlines.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage's migrations (docs/storage.md, "PostgreSQL"): applied once under the lock by
  * instances starting together, a schema newer than the build refused, old schemas migrated.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage's records (docs/storage.md, "PostgreSQL"): what is written is read back,
  * timestamps, and uniqueness under concurrency.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { SQL } from 'bun'

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage's tokens and audit events (docs/storage.md, "PostgreSQL" and "Credentials"):
  * retention's delete, and credentials changed by another connection never answered from memory.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { SQL } from 'bun'
@@ -269,6 +269,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       } finally {
         await other.close()
       }
+    })
+
+    test('an old event that another instance is deleting (its row locked) is skipped, not waited for', async () => {
+      await admin`DELETE FROM audit_events`
+      const old = 1_000_000_000_000_000
+      const events: AuditEvent[] = []
+      for (let i = 0; i < 3; i++) events.push(await storage.transaction((tx) => tx.insert('audit_events', freshEvent())))
+      await admin`UPDATE audit_events SET created = ${old}`
+      const locked = Promise.withResolvers<void>()
+      const release = Promise.withResolvers<void>()
+      const holder = admin.begin(async (tx) => {
+        await tx`SELECT event_id FROM audit_events WHERE event_id = ${events[0]!.event_id} FOR UPDATE`
+        locked.resolve()
+        await release.promise
+      })
+      await locked.promise
+      try {
+        // Answered while the lock is held: a purge that waited for it would not answer before `release`.
+        expect(await storage.purgeAuditEvents(old + 1, 10)).toBe(2)
+      } finally {
+        release.resolve()
+        await holder
+      }
+      expect((await storage.list({ table: 'audit_events', where: [], order: 'asc' })).items.map((e) => e.event_id)).toEqual([events[0]!.event_id])
     })
   })
 

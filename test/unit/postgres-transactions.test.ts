@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL storage's transactions (docs/storage.md, "PostgreSQL"): commits, rollbacks, retries,
  * deadlocks and row locks.
- * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/database.ts `createTestStorage`.
+ * Skipped where no database server answers (README, "Database mode"); the set-up is test/support/postgres-storage.ts `createTestStorage`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
