@@ -30,6 +30,27 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
     })
 
+    test('a connection lost during its COMMIT: DatabaseUnavailableError (the outcome is unknown to keyward), and the change is not made again', async () => {
+      // A COMMIT that takes a moment, to be cut in the middle: a deferred trigger sleeps at commit.
+      await admin.unsafe('CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$')
+      await admin.unsafe('CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON consumers DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()')
+      try {
+        let runs = 0
+        const change = storage.transaction(async (tx) => {
+          runs++
+          return tx.insert('consumers', freshConsumer())
+        })
+        const committing = async () => (await admin`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`).map((row: { pid: number }) => row.pid)
+        await waitFor('the COMMIT under way', async () => (await committing()).length > 0)
+        await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`
+        await expect(change).rejects.toBeInstanceOf(DatabaseUnavailableError)
+        expect(runs).toBe(1)
+      } finally {
+        await admin.unsafe('DROP TRIGGER slow_commit ON consumers')
+        await admin.unsafe('DROP FUNCTION slow_commit()')
+      }
+    })
+
     test('connections closed by the server: a remembered credential is still confirmed (the generation read reconnects)', async () => {
       const issued = await storage.transaction((tx) =>
         tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ef'.repeat(32) }),
