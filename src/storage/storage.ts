@@ -173,9 +173,9 @@ export interface Tx {
    * costly in PostgreSQL (docs/storage.md, "Transactions").
    */
   find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update' | 'none'): Maybe<RecordOf<N> | undefined>
-  /** Committed records only: a rule never asks about what its own transaction wrote. */
+  /** Never asked about what the transaction itself wrote (embedded: committed records; PostgreSQL: the transaction's view). */
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
-  /** How many committed records match, counted no further than `atMost` (a bound's check costs at most that). */
+  /** How many records match, counted no further than `atMost` (a bound's check costs at most that); as `exists`, never asked about the transaction's own writes. */
   count<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Maybe<number>
   /** Throws `UniqueViolation` if the primary key or another unique rule is taken. */
   insert<N extends TableName>(table: N, record: Fresh<N>): Promise<RecordOf<N>>

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { existsSync, rmSync } from 'node:fs'
 import { tempDir } from '../support/temp-dirs'
-import { createTestDatabase, databaseTestsCanRun, pausableRelay, privatePostgres, TEST_DATABASE_URL, type TestDatabase } from '../support/database'
+import { createTestDatabase, databaseTestsCanRun, pausableRelay, postgresPrograms, privatePostgres, TEST_DATABASE_URL, type PrivatePostgres, type TestDatabase } from '../support/database'
 import { MIGRATION_LOCK_KEY, SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, spawnServer, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
@@ -368,16 +368,19 @@ describe.skipIf(!canRun)('two instances on one database', () => {
 })
 
 /** A server of its own (test/support/database.ts), where PostgreSQL's server programs are installed. */
-const restartable = canRun ? await privatePostgres() : null
+const programs = canRun ? postgresPrograms() : null
 
-describe.skipIf(restartable === null)('the database restarted', () => {
+describe.skipIf(programs === null)('the database restarted', () => {
+  let database: PrivatePostgres
+  beforeAll(async () => {
+    database = await privatePostgres(programs!)
+  }, 60000)
   afterAll(async () => {
     await killServers()
-    await restartable?.close()
+    await database?.close()
   })
 
   test('under load: 503 database_unavailable, then recovery without restarting keyward; nothing acknowledged is lost', async () => {
-    const database = restartable!
     const [A, B] = [await startServer({ databaseUrl: database.url }), await startServer({ databaseUrl: database.url })]
     const { token: vendor, organization_id: vendorId } = initLine(A)
     const customer = await api(A.url, vendor, 'POST', '/api/organizations', { description: 'C1', parent_id: vendorId })

@@ -5,8 +5,8 @@
  */
 import { SQL } from 'bun'
 import { spawnSync } from 'node:child_process'
-import { chownSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { chownSync } from 'node:fs'
+import { tempDir } from './temp-dirs'
 import { join } from 'node:path'
 
 /** The server the database tests use: a maintenance database on it, from which others are created. */
@@ -181,37 +181,64 @@ export interface PrivatePostgres {
   close(): Promise<void>
 }
 
+/** How `privatePostgres` runs PostgreSQL's programs here, or null where it cannot. */
+interface PostgresPrograms {
+  readonly bindir: string
+  /** As root: the `postgres` user's ids (the server refuses to run as root). */
+  readonly runAs: { readonly uid: number; readonly gid: number } | null
+}
+
 /**
- * A PostgreSQL server of the test's own: `initdb` into a temp dir, on a free port, sockets in its
- * dir. For a test that restarts the database: stopping the machine's server would break every other
- * run using it. Null where PostgreSQL's server programs are not installed (`pg_config --bindir`).
- * The server refuses to run as root: as root, its programs run as the `postgres` user.
+ * Whether a test may start a PostgreSQL server of its own (`privatePostgres`): the server programs
+ * are installed (`pg_config --bindir`), and as root there is a `postgres` user to run them as.
+ * Starts nothing: for `describe.skipIf` at a file's load.
  */
-export async function privatePostgres(): Promise<PrivatePostgres | null> {
-  const bindir = Bun.which('pg_config') ? spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' }).stdout.trim() : ''
-  if (!bindir || !Bun.file(join(bindir, 'pg_ctl')).size) return null
-  const asRoot = process.getuid?.() === 0
-  let owner: { uid: number; gid: number } | undefined
-  if (asRoot) {
-    const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim())
-    if (!Bun.which('runuser') || !Number.isInteger(id('-u'))) return null
-    owner = { uid: id('-u'), gid: id('-g') }
-  }
-  const dir = mkdtempSync(join(tmpdir(), 'keyward-private-pg-'))
-  if (owner) chownSync(dir, owner.uid, owner.gid)
+export function postgresPrograms(): PostgresPrograms | null {
+  if (!Bun.which('pg_config')) return null
+  const bindir = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' }).stdout.trim()
+  if (!bindir || Bun.file(join(bindir, 'pg_ctl')).size === 0) return null
+  if (process.getuid?.() !== 0) return { bindir, runAs: null }
+  const id = (flag: string) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' })
+  const [uid, gid] = [id('-u'), id('-g')]
+  if (!Bun.which('runuser') || uid.status !== 0 || gid.status !== 0) return null
+  return { bindir, runAs: { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) } }
+}
+
+/**
+ * A PostgreSQL server of the test's own: `initdb` into a temp dir (removed after the run like every
+ * `tempDir`), on a free port, sockets in its dir. For a test that restarts the database: stopping
+ * the machine's server would break every other run using it. Start it in the `beforeAll` of the
+ * tests that use it (a describe whose tests are all filtered out runs neither hook) and `close` it
+ * in their `afterAll`. A start that fails stops what it started.
+ */
+export async function privatePostgres(programs: PostgresPrograms): Promise<PrivatePostgres> {
+  const dir = tempDir('keyward-private-pg-')
+  if (programs.runAs) chownSync(dir, programs.runAs.uid, programs.runAs.gid)
   const data = join(dir, 'data')
   const program = (name: string, args: string[]) => {
-    const command = asRoot ? ['runuser', '-u', 'postgres', '--', join(bindir, name), ...args] : [join(bindir, name), ...args]
+    const path = join(programs.bindir, name)
+    const command = programs.runAs ? ['runuser', '-u', 'postgres', '--', path, ...args] : [path, ...args]
     const result = spawnSync(command[0]!, command.slice(1), { encoding: 'utf8' })
     if (result.status !== 0) throw new Error(`${name} ${args.join(' ')}: ${result.stderr || result.stdout}`)
   }
   const port = await freePort()
-  program('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync'])
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`
   const start = async () => program('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-o', options, '-w', 'start'])
   const stop = async () => program('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop'])
-  await start()
-  let running = true
+  let running = false
+  const close = async () => {
+    // pg_ctl stop of a server that is not running fails: nothing to stop.
+    await stop().catch(() => {})
+    running = false
+  }
+  try {
+    program('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync'])
+    await start()
+    running = true
+  } catch (error) {
+    await close()
+    throw error
+  }
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     stop: async () => {
@@ -223,8 +250,7 @@ export async function privatePostgres(): Promise<PrivatePostgres | null> {
       running = true
     },
     close: async () => {
-      if (running) await stop().catch(() => {})
-      rmSync(dir, { recursive: true, force: true })
+      if (running) await close()
     },
   }
 }

@@ -128,7 +128,8 @@ export class CrashLoop {
       const enough = Promise.withResolvers<void>()
       this.acknowledgedWaiter = { count: this.counts.acknowledged + acknowledgedBeforeKill, resolve: enough.resolve }
       if (this.counts.acknowledged >= this.acknowledgedWaiter.count) enough.resolve()
-      await enough.promise
+      // Or until every client has stopped (each stops at an unexpected answer, which the report then says).
+      await Promise.race([enough.promise, Promise.all(running)])
       this.acknowledgedWaiter = undefined
     }
     await Bun.sleep(this.random.int(minKillDelayMs, maxKillDelayMs)) // the random kill instant
