@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
-import { populatedTenant, UUID_LOWER } from '../support/fixtures'
+import { populatedTenant, p256PublicKey, UUID_LOWER } from '../support/fixtures'
 import { tokenIdOf } from '../../src/auth/tokens'
 
 let h: Harness
@@ -165,6 +165,54 @@ test('a database that cannot be reached is a 503 database_unavailable, logged wi
     const res = await cut.request('POST', '/api/organizations', { body: { description: 'x', parent_id: cut.vendorId } })
     expectProblem(res, 503, 'database_unavailable')
     expect(cut.logged.some((line) => line.includes(res.body.trace_id))).toBe(true)
+  } finally {
+    await cut.close()
+  }
+})
+
+test('every /api route: a database that cannot be reached is a 503 database_unavailable, a read as much as a change', async () => {
+  const cut = await createHarness()
+  try {
+    const tenant = await populatedTenant(cut, 'Cut off', true)
+    const token = tokenIdOf(cut.token(tenant.customer, 'viewer'))!
+    await cut.tokensRecorded()
+    // Each path parameter filled with a real record of its kind, and a body the route accepts.
+    const ids: Record<string, string> = {
+      organization_id: tenant.customer,
+      application_id: tenant.app2,
+      consumer_id: tenant.consumer,
+      installation_id: tenant.installation,
+      enrollment_id: tenant.enrollment,
+      token_id: token,
+    }
+    const bodies: Record<string, unknown> = {
+      'POST /api/organizations': { description: 'x', parent_id: cut.vendorId },
+      'PATCH /api/organizations/:organization_id': { description: 'x' },
+      'PATCH /api/organizations/:organization_id/environments': { environment: 'QA' },
+      'DELETE /api/organizations/:organization_id/environments': { environment: 'DEV' },
+      'POST /api/applications': { organization_id: tenant.customer, description: 'x' },
+      'PATCH /api/applications/:application_id': { description: 'x' },
+      'POST /api/environments/:application_id': { environment: 'DEV' },
+      'DELETE /api/environments/:application_id': { environment: 'DEV' },
+      'POST /api/consumers': { consumer_id: crypto.randomUUID(), organization_id: tenant.customer },
+      'POST /api/installations': { installation_id: crypto.randomUUID(), description: 'x', organization_id: tenant.customer },
+      'PATCH /api/installations/:installation_id': { description: 'x' },
+      'POST /api/enrollments': { enrollment_id: crypto.randomUUID(), consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: tenant.app2, environment: 'DEV', installation_description: 'x' },
+      'POST /api/enrollments/:enrollment_id/keysets': { client_enclave_key: p256PublicKey() },
+      'POST /api/tokens': { organization_id: tenant.customer, role: 'viewer' },
+    }
+    // Every read and change fails as a lost database does; the token's own read (findCredential) still answers.
+    const unreachable = () => Promise.reject(new DatabaseUnavailableError(new Error('connection refused')))
+    for (const method of ['find', 'findMany', 'findWithParent', 'list', 'exists', 'transaction'] as const) (cut.storage as unknown as Record<string, unknown>)[method] = unreachable
+    const routes = cut.app.routes.filter((route) => route.path.startsWith('/api/'))
+    expect(routes.length).toBe(41)
+    const answers: string[] = []
+    for (const route of routes) {
+      const path = route.path.replace(/:([a-z_]+)/g, (_, name: string) => ids[name] ?? `<no id for ${name}>`)
+      const res = await cut.request(route.method, path, { body: bodies[`${route.method} ${route.path}`] })
+      answers.push(`${route.method} ${route.path}: ${res.status} ${res.body?.code}`)
+    }
+    expect(answers.filter((answer) => !answer.endsWith(': 503 database_unavailable'))).toEqual([])
   } finally {
     await cut.close()
   }
