@@ -242,6 +242,25 @@ describe('rate limits', () => {
     }
   })
 
+  test('a change over the limit is 429 like a read, with Retry-After, and is not made; nor is its body read', async () => {
+    const { harness } = await limited()
+    try {
+      const create = (description: string) => harness.request('POST', '/api/organizations', { body: { description, parent_id: harness.vendorId } })
+      for (let i = 0; i < 4; i++) expect((await create(`allowed ${i}`)).status).toBe(201)
+      const refused = await create('refused')
+      expect([refused.status, refused.body.code, refused.headers.get('retry-after'), refused.headers.get('ratelimit')]).toEqual([429, 'rate_limited', '1', '"default";r=0;t=2'])
+      // A body that is not JSON at all: 429 still, since the token's limit is judged before any body is read.
+      const unread = await harness.app.handle(
+        new Request('http://localhost/api/organizations', { method: 'POST', headers: { authorization: `Bearer ${harness.vendorToken}`, 'content-type': 'application/json' }, body: '{' }),
+      )
+      expect(unread.status).toBe(429)
+      const descriptions = (await harness.request('GET', '/api/organizations', { token: harness.token(harness.vendorId, 'viewer') })).body.organizations.map((o: { description: string }) => o.description)
+      expect(descriptions.filter((d: string) => d.startsWith('allowed') || d === 'refused')).toEqual(['allowed 0', 'allowed 1', 'allowed 2', 'allowed 3'])
+    } finally {
+      await harness.close()
+    }
+  })
+
   test('per token: another token of the same organization has its own bucket', async () => {
     const { harness } = await limited()
     try {
