@@ -7,6 +7,7 @@
 import { then, type Maybe, type Reader } from '../storage/storage'
 import { hashToken, TOKEN_LENGTH, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from '../modules/shared/errors'
+import { invalidToken as invalid, refusalOf } from '../modules/shared/credential'
 import type { Principal } from '../modules/shared/principal'
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
@@ -14,7 +15,6 @@ const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
 // Scheme is case-insensitive (docs/api.md "Authentication, roles and scope"); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
 
-const invalid = () => unauthorized('The bearer token is invalid, expired or revoked.')
 
 /** How clients send it: the pattern's one common spelling, taken without running it. */
 const USUAL_SCHEME = 'Bearer '
@@ -44,15 +44,10 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
       throw invalid()
     }
     if (!verifier.verify(token, credential.token)) throw invalid()
+    const refusal = refusalOf(credential, reader.now())
+    if (refusal) throw refusal
     const { token: record, organization, parent } = credential
-    if (record.state !== 'active' || record.expires <= reader.now()) throw invalid()
-    const role = record.role
-    if (!organization) throw invalid()
-    if (organization.state !== 'active') throw unauthorized('The organization of this token is suspended.')
-    if (organization.organization_type !== 'partner') {
-      return { organization, role, tokenId, since, customerId: organization.organization_type === 'customer' ? organization.organization_id : null }
-    }
-    if (!parent || parent.state !== 'active') throw unauthorized('The customer of this token is suspended.')
-    return { organization, role, tokenId, since, customerId: parent.organization_id }
+    const customerId = organization!.organization_type === 'partner' ? parent!.organization_id : organization!.organization_type === 'customer' ? organization!.organization_id : null
+    return { organization: organization!, role: record.role, tokenId, since, customerId }
   })
 }

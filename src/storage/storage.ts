@@ -173,6 +173,13 @@ export interface Tx {
    * costly in PostgreSQL (docs/storage.md, "Transactions").
    */
   find<N extends TableName>(table: N, id: string, lock?: 'share' | 'update' | 'none'): Maybe<RecordOf<N> | undefined>
+  /**
+   * The token `tokenId` with its organization and that organization's parent, as committed (as
+   * `Reader.findCredential`, never remembered): a request's token judged again inside its change
+   * (`changeBy`, src/modules/shared/audit.ts). In database mode one statement, sent without waiting,
+   * with the body's first.
+   */
+  findCredential(tokenId: string): Maybe<Credential | undefined>
   /** Never asked about what the transaction itself wrote (embedded: committed records; PostgreSQL: the transaction's view). */
   exists<N extends TableName>(table: N, where: readonly Condition<N>[]): Maybe<boolean>
   /** How many records match, counted no further than `atMost` (a bound's check costs at most that); as `exists`, never asked about the transaction's own writes. */

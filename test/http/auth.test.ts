@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHmac, randomBytes } from 'node:crypto'
-import { newToken, type Role } from '../../src/auth/tokens'
+import { newToken, tokenIdOf, type Role } from '../../src/auth/tokens'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { createApplication, enroll, requestOk } from '../support/fixtures'
 
@@ -250,5 +250,61 @@ describe('suspended organizations', () => {
     const C = await h.createCustomer('C')
     await h.request('PATCH', `/api/organizations/${C}/suspend`)
     expect((await h.request('GET', `/api/organizations/${C}`)).body.organization.state).toBe('suspended')
+  })
+})
+
+describe('a request in flight when its token loses its right to act', () => {
+  /**
+   * POST `body` to `path` with `token`, its body held back until `release`: `reading` is true once
+   * the server asks for the body, which it does only after the token was checked (docs/api.md,
+   * "Status codes and errors": nothing is read before the token).
+   */
+  function heldBack(path: string, token: string, body: unknown) {
+    const reading = Promise.withResolvers<void>()
+    const release = Promise.withResolvers<void>()
+    let sent = false
+    const stream = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          if (sent) return controller.close()
+          reading.resolve()
+          await release.promise
+          controller.enqueue(new TextEncoder().encode(JSON.stringify(body)))
+          sent = true
+        },
+      },
+      { highWaterMark: 0 },
+    )
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+    const answer = h.app.handle(new Request(`http://localhost${path}`, { method: 'POST', headers, body: stream }))
+    // An answer made without reading the body (a refusal) ends the wait for it too: `reading` then says false.
+    return { reading: Promise.race([reading.promise.then(() => true), answer.then(() => false)]), release: () => release.resolve(), answer }
+  }
+
+  test('revoked while its body arrives: 401, and it changes nothing (it would have minted a token)', async () => {
+    const C = await h.createCustomer('In flight')
+    const token = h.token(C)
+    await h.tokensRecorded()
+    const request = heldBack('/api/tokens', token, { organization_id: C, role: 'admin' })
+    expect(await request.reading).toBe(true)
+    expect((await h.request('PATCH', `/api/tokens/${tokenIdOf(token)}/revoke`)).status).toBe(200)
+    request.release()
+    const answer = await request.answer
+    expect(answer.status).toBe(401)
+    expect((await h.request('GET', `/api/tokens?organization_ids=${C}&state=active`)).body.total).toBe(0)
+  })
+
+  test("its customer suspended while a partner's body arrives: 401, and nothing is created", async () => {
+    const C = await h.createCustomer('In flight')
+    const P = await h.createPartner(C)
+    const consumer = crypto.randomUUID()
+    const token = h.token(P)
+    await h.tokensRecorded()
+    const request = heldBack('/api/consumers', token, { consumer_id: consumer })
+    expect(await request.reading).toBe(true)
+    expect((await h.request('PATCH', `/api/organizations/${C}/suspend`)).status).toBe(200)
+    request.release()
+    expect((await request.answer).status).toBe(401)
+    expect((await h.request('GET', `/api/consumers/${consumer}`)).status).toBe(404)
   })
 })

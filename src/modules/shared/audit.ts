@@ -4,7 +4,8 @@
  * exactly when the change is, and a change that throws (a 4xx) or writes nothing records nothing.
  */
 import type { Organization, RecordOf, TableName } from '../../storage/records'
-import type { StateMark, Storage, Tx } from '../../storage/storage'
+import { then, type Maybe, type StateMark, type Storage, type Tx } from '../../storage/storage'
+import { invalidToken, refusalOf } from './credential'
 import type { Principal } from './principal'
 import { changesOf } from '../../storage/audit-changes'
 
@@ -86,10 +87,35 @@ export function recordEvent(tx: Pick<Tx, 'appendEvent'>, actor: Actor, action: A
  * Runs `body` as one change made by `actor` (`Storage.transaction`): a request's change is refused
  * (503, nothing written) if a write was undone since the request read its token, which the change
  * rests on (`StateMark`: an activation of its organization that never became durable, say); a
- * command's likewise, since what it read first.
+ * command's likewise, since what it read first. A request's token is judged again inside the
+ * change (`refusalOf`): revoked or suspended since the request arrived, the change is a 401 and
+ * nothing is written. Its reads go out with the body's first statements (in database mode no
+ * round trip of their own), and a 401 outranks what the body threw.
  */
 export function changeBy<R>(actor: Actor, storage: Storage, body: (tx: Tx) => Promise<R>): Promise<R> {
-  return storage.transaction(body, 'principal' in actor ? actor.principal.since : actor.since)
+  if (!('principal' in actor)) return storage.transaction(body, actor.since)
+  const principal = actor.principal
+  return storage.transaction(async (tx) => {
+    const confirmed = Promise.resolve(confirmCredential(tx, storage, principal))
+    confirmed.catch(() => {}) // awaited below, whatever the body does
+    let result: R
+    try {
+      result = await body(tx)
+    } catch (error) {
+      await confirmed
+      throw error
+    }
+    await confirmed
+    return result
+  }, principal.since)
+}
+
+/** Throws the 401 of `principal`'s token if, read inside the change, it may no longer act. */
+function confirmCredential(tx: Tx, storage: Storage, principal: Principal): Maybe<void> {
+  return then(tx.findCredential(principal.tokenId), (credential) => {
+    const refusal = credential ? refusalOf(credential, storage.now()) : invalidToken()
+    if (refusal) throw refusal
+  })
 }
 
 /** The customer an organization's data belongs to: itself, a partner's customer, or none (the vendor). */

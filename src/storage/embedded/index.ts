@@ -153,6 +153,10 @@ class EmbeddedTx implements Tx {
     return this.storage.exists(table, where)
   }
 
+  findCredential(tokenId: string): Credential | undefined {
+    return this.storage.findCredential(tokenId)
+  }
+
   count<N extends TableName>(table: N, where: readonly Condition<N>[], atMost: number): Maybe<number> {
     return then(this.storage.list({ table, where, page: { number: 1, size: 1 }, order: 'asc' }), (page) => Math.min(page.total, atMost))
   }

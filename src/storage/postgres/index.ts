@@ -163,11 +163,7 @@ export class PostgresStorage implements Storage {
     const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
     if (!row) return undefined
     this.learnTime(row)
-    const credential: Credential = {
-      token: toRecord('tokens', row.token),
-      organization: row.organization ? toRecord('organizations', row.organization) : undefined,
-      parent: row.parent ? toRecord('organizations', row.parent) : undefined,
-    }
+    const credential = credentialOf(row)
     this.credentials.remember(tokenId, credential, generationOf(row))
     return credential
   }
@@ -420,6 +416,15 @@ function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Pro
 }
 
 /** The credential generation a row carries; NaN when there is none (its row deleted by hand: see CredentialCache). */
+
+/** A credential from the row of the CREDENTIAL statement. */
+function credentialOf(row: Record<string, unknown>): Credential {
+  return {
+    token: toRecord('tokens', row.token as Record<string, unknown>),
+    organization: row.organization ? toRecord('organizations', row.organization as Record<string, unknown>) : undefined,
+    parent: row.parent ? toRecord('organizations', row.parent as Record<string, unknown>) : undefined,
+  }
+}
 const generationOf = (row: { generation?: unknown } | undefined) => (row?.generation === null || row?.generation === undefined ? NaN : Number(row.generation))
 
 class PostgresTx implements Tx {
@@ -454,6 +459,12 @@ class PostgresTx implements Tx {
   async settled(): Promise<void> {
     await Promise.allSettled(this.unanswered)
     if (this.firstFailure !== undefined) throw this.firstFailure
+  }
+
+  async findCredential(tokenId: string): Promise<Credential | undefined> {
+    if (!isKey(tokenId)) return undefined
+    const [row] = await this.run(CREDENTIAL, [tokenId])
+    return row ? credentialOf(row) : undefined
   }
 
   async find<N extends TableName>(table: N, id: string, lock: 'share' | 'update' | 'none' = 'share'): Promise<RecordOf<N> | undefined> {
