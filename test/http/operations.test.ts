@@ -168,7 +168,8 @@ describe('the request log', () => {
         await harness.request('POST', '/api/consumers', { body: { consumer_id: consumer, organization_id: harness.vendorId, api_key: 'secret-api-key' } }),
         // With a valid token: a problem (its length is its own, not a noted one) and a list.
         await harness.request('GET', `/api/consumers/${crypto.randomUUID()}`, { token }),
-        await harness.request('GET', '/api/consumers', { token }),
+        // A query is no part of the route: filed under the list's template.
+        await harness.request('GET', '/api/consumers?page=1&page_size=10', { token }),
       ]
       // The harness reads /openapi.json once, to check every answer against it.
       const lines = harness.logged.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request' && entry.route !== '/openapi.json')
@@ -233,6 +234,10 @@ describe('rate limits', () => {
       clock.now += 500
       expect((await harness.request('GET', path)).status).toBe(200)
       expect((await harness.request('GET', path)).status).toBe(429)
+      // A quarter refills half of one: none left, and RateLimit says so (it never rounds up).
+      clock.now += 250
+      const half = await harness.request('GET', path)
+      expect([half.status, half.headers.get('ratelimit')]).toEqual([429, '"default";r=0;t=2'])
       // Routes outside /api are not limited, and carry no such headers.
       const health = await harness.request('GET', '/healthz', { token: null })
       expect(health.status).toBe(200)

@@ -499,6 +499,16 @@ describe('issue-token', () => {
     ['a --ttl over 366 days', (org) => ['--org', org, '--role', 'admin', '--ttl', '367d'], /at most 366d/],
     ['an empty --description', (org) => ['--org', org, '--role', 'admin', '--description', ' '], /--description/],
   ]
+  test('--ttl 366d, the longest a token lives, is issued: it expires 366 days after it was made', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = await init(data)
+    const issued = await keyward(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer', '--ttl', '366d'])
+    expect([issued.code, issued.stderr]).toEqual([0, ''])
+    const listed = (await keyward(['tokens', 'list', '--data', data])).stdout.trim().split('\n').map((line) => JSON.parse(line))
+    const token = listed.find((t: { role: string }) => t.role === 'viewer')
+    expect(Date.parse(token.expires) - Date.parse(token.created)).toBe(366 * 86_400_000)
+  })
+
   test('refusals: message on stderr, nothing on stdout, exit 2', async () => {
     const data = newDataDir()
     const { organization_id: vendorId } = await init(data)

@@ -79,6 +79,10 @@ test('a bad value from the environment is named as the variable set, one on the 
     [[...anyPort, ...noLimits, '--database-connections', '1001'], {}, "invalid --database-connections '1001'"],
     [[...anyPort, ...noLimits], { KEYWARD_STOP_TIMEOUT: 'never' }, "invalid KEYWARD_STOP_TIMEOUT 'never'"],
     [[...anyPort, ...noLimits, '--stop-timeout', '0s'], {}, "invalid --stop-timeout '0s'"],
+    // Past the documented 24 h (a timer of 25 days would overflow and fire at once).
+    [[...anyPort, ...noLimits, '--stop-timeout', '25h'], {}, "invalid --stop-timeout '25h'"],
+    [[...anyPort, ...noLimits, '--stop-timeout', '25d'], {}, "invalid --stop-timeout '25d'"],
+    [['--port', '65536', ...noLimits], {}, "invalid --port '65536'"],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {

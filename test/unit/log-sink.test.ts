@@ -3,8 +3,8 @@
  * never one write per line; while the reader is slow nothing more is handed over, and what waits is
  * bounded: lines beyond the bound are dropped and counted in a line of their own.
  */
-import { expect, test } from 'bun:test'
-import { batchedSink, type Written } from '../../src/ops/logger'
+import { expect, spyOn, test } from 'bun:test'
+import { batchedSink, createLogger, formatLine, type Written } from '../../src/ops/logger'
 
 /** A writer whose writes stay pending until released (a pipe nobody reads), counting them. */
 function slowWriter() {
@@ -179,4 +179,25 @@ test('a reader that has stopped reading: flush gives up after the time it is giv
   writer.release()
   expect(await batches.flush(1_000)).toBe(true)
   expect(writer.writes).toEqual(['stuck\n', 'waiting\n'])
+})
+
+test("each line has the time it was written (to the millisecond), not an earlier line's", () => {
+  const lines: string[] = []
+  const logger = createLogger('json', (line) => lines.push(line))
+  const clock = spyOn(Date, 'now')
+  try {
+    for (const [i, millis] of [1_780_000_000_000, 1_780_000_000_005, 1_780_000_000_005, 1_780_000_001_000].entries()) {
+      clock.mockReturnValue(millis)
+      if (i % 2 === 0) logger.info('a line')
+      else logger.requests('GET', '/healthz')(200, 0.01, undefined, undefined, undefined, 15)
+    }
+  } finally {
+    clock.mockRestore()
+  }
+  expect(lines.map((line) => JSON.parse(line).time)).toEqual(['2026-05-28T20:26:40.000Z', '2026-05-28T20:26:40.005Z', '2026-05-28T20:26:40.005Z', '2026-05-28T20:26:41.000Z'])
+})
+
+test('--log-format text: a value that is not one plain word is quoted, so that a line splits back into its fields', () => {
+  const line = formatLine('text', '2026-01-01T00:00:00.000Z', 'error', 'failed', { error: 'port 3000 is already in use', code: 'a=b', port: 3000 })
+  expect(line).toBe('2026-01-01T00:00:00.000Z ERROR failed error="port 3000 is already in use" code="a=b" port=3000\n')
 })

@@ -5,7 +5,7 @@
 import { expect, test } from 'bun:test'
 import { requestObserver } from '../../src/http/observe'
 import { memoryLogger } from '../../src/ops/logger'
-import { Metrics } from '../../src/ops/metrics'
+import { Histogram, Metrics } from '../../src/ops/metrics'
 
 const ROUTES = [
   { method: 'GET', path: '/api/organizations' },
@@ -23,4 +23,14 @@ test("a first request that reads back normalised (a last segment '.') does not f
     wrap(handler, request)(request)
   }
   expect(logger.entries.map((entry) => entry.fields.route)).toEqual(['unmatched', '/api/organizations/:organization_id', '/api/organizations/:organization_id'])
+})
+
+test("a histogram's _count counts every observation, those past its last bound (+Inf) too", () => {
+  const histogram = new Histogram()
+  histogram.observe(0.001)
+  histogram.observe(60)
+  const text = histogram.render('d', '')
+  expect(text).toContain('d_bucket{le="+Inf"} 2\n')
+  expect(text).toContain('d_count 2\n')
+  expect(text).toContain('d_sum 60.001\n')
 })
