@@ -26,7 +26,7 @@ import { Store } from '../../src/store/store'
 import { acquireDataDirLock } from '../../src/store/lock'
 import { initStore, keywardCli, type Target } from './keyward'
 import { ROOT } from '../../test/support/server-process'
-import { createDatabase, databaseBytes, databaseExists, databaseUrl, dropDatabase, onDatabase } from './postgres'
+import { createDatabase, databaseBytes, databaseHolds, databaseUrl, dropDatabase, onDatabase } from './postgres'
 
 /** Enrollments a transaction creates, each with its consumer and installation: about 1,000 rows. */
 const ENROLLMENTS_PER_TRANSACTION = 333
@@ -338,7 +338,10 @@ export async function cachedDataSet(
   })
 
   const cached = (await Bun.file(metaFile).exists()) ? ((await Bun.file(metaFile).json()) as { key: string; meta: BuildMeta }) : null
-  const present = database ? await databaseExists(spec.adminUrl!, database) : (await readdir(join(dir, 'data')).catch(() => [])).length > 0
+  // The database by its name alone could be one another checkout's benchmark built again since: its vendor must be this one's.
+  const present = database
+    ? cached !== null && (await databaseHolds(spec.adminUrl!, database, cached.meta.vendorId))
+    : (await readdir(join(dir, 'data')).catch(() => [])).length > 0
   if (!options.rebuild && cached?.key === key && present) return { meta: cached.meta, pristine, database, jsonServerDb, built: false }
 
   await rm(dir, { recursive: true, force: true })

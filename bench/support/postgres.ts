@@ -43,8 +43,19 @@ export async function reachable(adminUrl: string): Promise<string | null> {
   }
 }
 
-export async function databaseExists(adminUrl: string, name: string): Promise<boolean> {
-  return asAdmin(adminUrl, async (sql) => (await sql`SELECT 1 FROM pg_database WHERE datname = ${checkedName(name)}`).length > 0)
+/**
+ * Whether database `name` holds organization `organizationId`: a cached data set's database that
+ * another checkout's benchmark built again under the same name holds other records.
+ */
+export async function databaseHolds(adminUrl: string, name: string, organizationId: string): Promise<boolean> {
+  const sql = new SQL({ url: databaseUrl(adminUrl, checkedName(name)), max: 1 })
+  try {
+    return (await sql`SELECT 1 FROM organizations WHERE organization_id = ${organizationId}::uuid`).length > 0
+  } catch {
+    return false // no such database, or no keyward schema in it
+  } finally {
+    await sql.close()
+  }
 }
 
 /** A new empty database, or (with `template`) a copy of one nobody is connected to. */
