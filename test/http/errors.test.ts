@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type ApiResponse, type Harness } from '../support/harness'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
-import { populatedTenant, p256PublicKey, UUID_LOWER } from '../support/fixtures'
+import { pathOfTenant, populatedTenant, p256PublicKey, UUID_LOWER } from '../support/fixtures'
 import { tokenIdOf } from '../../src/auth/tokens'
 
 let h: Harness
@@ -178,15 +178,7 @@ test('every /api route: a database that cannot be reached is a 503 database_unav
     const tenant = await populatedTenant(cut, 'Cut off', true)
     const token = tokenIdOf(cut.token(tenant.customer, 'viewer'))!
     await cut.tokensRecorded()
-    // Each path parameter filled with a real record of its kind, and a body the route accepts.
-    const ids: Record<string, string> = {
-      organization_id: tenant.customer,
-      application_id: tenant.app2,
-      consumer_id: tenant.consumer,
-      installation_id: tenant.installation,
-      enrollment_id: tenant.enrollment,
-      token_id: token,
-    }
+    // Each path parameter filled with a real record of its kind (`pathOfTenant`), and a body the route accepts.
     const bodies: Record<string, unknown> = {
       'POST /api/organizations': { description: 'x', parent_id: cut.vendorId },
       'PATCH /api/organizations/:organization_id': { description: 'x' },
@@ -199,7 +191,7 @@ test('every /api route: a database that cannot be reached is a 503 database_unav
       'POST /api/consumers': { consumer_id: crypto.randomUUID(), organization_id: tenant.customer },
       'POST /api/installations': { installation_id: crypto.randomUUID(), description: 'x', organization_id: tenant.customer },
       'PATCH /api/installations/:installation_id': { description: 'x' },
-      'POST /api/enrollments': { enrollment_id: crypto.randomUUID(), consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: tenant.app2, environment: 'DEV', installation_description: 'x' },
+      'POST /api/enrollments': { enrollment_id: crypto.randomUUID(), consumer_id: crypto.randomUUID(), installation_id: crypto.randomUUID(), application_id: tenant.app, environment: 'PROD', installation_description: 'x' },
       'POST /api/enrollments/:enrollment_id/keysets': { client_enclave_key: p256PublicKey() },
       'POST /api/tokens': { organization_id: tenant.customer, role: 'viewer' },
     }
@@ -210,8 +202,7 @@ test('every /api route: a database that cannot be reached is a 503 database_unav
     expect(routes.length).toBe(41)
     const answers: string[] = []
     for (const route of routes) {
-      const path = route.path.replace(/:([a-z_]+)/g, (_, name: string) => ids[name] ?? `<no id for ${name}>`)
-      const res = await cut.request(route.method, path, { body: bodies[`${route.method} ${route.path}`] })
+      const res = await cut.request(route.method, pathOfTenant(route.path, tenant, token), { body: bodies[`${route.method} ${route.path}`] })
       answers.push(`${route.method} ${route.path}: ${res.status} ${res.body?.code}`)
     }
     expect(answers.filter((answer) => !answer.endsWith(': 503 database_unavailable'))).toEqual([])
@@ -605,32 +596,24 @@ describe('error precedence (docs/api.md "Status codes and errors"): 401, 413, 41
     const tenant = await populatedTenant(h, 'Bodiless', false)
     const token = tokenIdOf(h.token(tenant.customer, 'viewer'))!
     await h.tokensRecorded()
-    // The record of each kind that a state change names, in scope of `tenant.customer`.
-    const ids: Record<string, string> = {
-      organizations: tenant.partner,
-      applications: tenant.app,
-      consumers: tenant.consumer,
-      installations: tenant.installation,
-      enrollments: tenant.enrollment,
-      tokens: token,
-    }
     const bodiless = h.app.routes.filter((route) => route.method === 'PATCH' && /\/:[a-z_]+\/(suspend|activate|verify|revoke)$/.test(route.path))
     expect(bodiless.map((route) => route.path.split('/')[2]).sort()).toEqual(['applications', 'applications', 'consumers', 'consumers', 'enrollments', 'enrollments', 'installations', 'installations', 'organizations', 'organizations', 'tokens'])
     const admin = h.token(tenant.customer)
     const viewer = h.token(tenant.customer, 'viewer')
     const stranger = h.token(other)
     for (const route of bodiless) {
-      const resource = route.path.split('/')[2]!
-      const path = (id: string) => route.path.replace(/:[a-z_]+/, id)
-      const before = (await h.request('GET', `/api/${resource}/${ids[resource]}`)).body
-      const answer = async (id: string, as: string) => (await raw('PATCH', path(id), { token: as, body: '{', headers: { 'content-type': 'application/json' } })).status
-      expect({ route: route.path, missing: await answer(crypto.randomUUID(), admin), outOfScope: await answer(ids[resource]!, stranger), viewer: await answer(ids[resource]!, viewer) }).toEqual({
+      const inScope = pathOfTenant(route.path, tenant, token)
+      const record = inScope.replace(/\/[a-z]+$/, '') // the record's own path: read back, unchanged
+      const before = (await h.request('GET', record)).body
+      const answer = async (path: string, as: string) => (await raw('PATCH', path, { token: as, body: '{', headers: { 'content-type': 'application/json' } })).status
+      const missing = route.path.replace(/:[a-z_]+/, crypto.randomUUID())
+      expect({ route: route.path, missing: await answer(missing, admin), outOfScope: await answer(inScope, stranger), viewer: await answer(inScope, viewer) }).toEqual({
         route: route.path,
         missing: 404,
         outOfScope: 404,
         viewer: 403,
       })
-      expect((await h.request('GET', `/api/${resource}/${ids[resource]}`)).body).toEqual({ ...before, trace_id: expect.any(String) })
+      expect((await h.request('GET', record)).body).toEqual({ ...before, trace_id: expect.any(String) })
     }
   })
 

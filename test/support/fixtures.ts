@@ -143,6 +143,22 @@ export async function populatedTenant(h: Harness, name: string, withEnvironments
   return { customer, partner, app, app2, consumer: body.consumer_id, installation: body.installation_id, enrollment: body.enrollment_id }
 }
 
+/**
+ * `template` (a route's path, `/api/consumers/:consumer_id`) with each parameter the id of
+ * `tenant`'s record of that kind (`populatedTenant`; `token_id`: `tokenId`, a token of the customer).
+ */
+export function pathOfTenant(template: string, tenant: Awaited<ReturnType<typeof populatedTenant>>, tokenId: string): string {
+  const ids: Record<string, string> = {
+    organization_id: tenant.customer,
+    application_id: tenant.app,
+    consumer_id: tenant.consumer,
+    installation_id: tenant.installation,
+    enrollment_id: tenant.enrollment,
+    token_id: tokenId,
+  }
+  return template.replace(/:([a-z_]+)/g, (_, name: string) => ids[name] ?? `<no record for ${name}>`)
+}
+
 /** What requestOk calls: the harness, or a server over HTTP (server-process.ts `httpCaller`). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export interface Caller<A extends { readonly status: number; readonly body: any }> {
