@@ -3,7 +3,8 @@
  * checked field by field against the answer of the change it records; none for a 4xx or a 200 that
  * returned an existing record; no secret in any event; the query's filters, paging, order and bad
  * values; its cost for another tenant's identifiers; retention. Roles and scope: the authorization
- * matrix and the isolation tests.
+ * matrix and the isolation tests. Its tests run in file order (bun's default, and CI's): the query's,
+ * retention's and the log's count what the tests before them recorded.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { hashToken, tokenIdOf } from '../../src/auth/tokens'
