@@ -9,12 +9,12 @@ import { hashToken, TOKEN_LENGTH, type TokenVerifier } from '../auth/tokens'
 import { unauthorized } from '../modules/shared/errors'
 import { invalidToken as invalid, refusalOf } from '../modules/shared/credential'
 import type { Principal } from '../modules/shared/principal'
+import { customerIdOf } from '../modules/shared/audit'
 
 /** The scheme, blanks and a token: anything longer is no token of ours, and is refused unread. */
 const MAX_AUTHORIZATION_LENGTH = TOKEN_LENGTH + 32
 // Scheme is case-insensitive (docs/api.md "Authentication, roles and scope"); the token itself never contains whitespace.
 const BEARER = /^bearer[ \t]+([^\s]+)[ \t]*$/i
-
 
 /** How clients send it: the pattern's one common spelling, taken without running it. */
 const USUAL_SCHEME = 'Bearer '
@@ -46,8 +46,8 @@ export function authenticate(reader: Reader, verifier: TokenVerifier, authorizat
     if (!verifier.verify(token, credential.token)) throw invalid()
     const refusal = refusalOf(credential, reader.now())
     if (refusal) throw refusal
-    const { token: record, organization, parent } = credential
-    const customerId = organization!.organization_type === 'partner' ? parent!.organization_id : organization!.organization_type === 'customer' ? organization!.organization_id : null
-    return { organization: organization!, role: record.role, tokenId, since, customerId }
+    // Present and active: `refusalOf` refuses a token without its organization.
+    const organization = credential.organization!
+    return { organization, role: credential.token.role, tokenId, since, customerId: customerIdOf(organization) }
   })
 }

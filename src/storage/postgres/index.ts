@@ -415,8 +415,6 @@ function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Pro
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
 }
 
-/** The credential generation a row carries; NaN when there is none (its row deleted by hand: see CredentialCache). */
-
 /** A credential from the row of the CREDENTIAL statement. */
 function credentialOf(row: Record<string, unknown>): Credential {
   return {
@@ -425,6 +423,8 @@ function credentialOf(row: Record<string, unknown>): Credential {
     parent: row.parent ? toRecord('organizations', row.parent as Record<string, unknown>) : undefined,
   }
 }
+
+/** The credential generation a row carries; NaN when there is none (its row deleted by hand: see CredentialCache). */
 const generationOf = (row: { generation?: unknown } | undefined) => (row?.generation === null || row?.generation === undefined ? NaN : Number(row.generation))
 
 class PostgresTx implements Tx {
