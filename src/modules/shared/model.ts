@@ -157,8 +157,9 @@ export const multiValue = <S extends v.GenericSchema<string, string>>(item: S, i
       documentedAs({
         type: 'array',
         items: itemForm,
-        maxItems: MAX_FILTER_VALUES,
-        description: `Repeat the parameter or separate values with commas; at most ${MAX_FILTER_VALUES} different values. Blank values are ignored.`,
+        // Values as sent count towards maxItems, duplicates included; "different" is said in words.
+        maxItems: MAX_FILTER_VALUES_SENT,
+        description: `Repeat the parameter or separate values with commas; at most ${MAX_FILTER_VALUES_SENT} values, of which at most ${MAX_FILTER_VALUES} different. Blank values are ignored.`,
       }),
       v.transform((raw): string[] => (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(',', MAX_FILTER_VALUES_SENT + 1))),
       // Checks, not maxLength: JSON Schema would read that as a string's length (/openapi.json).
