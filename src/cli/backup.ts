@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
 import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
-import { fsyncDir } from '../store/fs-util'
+import { fsyncDir, isErrnoCode } from '../store/fs-util'
 import { SNAPSHOT_FILE } from '../store/paths'
 import { writeSnapshot } from '../store/snapshot-file'
 import { UsageError } from './usage'
@@ -56,11 +56,15 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   if (await sameDirectory(folder, options.data)) {
     throw new Error(`--out ${options.out} is in the data dir: write the archive elsewhere (it could replace the dir's own files)`)
   }
-  const checked = await checkDataDir(options.data)
-
-  // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700.
-  const staging = await mkdtemp(join(folder, '.keyward-backup-'))
+  // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700. Made before the dir is read,
+  // so that a directory this user may not write in is said before that work.
+  const staging = await mkdtemp(join(folder, '.keyward-backup-')).catch((error) => {
+    if (isErrnoCode(error, 'EACCES') || isErrnoCode(error, 'EROFS')) throw new Error(`cannot write in ${folder}, the directory of --out (${(error as NodeJS.ErrnoException).code}): write the archive where this user may`)
+    throw error
+  })
+  let checked: Awaited<ReturnType<typeof checkDataDir>>
   try {
+    checked = await checkDataDir(options.data)
     const snapshot = join(staging, SNAPSHOT_FILE)
     await writeSnapshot(snapshot, snapshotOf(checked.tables, checked.recovered.lastLsn))
     const archive = join(staging, 'backup.tar')

@@ -5,7 +5,7 @@
  * not empty and an archive that is damaged, and writes nothing then.
  */
 import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { tempDir } from '../support/temp-dirs'
@@ -172,6 +172,25 @@ describe('backup of a stopped dir', () => {
     const result = await keyward(['backup', '--data', data, '--out', join(folder, 'x.tar')])
     expect([result.code, result.stderr.trim()]).toEqual([1, `keyward: the directory of --out, ${folder}, does not exist: create it first`])
     expect(existsSync(folder)).toBe(false)
+  })
+
+  test.skipIf(process.getuid!() !== 0 || !Bun.which('setpriv'))("an --out in a directory its user may not write in: exit 1 saying so before the dir is read (run as root: it runs as nobody)", async () => {
+    const NOBODY = 65534
+    // A tree nobody may enter (the tests' temp dirs are 0700), holding its data dir and a folder it may not write in.
+    const tree = tempDir('keyward-backup-nobody-')
+    try {
+      chmodSync(tree, 0o755)
+      const data = join(tree, 'data')
+      expect((await keyward(['init', '--data', data])).code).toBe(0)
+      for (const path of [data, ...readdirSync(data).map((name) => join(data, name))]) chownSync(path, NOBODY, NOBODY)
+      const folder = join(tree, 'root-only')
+      mkdirSync(folder, { mode: 0o755 })
+      const result = await run(['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', ...keywardCommand(['backup', '--data', data, '--out', join(folder, 'x.tar')])])
+      expect([result.code, result.stderr.trim()]).toEqual([1, `keyward: cannot write in ${folder}, the directory of --out (EACCES): write the archive where this user may`])
+      expect(readdirSync(folder)).toEqual([])
+    } finally {
+      rmSync(tree, { recursive: true, force: true })
+    }
   })
 
   test("in database mode backup and restore are the database's: exit 2 naming pg_dump, nothing written", async () => {
