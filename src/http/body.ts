@@ -6,6 +6,7 @@
  */
 import * as v from 'valibot'
 import { ApiError, badRequest, type FieldError } from '../modules/shared/errors'
+import { queryTextOf } from './request-url'
 
 export const MAX_BODY_BYTES = 64 * 1024
 
@@ -108,14 +109,15 @@ export const MAX_FIELD_ERRORS = 20
  * and collecting them is linear: each value is appended once.
  */
 export function parseQuery<S extends v.GenericSchema>(schema: S, request: Request): v.InferOutput<S> {
-  const url = new URL(request.url)
+  // From the URL's text: `new URL` refuses the URL Bun builds from a malformed Host (request-url.ts).
+  const search = queryTextOf(request.url)
   // `&`-separated parts, counted without splitting more than one past the cap.
-  if (url.search.slice(1).split('&', MAX_QUERY_PARAMETERS + 1).length > MAX_QUERY_PARAMETERS) {
+  if (search.split('&', MAX_QUERY_PARAMETERS + 1).length > MAX_QUERY_PARAMETERS) {
     throw badRequest('too_many_parameters', `A query may have at most ${MAX_QUERY_PARAMETERS} parameters; send a filter's values comma-separated.`)
   }
   // No prototype: a parameter named `__proto__` is a parameter like any other.
   const query: Record<string, string | string[]> = Object.create(null)
-  for (const [key, value] of url.searchParams) {
+  for (const [key, value] of new URLSearchParams(search)) {
     const seen = query[key]
     if (seen === undefined) query[key] = value
     else if (Array.isArray(seen)) seen.push(value)

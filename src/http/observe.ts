@@ -13,6 +13,7 @@
 import type { Logger, RequestLineWriter } from '../ops/logger'
 import type { Metrics, RouteSeries } from '../ops/metrics'
 import type { Principal } from '../modules/shared/principal'
+import { pathOf, pathStartOf } from './request-url'
 
 type Handler = (request: Request) => Response | Promise<Response>
 
@@ -121,20 +122,6 @@ function withDate(handler: Handler): Handler {
     const response = handler(request)
     return response instanceof Promise ? response.then(dated) : dated(response)
   }
-}
-
-/** Where a request URL's path begins: after `scheme://host`, or at 0 when the URL is only a path (no Host was sent). */
-function pathStartOf(url: string): number {
-  if (url.startsWith('/')) return 0
-  const start = url.indexOf('/', url.indexOf('//') + 2)
-  return start === -1 ? url.length : start
-}
-
-function pathOf(url: string): string {
-  const start = pathStartOf(url)
-  if (start === url.length) return '/'
-  const query = url.indexOf('?', start)
-  return query === -1 ? url.slice(start) : url.slice(start, query)
 }
 
 /**
