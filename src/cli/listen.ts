@@ -127,6 +127,23 @@ function listenFailure(error: unknown, hostname: string, port: number): string {
 }
 
 /**
+ * The TLS 1.2 cipher suites offered: Mozilla's "intermediate" list, forward secrecy and AEAD only
+ * (README "Configuration"). Bun's default also offers CBC suites with SHA-1, and RSA key exchange
+ * without forward secrecy. TLS 1.3 has only AEAD suites, unaffected; TLS 1.0 and 1.1 Bun refuses.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+  'DHE-RSA-AES128-GCM-SHA256',
+  'DHE-RSA-AES256-GCM-SHA384',
+  'DHE-RSA-CHACHA20-POLY1305',
+].join(':')
+
+/**
  * Lets `app` listen on the reserved port (released right before, in the same tick), HTTPS only when
  * `tls` is given; returns the server and the address to announce.
  */
@@ -142,7 +159,7 @@ export function listenOnReservedPort(app: App, host: string, reserved: ReservedP
   app.listen({
     hostname: host,
     port: reserved.port,
-    ...(tls ? { tls } : {}),
+    ...(tls ? { tls: { ...tls, ciphers: TLS12_CIPHERS } } : {}),
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     development: false,
     reusePort: false,

@@ -62,6 +62,14 @@ async function expectServesHttpsOnly(options: ServeOptions): Promise<void> {
     expect(application.status).toBe(201)
     expect(JSON.parse(application.body).application.host_url).toBe(server.url)
 
+    // TLS 1.2 offers forward-secret AEAD suites only (src/cli/listen.ts): a CBC suite with SHA-1 and
+    // the old protocol versions find no handshake; TLS 1.3 is offered.
+    const tls12 = (cipher: string) => curl(`${server.url}/healthz`, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', cipher)
+    expect((await tls12('ECDHE-ECDSA-AES128-GCM-SHA256')).status).toBe(200)
+    expect((await tls12('ECDHE-ECDSA-AES128-SHA')).code).not.toBe(0)
+    expect((await curl(`${server.url}/healthz`, '--tlsv1.1', '--tls-max', '1.1')).code).not.toBe(0)
+    expect((await curl(`${server.url}/healthz`, '--tlsv1.3')).status).toBe(200)
+
     // Plain HTTP on the same port gets no answer.
     const plain = await curl(server.url.replace('https:', 'http:') + '/healthz')
     expect(plain.code).not.toBe(0)
