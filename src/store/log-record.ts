@@ -63,18 +63,33 @@ function rowOf(event: AuditEvent, createdRecordOf: CreatedRecordOf): unknown[] {
  */
 export function restoreEvents(entry: LogEntry): string | undefined {
   let createdRecordOf: CreatedRecordOf | undefined
+  /** The changes of creating the event's target, from its record put beside it; false when there is none. */
+  const changesOfCreate = (event: AuditEvent): AuditEvent['changes'] | false => {
+    createdRecordOf ??= createdRecords(entry.puts)
+    const created = createdRecordOf(event)
+    return created === undefined ? false : changesOf(null, created)
+  }
+  const noChanges = (event: AuditEvent) => `audit event ${String(event.event_id)} has no changes and no record they come from`
   for (const put of entry.puts) {
     const row: unknown = put[1]
-    if (put[0] !== 'audit_events' || !Array.isArray(row)) continue // data format 3: a record
+    if (put[0] !== 'audit_events') continue
+    if (!Array.isArray(row)) {
+      // A record: data format 3, whose events all carry their changes, or the first builds of
+      // format 4 (e559aaa), which left a create's out as rows do (test/fixtures/README.md).
+      if (typeof row !== 'object' || row === null || Object.hasOwn(row, 'changes')) continue
+      const changes = changesOfCreate(row as AuditEvent)
+      if (changes === false) return noChanges(row as AuditEvent)
+      ;(row as Record<string, unknown>).changes = changes
+      continue
+    }
     if (row.length !== ROW_FIELDS.length && row.length !== ROW_FIELDS.length + 1) return `an audit event row of ${row.length} values`
     const event: Record<string, unknown> = {}
     for (let i = 0; i < ROW_FIELDS.length; i++) event[ROW_FIELDS[i]!] = row[i]
     if (row.length > ROW_FIELDS.length) event.changes = row[ROW_FIELDS.length]
     else {
-      createdRecordOf ??= createdRecords(entry.puts)
-      const created = createdRecordOf(event as unknown as AuditEvent)
-      if (created === undefined) return `audit event ${String(event.event_id)} has no changes and no record they come from`
-      event.changes = changesOf(null, created)
+      const changes = changesOfCreate(event as unknown as AuditEvent)
+      if (changes === false) return noChanges(event as unknown as AuditEvent)
+      event.changes = changes
     }
     put[1] = event
   }

@@ -1,7 +1,8 @@
 /**
  * Data format versions (docs/operations.md, README "Versions and upgrades"): data dirs written by
  * older builds (test/fixtures: format 1 by the first release, format 2 by the last build before the
- * `format` file, format 3 by the last build with audit events as JSON lines in the snapshot) open
+ * `format` file, format 3 by the last build with audit events as JSON lines in the snapshot, format
+ * 4 by its first build, whose log held a create's event as an object without its changes) open
  * with this one and serve every record they held, after a clean stop or after SIGKILL; they are
  * labelled with the current format on opening. A newer format is refused.
  */
@@ -38,6 +39,8 @@ const DIRS = [
   ['format-2-killed', 2],
   ['format-3-stopped', 3],
   ['format-3-killed', 3],
+  // Format 4 as its first build wrote it (a create's event an object without its changes): a log to replay.
+  ['format-4-e559aaa-killed', 4],
 ] as const
 
 /**
