@@ -5,6 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../../src/storage/postgres/schema'
 import { databaseTestsCanRun, createTestDatabase } from '../support/database'
@@ -53,6 +55,58 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await other.drop()
       }
     })
+  })
+
+  /**
+   * The database's schema as the catalog holds it: every column, constraint, index, trigger and
+   * function of the public schema (not the names the migrations were applied under).
+   */
+  async function catalogOf(sql: SQL): Promise<unknown> {
+    return {
+      columns: await sql`SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2`,
+      constraints: await sql`SELECT conrelid::regclass::text AS relation, conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2`,
+      indexes: await sql`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1, 2`,
+      triggers: await sql`SELECT tgrelid::regclass::text AS relation, tgname, pg_get_triggerdef(oid) AS definition FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2`,
+      functions: await sql`SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS arguments, l.lanname AS language, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1, 2`,
+    }
+  }
+
+  /** A database left at `version` by a build, whose migrations' texts were `texts` (the first `version`). */
+  async function databaseAt(sql: SQL, texts: readonly string[]): Promise<void> {
+    for (const text of texts) await sql.unsafe(text)
+    await sql`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`
+    for (let version = 1; version <= texts.length; version++) await sql`INSERT INTO schema_migrations (version, name) VALUES (${version}, ${MIGRATIONS[version - 1]!.name})`
+  }
+
+  /** Migrated to this build's schema from what `prepare` left (nothing: a new database): its catalog. */
+  async function migratedCatalog(prepare: (sql: SQL) => Promise<void>): Promise<unknown> {
+    const other = await createTestDatabase()
+    const sql = new SQL({ url: other.url, max: 1 })
+    const instance = PostgresStorage.connect(other.url)
+    try {
+      await prepare(sql)
+      await instance.underMigrationLock(async () => {})
+      expect(await instance.schemaVersion()).toBe(SCHEMA_VERSION)
+      return await catalogOf(sql)
+    } finally {
+      await instance.close()
+      await sql.close()
+      await other.drop()
+    }
+  }
+
+  test('a database migrated from any earlier version has the schema of a new one, also from the first texts of migrations 4 and 5 (since edited)', async () => {
+    const fresh = await migratedCatalog(async () => {})
+    const texts = MIGRATIONS.map((migration) => migration.sql)
+    for (let version = 1; version < SCHEMA_VERSION; version++) {
+      expect({ from: version, catalog: await migratedCatalog((sql) => databaseAt(sql, texts.slice(0, version))) }).toEqual({ from: version, catalog: fresh })
+    }
+    // As builds d88257c (migration 4) and c2081c5 (migration 5) applied them: test/fixtures/postgres.
+    const first = (name: string) => readFileSync(join(import.meta.dir, '../fixtures/postgres', name), 'utf8')
+    const firstTexts = [...texts.slice(0, 3), first('migration-4-d88257c.sql'), first('migration-5-c2081c5.sql'), texts[5]!]
+    for (const version of [4, 5, 6]) {
+      expect({ from: version, catalog: await migratedCatalog((sql) => databaseAt(sql, firstTexts.slice(0, version))) }).toEqual({ from: version, catalog: fresh })
+    }
   })
 
   test('a database of schema version 4 is migrated: the enrollment counters start from the enrollments there', async () => {

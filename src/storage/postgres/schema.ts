@@ -251,6 +251,32 @@ export const MIGRATIONS: readonly { readonly name: string; readonly sql: string 
       $$;
     `,
   },
+  {
+    name: 'the schema of migrations 4 and 5 as they are, for databases migrated by their first texts',
+    sql: `
+      -- Migrations 4 and 5 were edited after builds had applied them (docs/storage.md, "Schema and
+      -- migrations"): a database migrated by the first text of 4 (d88257c) lacks a customer's
+      -- action and target indexes, and one migrated by the first text of 5 (c2081c5) counts
+      -- enrollments through an SQL-language function, planned again on every insert. Here every
+      -- database gets the schema of the migrations as they read now (the same as a new database's).
+      CREATE INDEX IF NOT EXISTS audit_events_customer_action ON audit_events (customer_id, action, created, event_id);
+      CREATE INDEX IF NOT EXISTS audit_events_customer_target ON audit_events (customer_id, target_id, created, event_id);
+      CREATE OR REPLACE FUNCTION count_enrollments() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+          INSERT INTO enrollment_counts VALUES (OLD.application_id, pg_backend_pid() % 16, -1)
+          ON CONFLICT (application_id, slot) DO UPDATE SET enrollments = enrollment_counts.enrollments - 1;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+          INSERT INTO enrollment_counts VALUES (NEW.application_id, pg_backend_pid() % 16, 1)
+          ON CONFLICT (application_id, slot) DO UPDATE SET enrollments = enrollment_counts.enrollments + 1;
+        END IF;
+        RETURN NULL;
+      END
+      $$;
+      DROP FUNCTION IF EXISTS count_enrollment(uuid, bigint);
+    `,
+  },
 ]
 
 /** The schema version this program writes: the number of migrations it knows. */
