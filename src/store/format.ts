@@ -6,7 +6,9 @@
  *      an empty file); the secret is 64 hex digits without a checksum.
  *   2  log segments padded with zeros, so a file cut short is told from a torn write
  *      (log-format.ts); the secret carries a CRC-32. Written by later 0.1.0 builds without a
- *      `format` file, and by 0.2.0 builds before recorded tokens with one.
+ *      `format` file, and by 0.2.0 builds before recorded tokens with one. The tokens and audit
+ *      branch before its merge (620fd92 to a9484f7) wrote format 3's tables in a dir without a
+ *      `format` file: told 2 here, and read right, since 2, 3 and 4 are read by the same code.
  *   3  recorded tokens and audit events (tables `tokens` and `audit_events`, and the log's `drops`
  *      of retention); no `secret` (one left by an older format is ignored). Nothing of format 2
  *      changes meaning, so a format 2 dir is read as it is and only labelled 3; an older keyward
