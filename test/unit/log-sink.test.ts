@@ -1,10 +1,11 @@
 /**
- * The log's way to stderr (src/ops/logger.ts, docs/operations.md "Logs"): lines go out in batches,
+ * The log's way to stderr (src/ops/log-sink.ts, docs/operations.md "Logs"): lines go out in batches,
  * never one write per line; while the reader is slow nothing more is handed over, and what waits is
  * bounded: lines beyond the bound are dropped and counted in a line of their own.
  */
 import { expect, spyOn, test } from 'bun:test'
-import { batchedSink, createLogger, formatLine, type Written } from '../../src/ops/logger'
+import { createLogger, formatLine } from '../../src/ops/logger'
+import { batchedSink, type Written } from '../../src/ops/log-sink'
 
 /** A writer whose writes stay pending until released (a pipe nobody reads), counting them. */
 function slowWriter() {
