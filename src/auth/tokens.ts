@@ -36,6 +36,18 @@ export function parseDuration(text: string): number | null {
   return seconds > 0 ? seconds : null
 }
 
+/**
+ * What is wrong with a token's ttl, said after "ttl must be" (the API) or in the CLI's message; null
+ * when it is one (`parseDuration`, at most MAX_TOKEN_TTL_SECONDS). A long run of digits is too long,
+ * not malformed, and zero is its own mistake (docs/api.md "Tokens").
+ */
+export function ttlProblem(text: string): string | null {
+  if (!/^\d+[smhd]$/.test(text)) return 'a number and s, m, h or d, like 90d'
+  if (/^0+[smhd]$/.test(text)) return 'more than zero'
+  const seconds = parseDuration(text)
+  return seconds === null || seconds > MAX_TOKEN_TTL_SECONDS ? 'at most 366d' : null
+}
+
 /** The one spelling a token has; nothing else is ever hashed or looked up. */
 export const TOKEN_SHAPE = /^kw2_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/
 export const TOKEN_LENGTH = 80

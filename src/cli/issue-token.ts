@@ -1,5 +1,5 @@
 /** `keyward issue-token`: records a token and prints it; beside a running server too (src/cli/tokens.ts). */
-import { MAX_TOKEN_TTL_SECONDS, newToken, parseDuration, parseRole, tokenIdOf } from '../auth/tokens'
+import { newToken, parseDuration, parseRole, tokenIdOf, ttlProblem } from '../auth/tokens'
 import { printSecretLine, requireStdoutForSecret } from './stdout'
 import { runTokenCommand } from './tokens'
 import { descriptionFlag, UsageError } from './usage'
@@ -18,9 +18,9 @@ export async function issueTokenCommand(options: IssueTokenOptions): Promise<num
   if (!options.role) throw new UsageError('--role is required')
   const role = parseRole(options.role)
   if (!role) throw new UsageError(`unknown role '${options.role}': use admin, application_admin or viewer`)
-  const ttl = parseDuration(options.ttl)
-  if (ttl === null) throw new UsageError(`invalid --ttl '${options.ttl}': use a number and s, m, h or d, like 90d`)
-  if (ttl > MAX_TOKEN_TTL_SECONDS) throw new UsageError(`--ttl '${options.ttl}' is too long: a token lives at most 366d`)
+  const ttlIs = ttlProblem(options.ttl)
+  if (ttlIs !== null) throw new UsageError(`invalid --ttl '${options.ttl}': it must be ${ttlIs}`)
+  const ttl = parseDuration(options.ttl)!
   const description = options.description === undefined ? null : descriptionFlag('--description', options.description)
   requireStdoutForSecret('the token', 'none was issued')
   // Made here: the server (or this process) records its id and hash; the secret stays in this process.

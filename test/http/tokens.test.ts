@@ -88,6 +88,16 @@ describe('POST /api/tokens', () => {
     ]) {
       expectProblem(await h.request('POST', '/api/tokens', { body }), 400)
     }
+    // The ttl's message says what is wrong with it: its form, zero, or too long (a long run of digits too).
+    for (const [ttl, message] of [
+      ['10 days', 'ttl must be a number and s, m, h or d, like 90d'],
+      ['0s', 'ttl must be more than zero'],
+      ['9999999999s', 'ttl must be at most 366d'],
+      ['367d', 'ttl must be at most 366d'],
+    ]) {
+      const res = await h.request('POST', '/api/tokens', { body: { organization_id: A, role: 'viewer', ttl } })
+      expect([res.status, res.body.errors]).toEqual([400, [{ path: 'body.ttl', message }]])
+    }
     expectProblem(await h.request('POST', '/api/tokens', { body: '{' }), 400)
     expectProblem(await h.request('POST', '/api/tokens'), 400)
     expectProblem(await h.request('POST', '/api/tokens', { body: 'x', headers: { 'content-type': 'text/plain' } }), 415)

@@ -493,9 +493,10 @@ describe('issue-token', () => {
     ['an unknown role', (org) => ['--org', org, '--role', 'root'], /unknown role 'root'/],
     ['a missing --org', () => ['--role', 'admin'], /--org is required/],
     ['a missing --role', (org) => ['--org', org], /--role is required/],
-    ['a bad --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '10 days'], /invalid --ttl/],
-    ['a --ttl without a unit', (org) => ['--org', org, '--role', 'admin', '--ttl', '90'], /invalid --ttl/],
-    ['a zero --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '0d'], /invalid --ttl/],
+    ['a bad --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '10 days'], /invalid --ttl '10 days': it must be a number and s, m, h or d, like 90d/],
+    ['a --ttl without a unit', (org) => ['--org', org, '--role', 'admin', '--ttl', '90'], /invalid --ttl '90': it must be a number and s, m, h or d/],
+    ['a zero --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '0d'], /invalid --ttl '0d': it must be more than zero/],
+    ['a --ttl of ten digits', (org) => ['--org', org, '--role', 'admin', '--ttl', '9999999999s'], /invalid --ttl '9999999999s': it must be at most 366d/],
     ['a --ttl over 366 days', (org) => ['--org', org, '--role', 'admin', '--ttl', '367d'], /at most 366d/],
     ['an empty --description', (org) => ['--org', org, '--role', 'admin', '--description', ' '], /--description/],
   ]

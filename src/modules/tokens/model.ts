@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import type { Token } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
-import { DEFAULT_TOKEN_TTL, MAX_TOKEN_TTL_SECONDS, parseDuration, parseRole, ROLES, TOKEN_SHAPE } from '../../auth/tokens'
+import { DEFAULT_TOKEN_TTL, parseDuration, parseRole, ROLES, TOKEN_SHAPE, ttlProblem } from '../../auth/tokens'
 import { AnsweredUuid, Description, StateList, Timestamp, TraceId, Uuid, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /** A token's lifetime, `45s` to `366d` (docs/api.md "Tokens"), in seconds. */
@@ -11,9 +11,8 @@ export const TokenTtl = v.pipe(
   // more than zero and at most 366d are the checks below.
   v.metadata({ pattern: '^[0-9]{1,9}[smhd]$', examples: ['90d'] }),
   v.description('Seconds, minutes, hours or days, like 45s, 30m, 12h or 90d; more than zero, at most 366d.'),
-  v.transform((text) => parseDuration(text) ?? 0),
-  v.minValue(1, 'ttl must be a number and s, m, h or d, like 90d'),
-  v.maxValue(MAX_TOKEN_TTL_SECONDS, 'ttl must be at most 366d'),
+  v.check((text) => ttlProblem(text) === null, (issue) => `ttl must be ${ttlProblem(issue.input as string)}`),
+  v.transform((text) => parseDuration(text)!),
 )
 
 /** One of the three roles; `administrator` is `admin` (docs/api.md "Authentication, roles and scope"). */
