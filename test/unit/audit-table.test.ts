@@ -308,6 +308,22 @@ describe('drops, undo and renumbering', () => {
     expect(items.map((event) => event.event_id)).toEqual(events.slice(10).map((event) => event.event_id))
   })
 
+  test('a walk (a filter no index answers) that waits for its turn while retention drops events starts again: every event it answers is still held', async () => {
+    const { events } = sampleEvents(30_000, 4)
+    const table = tableOf(events)
+    const spent = { endsAt: 1, tenant: 'x' }
+    // `action` is tested on each event's header: a walk of 30,000 candidates, in turns of WALK_CHUNK.
+    const query: ListQuery<'audit_events'> = { table: 'audit_events', where: [{ field: 'action', in: ['consumer.create'] }], page: { number: 1, size: 10 }, order: 'asc', slice: spent }
+    const page = listAuditEvents(table, query)
+    expect(page).toBeInstanceOf(Promise)
+    // Retention while the walk waits: events it matched already, in buffers that are let go.
+    table.removeOldest(25_000)
+    const answered = (await page) as Page<AuditEvent>
+    const kept = events.slice(25_000)
+    expect({ ids: answered.items.map((event) => event.event_id), total: answered.total }).toEqual(reference(kept, { ...query, slice: undefined }))
+    for (const event of answered.items) expect(table.get(event.event_id)).toEqual(event)
+  })
+
   test('dropping the oldest releases their buffers; their ids and targets are gone from every index', () => {
     const { events } = sampleEvents(30_000, 3)
     const table = tableOf(events)

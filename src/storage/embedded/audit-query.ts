@@ -31,7 +31,10 @@ type Test = (header: EventHeader, seq: number) => boolean
 
 export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_events'>): Maybe<Page<AuditEvent>> {
   if (query.scope) throw new Error('audit events have no organization_id: scope them with a customer_id condition')
+  // What the query reads from: events dropped by retention after this (the oldest `first` moves)
+  // or a renumbering mean it starts again, whenever it waits (`decodedPage`, the walk's turns).
   const generation = table.generation
+  const first = table.first
   const where = query.where
   const drivers = driversOf(table, where).sort((a, b) => a.estimate - b.estimate)
   const driver = drivers[0]
@@ -52,7 +55,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
     const seqs = source.seqs
     const page = slice(seqs.length, paging.offset, paging.size, query.order)
     plannerWork.recordsRead += page.length
-    return decodedPage(table, query, generation, page.map((i) => seqs.at(i)), seqs.length)
+    return decodedPage(table, query, { generation, first }, page.map((i) => seqs.at(i)), seqs.length)
   }
   const walk = new Walk(table, source, tests)
   // The request's slice, whose tenant the walk waits in line as (a walk of no request: a slice of its own).
@@ -60,15 +63,16 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
   const finish = (): Maybe<Page<AuditEvent>> => {
     const matched = walk.matched
     if (!source.ordered) matched.sort((a, b) => a - b)
-    return decodedPage(table, query, generation, slice(matched.length, paging.offset, paging.size, query.order).map((i) => matched[i]!), matched.length)
+    return decodedPage(table, query, { generation, first }, slice(matched.length, paging.offset, paging.size, query.order).map((i) => matched[i]!), matched.length)
   }
   if (walk.step()) return finish()
   return (async () => {
     do {
       plannerWork.turnsYielded++
       await nextTurn(turns)
-      // Renumbered (a rebuild, never in normal operation): the candidates mean nothing now.
-      if (table.generation !== generation) return listAuditEvents(table, query)
+      // Retention dropped events the walk has matched or has still to read (their bytes may be
+      // let go), or the table was renumbered (a rebuild, never in normal operation): again.
+      if (table.generation !== generation || table.first !== first) return listAuditEvents(table, query)
     } while (!walk.step())
     return finish()
   })()
@@ -77,12 +81,18 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
 /**
  * The events of a page, decoded in turns of the event loop (`mapInTurns`: a page of big events is
  * megabytes of text, docs/security.md "Big answers"). Events created meanwhile are not in it, as in
- * a walk; if retention dropped any event while a turn waited (the page and its total may have
- * shifted), or the table was renumbered, the query runs again from the start.
+ * a walk; if retention dropped any event since the query began (`read`: the page and its total may
+ * have shifted, and a dropped event's bytes may be let go), or the table was renumbered, the query
+ * runs again from the start.
  */
-function decodedPage(table: AuditEventTable, query: ListQuery<'audit_events'>, generation: number, seqs: readonly number[], total: number): Maybe<Page<AuditEvent>> {
-  const first = table.first
-  const changed = () => table.generation !== generation || table.first !== first
+function decodedPage(
+  table: AuditEventTable,
+  query: ListQuery<'audit_events'>,
+  read: { readonly generation: number; readonly first: number },
+  seqs: readonly number[],
+  total: number,
+): Maybe<Page<AuditEvent>> {
+  const changed = () => table.generation !== read.generation || table.first !== read.first
   const events = mapInTurns(seqs, (seq): AuditEvent | undefined => (changed() ? undefined : table.decode(seq)), query.slice)
   return then(events, (items) => (changed() ? listAuditEvents(table, query) : { items: items as AuditEvent[], total }))
 }
