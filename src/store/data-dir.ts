@@ -155,7 +155,11 @@ export async function requireKeywardDataDir(dir: string): Promise<void> {
  */
 export async function prepareDataDir(dir: string): Promise<void> {
   if ((await inspectDataDir(dir)) === 'missing') {
-    await mkdir(dir, { recursive: true, mode: 0o700 })
+    await mkdir(dir, { recursive: true, mode: 0o700 }).catch((error: unknown) => {
+      if (!isErrnoCode(error, 'EACCES') && !isErrnoCode(error, 'EROFS')) throw error
+      const code = (error as NodeJS.ErrnoException).code
+      throw new DataDirError(`cannot create data dir ${dir} (${code}): create it for the user that runs keyward, or give a path that user may write`)
+    })
     await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
   }
   if (await holdsKeywardData(dir)) return
