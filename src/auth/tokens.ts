@@ -38,14 +38,15 @@ export function parseDuration(text: string): number | null {
 
 /**
  * What is wrong with a token's ttl, said after "ttl must be" (the API) or in the CLI's message; null
- * when it is one (`parseDuration`, at most MAX_TOKEN_TTL_SECONDS). A long run of digits is too long,
- * not malformed, and zero is its own mistake (docs/api.md "Tokens").
+ * when it is one, which `parseDuration` then reads (at most MAX_TOKEN_TTL_SECONDS: eight digits of
+ * seconds). A long run of digits is too long, not malformed; zero is its own mistake (docs/api.md "Tokens").
  */
 export function ttlProblem(text: string): string | null {
-  if (!/^\d+[smhd]$/.test(text)) return 'a number and s, m, h or d, like 90d'
-  if (/^0+[smhd]$/.test(text)) return 'more than zero'
-  const seconds = parseDuration(text)
-  return seconds === null || seconds > MAX_TOKEN_TTL_SECONDS ? 'at most 366d' : null
+  const match = /^(\d+)([smhd])$/.exec(text)
+  if (!match) return 'a number and s, m, h or d, like 90d'
+  const seconds = Number(match[1]) * UNIT_SECONDS[match[2]!]!
+  if (seconds === 0) return 'more than zero'
+  return seconds > MAX_TOKEN_TTL_SECONDS ? 'at most 366d' : null
 }
 
 /** The one spelling a token has; nothing else is ever hashed or looked up. */

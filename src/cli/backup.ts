@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path'
 import { writeArchive } from '../store/backup-archive'
 import { snapshotOf } from '../store/tables-snapshot'
 import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
-import { fsyncDir, isErrnoCode } from '../store/fs-util'
+import { fsyncDir, notWritableCode } from '../store/fs-util'
 import { SNAPSHOT_FILE } from '../store/paths'
 import { writeSnapshot } from '../store/snapshot-file'
 import { UsageError } from './usage'
@@ -58,9 +58,10 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   }
   // Beside FILE, so that the rename is atomic; mkdtemp makes it 0700. Made before the dir is read,
   // so that a directory this user may not write in is said before that work.
-  const staging = await mkdtemp(join(folder, '.keyward-backup-')).catch((error) => {
-    if (isErrnoCode(error, 'EACCES') || isErrnoCode(error, 'EROFS')) throw new Error(`cannot write in ${folder}, the directory of --out (${(error as NodeJS.ErrnoException).code}): write the archive where this user may`)
-    throw error
+  const staging = await mkdtemp(join(folder, '.keyward-backup-')).catch((error: unknown) => {
+    const code = notWritableCode(error)
+    if (code === undefined) throw error
+    throw new Error(`cannot write in ${folder}, the directory of --out (${code}): write the archive where this user may`)
   })
   let checked: Awaited<ReturnType<typeof checkDataDir>>
   try {

@@ -7,7 +7,7 @@
 import { realpathSync as realpathSyncJs } from 'node:fs'
 import { chmod, lstat, mkdir, readdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { isErrnoCode } from './fs-util'
+import { isErrnoCode, notWritableCode } from './fs-util'
 import { LOCK_FILE } from './lock'
 import { SECRET_FILE, SNAPSHOT_FILE } from './paths'
 
@@ -156,8 +156,8 @@ export async function requireKeywardDataDir(dir: string): Promise<void> {
 export async function prepareDataDir(dir: string): Promise<void> {
   if ((await inspectDataDir(dir)) === 'missing') {
     await mkdir(dir, { recursive: true, mode: 0o700 }).catch((error: unknown) => {
-      if (!isErrnoCode(error, 'EACCES') && !isErrnoCode(error, 'EROFS')) throw error
-      const code = (error as NodeJS.ErrnoException).code
+      const code = notWritableCode(error)
+      if (code === undefined) throw error
       throw new DataDirError(`cannot create data dir ${dir} (${code}): create it for the user that runs keyward, or give a path that user may write`)
     })
     await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too

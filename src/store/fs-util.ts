@@ -15,6 +15,14 @@ export function isErrnoCode(error: unknown, code: string): boolean {
   return error instanceof Error && (error as NodeJS.ErrnoException).code === code
 }
 
+/**
+ * The code of an error that says this user may not write there (EACCES, EROFS), or undefined: for a
+ * message that says so instead of the bare error (a data dir to create, a backup's directory).
+ */
+export function notWritableCode(error: unknown): 'EACCES' | 'EROFS' | undefined {
+  return isErrnoCode(error, 'EACCES') ? 'EACCES' : isErrnoCode(error, 'EROFS') ? 'EROFS' : undefined
+}
+
 /** Fills `into` from `position` of the file; a file that ends first is an error. */
 export async function readExactly(handle: FileHandle, into: Uint8Array, position: number): Promise<void> {
   let done = 0

@@ -9,7 +9,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { open } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { tempDir } from '../support/temp-dirs'
-import { api, initLine, keyward, keywardCommand, killServers, run, startServer, stopServer, underFileSizeLimit, waitFor, type ServerProcess } from '../support/server-process.ts'
+import { api, canRunAsNobody, initLine, keyward, keywardAsNobody, keywardCommand, killServers, NOBODY, run, startServer, stopServer, underFileSizeLimit, waitFor, type ServerProcess } from '../support/server-process.ts'
 import { copyFixture } from '../support/data-dir-fixtures.ts'
 import { dump } from '../support/sample-data.ts'
 import { flip } from '../support/damaged-dir.ts'
@@ -174,8 +174,7 @@ describe('backup of a stopped dir', () => {
     expect(existsSync(folder)).toBe(false)
   })
 
-  test.skipIf(process.getuid!() !== 0 || !Bun.which('setpriv'))("an --out in a directory its user may not write in: exit 1 saying so before the dir is read (run as root: it runs as nobody)", async () => {
-    const NOBODY = 65534
+  test.skipIf(!canRunAsNobody)("an --out in a directory its user may not write in: exit 1 saying so before the dir is read (run as root: it runs as nobody)", async () => {
     // A tree nobody may enter (the tests' temp dirs are 0700), holding its data dir and a folder it may not write in.
     const tree = tempDir('keyward-backup-nobody-')
     try {
@@ -185,7 +184,7 @@ describe('backup of a stopped dir', () => {
       for (const path of [data, ...readdirSync(data).map((name) => join(data, name))]) chownSync(path, NOBODY, NOBODY)
       const folder = join(tree, 'root-only')
       mkdirSync(folder, { mode: 0o755 })
-      const result = await run(['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', ...keywardCommand(['backup', '--data', data, '--out', join(folder, 'x.tar')])])
+      const result = await keywardAsNobody(['backup', '--data', data, '--out', join(folder, 'x.tar')])
       expect([result.code, result.stderr.trim()]).toEqual([1, `keyward: cannot write in ${folder}, the directory of --out (EACCES): write the archive where this user may`])
       expect(readdirSync(folder)).toEqual([])
     } finally {

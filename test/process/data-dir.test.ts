@@ -10,7 +10,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { tempDir } from '../support/temp-dirs'
-import { api, initLine, keyward, keywardCommand, killServers, run, startServer, stopServer, type Result } from '../support/server-process.ts'
+import { api, canRunAsNobody, initLine, keyward, keywardAsNobody, killServers, NOBODY, startServer, stopServer, type Result } from '../support/server-process.ts'
 
 setDefaultTimeout(15000)
 
@@ -50,7 +50,7 @@ async function initialised(): Promise<string> {
 }
 
 const UID = process.getuid!()
-const OTHER_UID = 65534 // nobody
+const OTHER_UID = NOBODY
 const asRoot = UID === 0
 
 describe('the data dir', () => {
@@ -97,19 +97,18 @@ describe('the data dir', () => {
     expectRefused(dotted, `data dir ${link} is a symbolic link`) // `link/.` names the link too
   })
 
-  test.skipIf(!asRoot || !Bun.which('setpriv'))('a data dir its user may not create: init, serve and restore exit 1 saying so (run as root: they run as nobody)', async () => {
+  test.skipIf(!canRunAsNobody)('a data dir its user may not create: init, serve and restore exit 1 saying so (run as root: they run as nobody)', async () => {
     const parent = newParent()
     chmodSync(parent, 0o755) // nobody may enter it, not write in it
     const archive = join(newParent(), 'backup.tar')
     expect((await keyward(['backup', '--data', await initialised(), '--out', archive])).code).toBe(0)
     chmodSync(archive, 0o644)
     chmodSync(dirname(archive), 0o755)
-    const asNobody = (args: string[]) => run(['setpriv', `--reuid=${OTHER_UID}`, `--regid=${OTHER_UID}`, '--clear-groups', ...keywardCommand(args)])
     const message = (data: string) => `cannot create data dir ${data} (EACCES): create it for the user that runs keyward, or give a path that user may write`
     const [init, served, restored] = await Promise.all([
-      asNobody(['init', '--data', join(parent, 'a')]),
-      asNobody(['serve', '--data', join(parent, 'b'), '--port', '0']),
-      asNobody(['restore', '--from', archive, '--data', join(parent, 'c')]),
+      keywardAsNobody(['init', '--data', join(parent, 'a')]),
+      keywardAsNobody(['serve', '--data', join(parent, 'b'), '--port', '0']),
+      keywardAsNobody(['restore', '--from', archive, '--data', join(parent, 'c')]),
     ])
     expectRefused(init, message(join(parent, 'a')))
     expectRefused(served, message(join(parent, 'b')))

@@ -71,6 +71,15 @@ export async function run(command: string[], env: Record<string, string> = {}): 
 /** `keyward <args>` run to its end (`run`), as the tests' processes run it. */
 export const keyward = (args: string[], env: Record<string, string> = {}) => run(keywardCommand(args), env)
 
+/** The user `nobody` (its uid and gid), whom `keywardAsNobody` runs as. */
+export const NOBODY = 65534
+
+/** Whether `keywardAsNobody` can run here: as root, with util-linux's `setpriv`. */
+export const canRunAsNobody = process.getuid!() === 0 && Bun.which('setpriv') !== null
+
+/** `keyward <args>` run as `nobody`, to its end: for what a user other than a dir's owner meets. */
+export const keywardAsNobody = (args: string[]) => run(['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', ...keywardCommand(args)])
+
 export interface ServerProcess {
   readonly proc: Subprocess<'ignore', 'pipe', 'pipe'>
   readonly url: string
