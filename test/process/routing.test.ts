@@ -103,3 +103,13 @@ test('a HEAD answer carries a Date header, as a GET answer does (Bun gives it to
     }
   }
 })
+
+test('dot segments are resolved before matching, also percent-encoded, and the scope applies to the resolved path (docs/api.md "Conventions")', async () => {
+  for (const path of ['/api/consumers/../organizations', '/api/consumers/%2e%2e/organizations', '/api/consumers/x/%2E%2E/%2e%2e/organizations', '/api/./organizations']) {
+    const res = await rawGet(path, 'localhost', `Bearer ${token}`)
+    expect({ path, status: res.status }).toEqual({ path, status: 200 })
+    expect(JSON.parse(res.body).organizations.map((o: { organization_id: string }) => o.organization_id)).toContain(vendor)
+    // Resolved, it is the list's route: no token, the list's 401, not a 404.
+    expect(JSON.parse((await rawGet(path, 'localhost')).body).code).toBe('unauthorized')
+  }
+})
