@@ -64,7 +64,12 @@ function routes(deps: AppDeps) {
   let routeList: () => readonly Route[] = () => []
   // Paths exactly as documented: without it, every route also answered with a trailing slash
   // (`POST /api/consumers/` created a consumer), which /openapi.json does not list (docs/api.md).
-  const app = new Elysia({ strictPath: true })
+  const base = new Elysia({ strictPath: true })
+  // Database mode: a request's waits for the database share one deadline (`Storage.requestScope`).
+  // Wrapped first, so inside the observer below, which times the whole request.
+  const requestScope = deps.storage.requestScope?.bind(deps.storage)
+  if (requestScope) base.wrap(scopedHandlers(requestScope) as never)
+  const app = base
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
     .use(foundation(deps.logger, (value, since) => deps.storage.settle(value, since), chargeAddress))
@@ -115,3 +120,19 @@ function routes(deps: AppDeps) {
 }
 
 export type App = ReturnType<typeof routes>
+
+type Handler = (request: Request) => unknown
+
+/**
+ * The function for `app.wrap` that runs each request's handler in `scope`. One wrapped handler per
+ * handler, made once: the request observer (src/http/observe.ts) keeps what it learns of a route
+ * by the handler it is given.
+ */
+function scopedHandlers(scope: <T>(handle: () => T) => T): (handler: Handler) => Handler {
+  const scoped = new Map<Handler, Handler>()
+  return (handler) => {
+    let wrapped = scoped.get(handler)
+    if (!wrapped) scoped.set(handler, (wrapped = (request) => scope(() => handler(request))))
+    return wrapped
+  }
+}

@@ -241,6 +241,12 @@ export interface Storage extends Reader {
   readiness(): Maybe<Readiness>
   /** Records per table (GET /metrics, the start-up line); PostgreSQL's statistics estimate them. */
   recordCounts(): Maybe<Record<TableName, number>>
+  /**
+   * Runs `handle`, one request's handler, so that the request's waits for the storage share one
+   * deadline (database mode: `--database-timeout`; docs/storage.md, "A database that does not
+   * answer"). Absent where a request never waits on anything but the disk (embedded).
+   */
+  requestScope?<T>(handle: () => T): T
   /** `observer` is told the seconds of each durable write: the log's append and fsync, or a commit. */
   observeWrites(observer: (seconds: number) => void): void
   close(): Promise<void>

@@ -365,6 +365,28 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     }
   }, 30000)
 
+  test('a database that answers each step just within --database-timeout: a request is 503 once its steps together have waited it, not after each step had a timeout of its own', async () => {
+    const c1 = customers[0]!
+    const relay = pausableRelay(db.url)
+    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_TIMEOUT: '1s' } })
+    try {
+      const created = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
+      expect(created.status).toBe(201)
+      const path = `/api/consumers/${created.body.consumer.consumer_id}`
+      // Warm: the token is remembered, and the connections of the reads (and of the generation reads) are open.
+      for (let i = 0; i < 3; i++) expect((await api(server.url, c1.token, 'GET', path)).status).toBe(200)
+      // Each answer 0.7 s late: the token's check (a read of the credential generation) and the read
+      // itself take 1.4 s together, each within the timeout. Each step had a timeout of its own: a 200.
+      relay.delayAnswers(700)
+      const slow = await api(server.url, c1.token, 'GET', path)
+      expect([slow.status, slow.body.code]).toEqual([503, 'database_unavailable'])
+      relay.delayAnswers(0)
+      expect((await api(server.url, c1.token, 'GET', path)).status).toBe(200)
+    } finally {
+      await stopServer(server, 'SIGTERM')
+      relay.close()
+    }
+  }, 30000)
 })
 
 /** A server of its own (test/support/database.ts), where PostgreSQL's server programs are installed. */

@@ -83,6 +83,8 @@ export interface PausableRelay {
   pause(): void
   /** Relays what was held, in order, and everything after it. */
   resume(): void
+  /** From now on, the database's answers reach keyward `ms` later (0: at once again): a slow database, or a far one. */
+  delayAnswers(ms: number): void
   /** The most connections that were open through the relay at one time. */
   readonly peakConnections: number
   close(): void
@@ -96,6 +98,7 @@ export interface PausableRelay {
 export function pausableRelay(url: string): PausableRelay {
   const server = new URL(url)
   let paused = false
+  let answerDelayMs = 0
   const held: (() => void)[] = []
   const relay = (step: () => void): void => {
     if (paused) held.push(step)
@@ -124,7 +127,9 @@ export function pausableRelay(url: string): PausableRelay {
             },
             data(_, chunk) {
               const bytes = new Uint8Array(chunk)
-              relay(() => client.write(bytes))
+              // Timers of one delay run in the order they were set: the bytes stay in order.
+              if (answerDelayMs > 0) setTimeout(() => relay(() => client.write(bytes)), answerDelayMs)
+              else relay(() => client.write(bytes))
             },
             close() {
               relay(() => client.end())
@@ -157,6 +162,7 @@ export function pausableRelay(url: string): PausableRelay {
   return {
     url: relayed.toString(),
     pause: () => void (paused = true),
+    delayAnswers: (ms) => void (answerDelayMs = ms),
     get peakConnections() {
       return peakConnections
     },

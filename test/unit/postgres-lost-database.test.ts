@@ -117,6 +117,28 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test("one request's steps share one answer timeout: once they have waited it, the next step is DatabaseUnavailableError at once and never starts; outside a request (the CLI) each step has the whole timeout", async () => {
+      const relay = pausableRelay(db.url)
+      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 1000 })
+      try {
+        const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        const fresh = freshConsumer()
+        const [read, change] = await hanging.requestScope(async () => {
+          relay.pause()
+          const read = await hanging.find('consumers', record.consumer_id).catch((error) => error)
+          relay.resume()
+          return [read, await hanging.transaction((tx) => tx.insert('consumers', fresh)).catch((error) => error)]
+        })
+        expect(read).toBeInstanceOf(DatabaseUnavailableError)
+        expect(change).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await hanging.find('consumers', fresh.consumer_id)).toBeUndefined()
+        expect((await hanging.transaction((tx) => tx.insert('consumers', fresh))).consumer_id).toBe(fresh.consumer_id)
+      } finally {
+        await hanging.close()
+        relay.close()
+      }
+    })
+
     test('a read past its deadline is cancelled by the database too (statement_timeout): no work goes on that nobody will read', async () => {
       const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
       const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))

@@ -18,6 +18,7 @@ import { ListSlots } from './list-slots'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
+import { waitedFor, withRequestWait } from './request-wait'
 import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, TRANSACTION_TIME_AS_NOW, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
@@ -158,7 +159,9 @@ export class PostgresStorage implements Storage {
    */
   async findCredential(tokenId: string): Promise<Credential | undefined> {
     if (!isKey(tokenId)) return undefined
-    const remembered = await this.credentials.current(tokenId)
+    // The generation read it waits for serves many requests and has a deadline of its own; this
+    // request stops waiting for it once its own wait is over (`waitedFor`).
+    const remembered = await waitedFor(this.answerTimeoutMs, (ms) => answeredWithin(this.credentials.current(tokenId), ms))
     if (remembered) return remembered
     const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
     if (!row) return undefined
@@ -177,7 +180,8 @@ export class PostgresStorage implements Storage {
       if (this.generationSql === sql) this.generationSql = undefined
       sql.close({ timeout: 0 }).catch(() => {})
     }
-    return this.read(() => sql.unsafe(CREDENTIAL_GENERATION), 2, late).then((rows) => (this.learnTime(rows[0]), generationOf(rows[0])))
+    // Its own deadline, not the request's that started it: requests that arrive meanwhile wait for it too.
+    return answeredWithin(this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2), this.answerTimeoutMs, late).then((rows) => (this.learnTime(rows[0]), generationOf(rows[0])))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
@@ -199,11 +203,12 @@ export class PostgresStorage implements Storage {
     const statement = listStatement(query)
     // One deadline for the wait for a list connection and the list's answer; the connection's slot is
     // held until its statement is done, even one answered 503 (src/storage/postgres/list-slots.ts).
-    const deadline = performance.now() + this.answerTimeoutMs
-    const answer = this.listSlots.run(query.slice?.tenant ?? NO_TENANT, deadline, () =>
-      this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
-    )
-    const rows: Rows = await answeredWithin(answer, this.answerTimeoutMs)
+    const rows: Rows = await waitedFor(this.answerTimeoutMs, (ms) => {
+      const answer = this.listSlots.run(query.slice?.tenant ?? NO_TENANT, performance.now() + ms, () =>
+        this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
+      )
+      return answeredWithin(answer, ms)
+    })
     // A page past the end is one row of nulls, carrying the total only.
     const listed = query.page ? rows.filter((row) => row[PRIMARY_KEY[query.table]] !== null) : rows
     // Made into records in turns of the event loop, in the request's slice (a page of big audit events).
@@ -219,10 +224,12 @@ export class PostgresStorage implements Storage {
     const run: TransactionRun = { abandoned: false, connection: undefined }
     // Past the deadline the connection is closed: the server rolls back whatever has not committed,
     // and a COMMIT already sent has an unknown outcome, as when a connection is lost (503).
-    return answeredWithin(this.attempts(body, run), this.answerTimeoutMs, () => {
-      run.abandoned = true
-      run.connection?.close().catch(() => {})
-    })
+    return waitedFor(this.answerTimeoutMs, (ms) =>
+      answeredWithin(this.attempts(body, run), ms, () => {
+        run.abandoned = true
+        run.connection?.close().catch(() => {})
+      }),
+    )
   }
 
   private async attempts<R>(body: (tx: Tx) => Promise<R>, run: TransactionRun): Promise<R> {
@@ -301,11 +308,12 @@ export class PostgresStorage implements Storage {
 
   /**
    * `query`, tried again while the server had closed its connection (see `connectionTries`), and
-   * DatabaseUnavailableError once unanswered for the answer timeout (`late` runs then). A pool's
-   * statement cannot be taken back: its connection answers it when the database does.
+   * DatabaseUnavailableError once unanswered for the answer timeout, or for what the request has
+   * left of it (`waitedFor`). A pool's statement cannot be taken back: its connection answers it
+   * when the database does.
    */
-  private read<T>(query: () => Promise<T>, maxTries = this.connectionTries, late?: () => void): Promise<T> {
-    return answeredWithin(this.tries(query, maxTries), this.answerTimeoutMs, late)
+  private read<T>(query: () => Promise<T>): Promise<T> {
+    return waitedFor(this.answerTimeoutMs, (ms) => answeredWithin(this.tries(query, this.connectionTries), ms))
   }
 
   private async tries<T>(query: () => Promise<T>, maxTries: number): Promise<T> {
@@ -317,6 +325,11 @@ export class PostgresStorage implements Storage {
         if (!isClosedConnection(error) || tries >= maxTries) throw new DatabaseUnavailableError(error)
       }
     }
+  }
+
+  /** Runs one request's handler so that all its waits for the database share one answer timeout (src/storage/postgres/request-wait.ts). */
+  requestScope<T>(handle: () => T): T {
+    return withRequestWait(handle)
   }
 
   /** Reads see committed rows only: nothing a request reads can be undone (`StateMark`). */
