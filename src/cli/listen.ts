@@ -8,13 +8,10 @@ import { readFileSync } from 'node:fs'
 import type { TCPSocketListener } from 'bun'
 import type { App } from '../app'
 import { isErrnoCode } from '../store/fs-util'
-import { UsageError } from './usage'
+import { UsageError, wholeNumber } from './usage'
 
-export function parsePort(text: string): number {
-  const port = Number(text)
-  if (text.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid --port '${text}': give a number from 0 to 65535`)
-  return port
-}
+/** `--port`: digits only, like every number of the command line (`0x10`, `4.775e4` are bad usage, not ports 16 and 47750). */
+export const parsePort = (text: string): number => wholeNumber('--port', text, 0, 65535, 'give a number from 0 to 65535')
 
 /** host_url is handed to every new application, so it must be a URL a client can call. */
 export function checkPublicUrl(text: string): void {

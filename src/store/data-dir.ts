@@ -5,10 +5,11 @@
  * before anything in it changes; a directory that is not keyward's is never chmodded.
  */
 import { realpathSync as realpathSyncJs } from 'node:fs'
-import { chmod, lstat, mkdir, readdir } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { access, chmod, lstat, mkdir, readdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { isErrnoCode, notWritableCode } from './fs-util'
-import { LOCK_FILE } from './lock'
+import { LOCK_FILE, ReadOnlyDataDirError } from './lock'
 import { SECRET_FILE, SNAPSHOT_FILE } from './paths'
 
 /** A data dir keyward must not use as it is; the message says what to fix. */
@@ -162,7 +163,22 @@ export async function prepareDataDir(dir: string): Promise<void> {
     })
     await inspectDataDir(dir) // whatever is there now (another start may have been first) must pass too
   }
-  if (await holdsKeywardData(dir)) return
+  if (await holdsKeywardData(dir)) return requireWritable(dir)
   const { mode } = await lstat(resolve(dir))
   if ((mode & 0o777) !== 0o700) await chmod(dir, 0o700)
+}
+
+/**
+ * A data dir of keyward's that its owner may not write in (made read-only with chmod, or on a
+ * read-only file system): said so, rather than the EACCES of the first file made in it after recovery.
+ */
+async function requireWritable(dir: string): Promise<void> {
+  try {
+    await access(dir, constants.W_OK)
+  } catch (error) {
+    const code = notWritableCode(error)
+    if (code === 'EROFS') throw new ReadOnlyDataDirError(dir)
+    if (code === undefined) throw error
+    throw new DataDirError(`data dir ${dir} may not be written by the user running keyward (EACCES): serve, init, restore and the token commands that write make files in it; give its owner write permission (chmod 700 ${dir})`)
+  }
 }

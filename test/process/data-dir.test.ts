@@ -116,6 +116,32 @@ describe('the data dir', () => {
     expect(readdirSync(parent)).toEqual([])
   })
 
+  test.skipIf(!canRunAsNobody)('a data dir its owner may not write in (chmod u-w): serve, init and issue-token exit 1 saying so (not the EACCES of a file made after recovery), and change nothing (run as root: they run as nobody)', async () => {
+    const data = await initialised()
+    const archive = join(newParent(), 'backup.tar')
+    expect((await keyward(['backup', '--data', data, '--out', archive])).code).toBe(0)
+    chmodSync(archive, 0o644)
+    chmodSync(dirname(archive), 0o755)
+    chmodSync(dirname(data), 0o755)
+    for (const entry of readdirSync(data)) chownSync(join(data, entry), NOBODY, NOBODY)
+    chownSync(data, NOBODY, NOBODY)
+    chmodSync(data, 0o500)
+    const before = readdirSync(data).sort()
+    const vendor = (await keyward(['verify', '--data', data])).stdout.match(/[0-9a-f-]{36}/)?.[0]
+    const message = `data dir ${data} may not be written by the user running keyward (EACCES)`
+    const results = await Promise.all([
+      keywardAsNobody(['serve', '--data', data, '--port', '0']),
+      keywardAsNobody(['init', '--data', data]),
+      keywardAsNobody(['restore', '--from', archive, '--data', data]),
+      keywardAsNobody(['issue-token', '--data', data, '--org', vendor!, '--role', 'viewer']),
+    ])
+    const [served, init, restored, issued] = results
+    for (const result of [served!, init!, issued!]) expectRefused(result, message)
+    // A dir holding data is no place to restore into, writable or not: that is said first.
+    expectRefused(restored!, 'holds a keyward data dir already')
+    expect(readdirSync(data).sort()).toEqual(before)
+  })
+
   test.skipIf(!asRoot)('a dir owned by another user is refused and left as it was (run as root: the owner must be the running uid)', async () => {
     const empty = join(newParent(), 'data')
     mkdirSync(empty)

@@ -83,6 +83,10 @@ test('a bad value from the environment is named as the variable set, one on the 
     [[...anyPort, ...noLimits, '--stop-timeout', '25h'], {}, "invalid --stop-timeout '25h'"],
     [[...anyPort, ...noLimits, '--stop-timeout', '25d'], {}, "invalid --stop-timeout '25d'"],
     [['--port', '65536', ...noLimits], {}, "invalid --port '65536'"],
+    // Number() reads these as 16 and 47,750: digits only, as for every other number.
+    [['--port', '0x10', ...noLimits], {}, "invalid --port '0x10'"],
+    [['--port', '4.775e4', ...noLimits], {}, "invalid --port '4.775e4'"],
+    [noLimits, { KEYWARD_PORT: '0b1' }, "invalid KEYWARD_PORT '0b1'"],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {
