@@ -9,11 +9,13 @@
  * restore is refused; never does a first start initialise the dir while the restore writes into
  * it, and then overwrite what was restored with its own snapshot.
  *
- * The snapshot goes first, and it holds everything: a restore killed before its rename leaves at
- * most a temporary file, which makes the dir one `serve` refuses (not keyward's), never a dir it would
- * take for new and initialise; killed after it, the dir is whole (its format is then told from its
- * files and labelled at the first start). One that fails with an error (a full disk) takes its
- * temporary file away: the dir is as it found it, and the restore can be run again. A backup taken by a version with signed tokens also
+ * Every file is written in full under its temporary name first; then they are renamed, the snapshot
+ * last: it holds everything, and it is what makes the dir keyward's. A restore killed before that
+ * rename leaves temporary files (and perhaps `format`), which make the dir one `serve` refuses (not
+ * keyward's), never a dir it would take for new and initialise; killed after it, the dir is whole.
+ * One that fails with an error (a full disk) takes away what it wrote: the dir is as it found it,
+ * and the restore can be run again (it once failed on `format` after placing the snapshot: a whole
+ * dir, refused by the retry, after a restore that said it failed). A backup taken by a version with signed tokens also
  * holds that version's `secret`: it is checked like the rest and not restored (README "Tokens").
  */
 import { printDone } from './stdout'
@@ -24,7 +26,7 @@ import { FORMAT_FILE, parseDataFormat } from '../store/format'
 import { DataDirError, holdsKeywardData, inspectDataDir, prepareDataDir } from '../store/data-dir'
 import { acquireDataDirLock } from '../store/lock'
 import { fsyncDir } from '../store/fs-util'
-import { SECRET_FILE } from '../store/paths'
+import { SECRET_FILE, SNAPSHOT_FILE } from '../store/paths'
 import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
 import { UsageError } from './usage'
 
@@ -58,7 +60,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   try {
     // Again under the lock: a server may have started, initialised the dir and stopped since.
     await refuseKeywardData(data)
-    for (const name of BACKUP_FILES) await restoreFile(from, member(name), join(data, name))
+    await restoreFiles(from, RESTORE_ORDER.map((name) => ({ member: member(name), path: join(data, name) })))
     await fsyncDir(data)
   } finally {
     lock.release()
@@ -72,24 +74,35 @@ async function refuseKeywardData(data: string): Promise<void> {
   if (await holdsKeywardData(data)) throw new DataDirError(`${data} holds a keyward data dir already: restore only into an empty or new dir`)
 }
 
+/** The files restored, in the order they are put in place: the snapshot, which makes the dir keyward's, last. */
+const RESTORE_ORDER = [...BACKUP_FILES.filter((name) => name !== SNAPSHOT_FILE), SNAPSHOT_FILE]
+
 /**
- * One file, through a temporary one that a failure takes away again (a full disk): left there, it
- * would make the dir one that a retry and `serve` refuse as not keyward's.
+ * The files, each written to a temporary file and synced, then all renamed in order. A failure
+ * takes away every file it wrote (a full disk): left there, they would make the dir one that a
+ * retry and `serve` refuse, or take as whole after a restore that said it failed.
  */
-async function restoreFile(archive: string, member: ArchiveMember, path: string): Promise<void> {
-  const temporary = `${path}.tmp`
-  await rm(temporary, { force: true })
-  const file = await open(temporary, 'wx', 0o600)
+async function restoreFiles(archive: string, files: readonly { member: ArchiveMember; path: string }[]): Promise<void> {
+  const written: string[] = []
   try {
-    try {
-      await copyMember(archive, member, file)
-      await file.sync()
-    } finally {
-      await file.close()
+    for (const { member, path } of files) {
+      const temporary = `${path}.tmp`
+      await rm(temporary, { force: true })
+      const file = await open(temporary, 'wx', 0o600)
+      written.push(temporary)
+      try {
+        await copyMember(archive, member, file)
+        await file.sync()
+      } finally {
+        await file.close()
+      }
     }
-    await rename(temporary, path)
+    for (const { path } of files) {
+      await rename(`${path}.tmp`, path)
+      written.push(path)
+    }
   } catch (error) {
-    await rm(temporary, { force: true })
+    for (const path of written) await rm(path, { force: true })
     throw error
   }
 }

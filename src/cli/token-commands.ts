@@ -12,6 +12,7 @@ import { Description } from '../modules/shared/model'
 import type { Actor } from '../modules/shared/audit'
 import { ApiError } from '../modules/shared/errors'
 import { UUID } from '../http/access'
+import { StorageUnavailableError } from '../store/wal'
 import { UsageError } from './usage'
 
 /**
@@ -74,6 +75,9 @@ export async function performTokenCommand(storage: Storage, command: TokenComman
   try {
     answer = await answerTokenCommand(storage, command, { cli: command.command, since })
   } catch (error) {
+    // Its own write failed (a full disk): that cause is the one to report, not the undo it made,
+    // which the settle below would throw instead.
+    if (error instanceof StorageUnavailableError) throw error
     await storage.settle(undefined, since)
     throw error
   }

@@ -143,12 +143,23 @@ describe('the log cannot grow (file-size limit)', () => {
     // Writes that still fit in the room left are taken; the next that does not is refused again.
     await write(server, token, customer, ledger, { untilRefused: true })
     await expectReadsWork(server, token, ledger, [vendorId, customer])
+    // A token command handed to the server: refused with its own write's cause (it was the undo
+    // that this write made, reported instead); a token it issued before the room ran out is kept.
+    const issued: string[] = []
+    let refusal: Awaited<ReturnType<typeof run>> | undefined
+    while (refusal === undefined && issued.length < 20) {
+      const result = await run(keywardCommand(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer']))
+      if (result.code === 0) issued.push(result.stdout.trim())
+      else refusal = result
+    }
+    expect([refusal?.code, refusal?.stderr]).toEqual([1, expect.stringContaining('EFBIG')])
 
     expect(await stopServer(server, 'SIGKILL')).toBe(-9)
     const restarted = await startServer(data)
     try {
       expect((await fetch(`${restarted.url}/readyz`)).status).toBe(200)
       await expectExactly(restarted, token, ledger, [vendorId, customer])
+      for (const viewer of issued) expect((await api(restarted.url, viewer, 'GET', `/api/organizations/${vendorId}`)).status).toBe(200)
       // The disk has room again: writes are taken and kept.
       const more = newLedger()
       await write(restarted, token, customer, more, { untilRefused: false, writes: 5 })
