@@ -247,7 +247,12 @@ function whereClause<N extends TableName>(table: N, scope: string | null | undef
     if ('in' in condition) {
       const type = column(condition.field)
       const values = type === 'uuid' ? condition.in.filter(isKey) : condition.in
-      return values.length === 0 ? 'false' : `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`
+      if (values.length === 0) return 'false'
+      // One value as an equality: with `= ANY(array)` PostgreSQL does not use an index that leads
+      // with the field for the list's order, and pages a tenant by walking the table's `created`
+      // index through every other tenant's rows (docs/storage.md, "Lists").
+      if (values.length === 1) return `t.${condition.field} = ${parameter(values[0], type)}`
+      return `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`
     }
     if ('match' in condition) {
       column(condition.field)
