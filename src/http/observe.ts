@@ -70,6 +70,31 @@ export interface Route {
   readonly path: string
 }
 
+/**
+ * Whether a parameter Bun's router gave is a dot segment (`.` or `..`, also sent as `%2e`). Bun
+ * routes the path as sent, and then gives the request its URL with dot segments resolved: the
+ * route it matched is then not the one the URL's path names (docs/api.md "Conventions").
+ */
+const isDotSegment = (value: unknown) => value === '.' || value === '..'
+
+/**
+ * The template of the route Bun matched for a path sent with a dot segment as a parameter: the
+ * one of `method` whose template, given the request's parameters and resolved as the URL was,
+ * is the request's path (`PATCH /api/installations/./verify` reads back as
+ * `/api/installations/verify`: the verify route's, not the update's).
+ */
+function sentTemplate(routes: readonly Route[], method: string, params: Record<string, string>, path: string): string {
+  const routeMethod = method === 'HEAD' ? 'GET' : method
+  const names = (template: string) => [...template.matchAll(/:([^/]+)/g)].map((match) => match[1]!)
+  const given = Object.keys(params).sort().join()
+  for (const route of routes) {
+    if (route.method !== routeMethod || names(route.path).sort().join() !== given) continue
+    const sent = route.path.replace(/:([^/]+)/g, (_, name: string) => params[name]!)
+    if (new URL(sent, 'http://keyward.invalid').pathname === path) return route.path
+  }
+  return UNMATCHED_ROUTE
+}
+
 /** Finds a request's route template among `routes` (Elysia's `:name` parameters); a HEAD is its GET route's. */
 function routeMatcher(routes: readonly Route[]): (method: string, path: string) => string {
   const patterns = routes.map((route) => ({
@@ -130,7 +155,13 @@ function withDate(handler: Handler): Handler {
  */
 export function requestObserver(routes: () => readonly Route[], logger: Logger, metrics: Metrics) {
   let match: ((method: string, path: string) => string) | undefined
-  const templateOf = (request: Request) => (match ??= routeMatcher(routes()))(request.method, pathOf(request.url))
+  /** Params from Bun's router, unless it was Elysia's that routed the request (no route matched, or `app.handle`). */
+  const paramsOf = (request: Request) => (request as { params?: Record<string, string> }).params
+  const templateOf = (request: Request) => {
+    const params = paramsOf(request)
+    if (params !== undefined && Object.values(params).some(isDotSegment)) return sentTemplate(routes(), request.method, params, pathOf(request.url))
+    return (match ??= routeMatcher(routes()))(request.method, pathOf(request.url))
+  }
   /** Where the requests of `method` to `route` are counted and logged. */
   const routeObserver = (method: string, route: string): RouteObserver => ({ series: metrics.series(route, method), line: logger.requests(method, route) })
 
@@ -184,7 +215,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     if (request.method === 'HEAD') {
       let head = headByHandler.get(handler)
       // Elysia's router (`params` unset, as below) gets a path it reads right, for HEAD too.
-      const viaElysiaRouter = (request as { params?: unknown }).params === undefined
+      const viaElysiaRouter = paramsOf(request) === undefined
       if (!head) headByHandler.set(handler, (head = withDate(observe(handler, undefined, viaElysiaRouter))))
       return head
     }
@@ -192,13 +223,15 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     if (observed) return observed
     // Bun's router gives the requests of its routes `params`; Elysia's router (no route matched,
     // or `app.handle`) handles every route with one handler: matched per request.
-    if ((request as { params?: unknown }).params === undefined) return (general ??= observe(handler, undefined, true))
+    const params = paramsOf(request)
+    if (params === undefined) return (general ??= observe(handler, undefined, true))
     const template = templateOf(request)
-    // Bun routes the path as sent, but `request.url` reads it normalised: `/api/organizations/.`
-    // reaches the `:organization_id` route (a 400) and reads back as `/api/organizations/`, which no
-    // template matches. Such a request is observed alone, and the handler waits for a request that
-    // names its route; the route of a later one is then known for it too.
-    if (template === UNMATCHED_ROUTE) return observe(handler, routeObserver(request.method, template))
+    // Bun routes the path as sent, but `request.url` reads it resolved: `/api/organizations/.`
+    // reaches the `:organization_id` route (a 400) and reads back as `/api/organizations/`, and
+    // `/api/installations/./verify` as the update's path (`sentTemplate`). Such a request is
+    // observed alone, and the handler waits for a request that names its route plainly: learnt from
+    // one with a dot segment, it labelled every later verify as an update (found in review, 2026-11-30).
+    if (template === UNMATCHED_ROUTE || Object.values(params).some(isDotSegment)) return observe(handler, routeObserver(request.method, template))
     const wrapped = observe(handler, routeObserver(request.method, template))
     byHandler.set(handler, wrapped)
     return wrapped

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { connect } from 'node:net'
 import { tempDir } from '../support/temp-dirs'
-import { initLine, killServers, startServer, stopServer, type ServerProcess } from '../support/server-process'
+import { initLine, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
 let server: ServerProcess
 let token: string
@@ -112,4 +112,23 @@ test('dot segments are resolved before matching, also percent-encoded, and the s
     // Resolved, it is the list's route: no token, the list's 401, not a 404.
     expect(JSON.parse((await rawGet(path, 'localhost')).body).code).toBe('unauthorized')
   }
+})
+
+test('a dot segment where a route takes an id is that id (400), and its request is logged under that route, not the one its resolved path names', async () => {
+  const sent = [
+    ['PATCH', '/api/installations/./verify', undefined, 401, '/api/installations/:installation_id/verify'],
+    ['GET', `/api/organizations/%2e/environments`, `Bearer ${token}`, 400, '/api/organizations/:organization_id/environments'],
+    // The vendor has no environments of its own: the route's 404.
+    ['GET', `/api/organizations/${vendor}/environments`, `Bearer ${token}`, 404, '/api/organizations/:organization_id/environments'],
+    ['GET', `/api/organizations/${vendor}`, `Bearer ${token}`, 200, '/api/organizations/:organization_id'],
+  ] as const
+  const traceIds: string[] = []
+  for (const [method, path, authorization, status] of sent) {
+    const res = await rawGet(path, 'localhost', authorization, method)
+    expect({ path, status: res.status }).toEqual({ path, status })
+    traceIds.push(/x-trace-id: (\S+)/.exec(res.headers)![1]!)
+  }
+  const lineOf = (traceId: string) => server.stderr.text.split('\n').find((line) => line.includes(`"trace_id":"${traceId}"`))
+  await waitFor('the request lines', () => traceIds.every((id) => lineOf(id) !== undefined), server.proc)
+  expect(traceIds.map((id) => JSON.parse(lineOf(id)!).route)).toEqual(sent.map((request) => request[4]))
 })

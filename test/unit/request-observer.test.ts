@@ -10,19 +10,47 @@ import { Histogram, Metrics } from '../../src/ops/metrics'
 const ROUTES = [
   { method: 'GET', path: '/api/organizations' },
   { method: 'GET', path: '/api/organizations/:organization_id' },
+  { method: 'PATCH', path: '/api/installations/:installation_id' },
+  { method: 'PATCH', path: '/api/installations/:installation_id/verify' },
 ]
 
-test("a first request that reads back normalised (a last segment '.') does not file its route's handler as unmatched", () => {
+/** A request as Bun's router hands it over: with `params`; the URL parser resolves its dot segments (`/a/./b` reads `/a/b`). */
+const routed = (method: string, path: string, params: Record<string, string>) => Object.assign(new Request(`http://localhost${path}`, { method }), { params })
+
+test("a first request that reads back resolved (a last segment '.') is filed under the route Bun matched, and does not file its handler", () => {
   const logger = memoryLogger()
   const wrap = requestObserver(() => ROUTES, logger, new Metrics())
   const handler = () => new Response('{}', { status: 400, headers: { 'content-length': '2' } })
-  // As Bun's router hands them over: with `params`. The URL parser reads `/api/organizations/.` as `/api/organizations/`.
-  const routed = (path: string) => Object.assign(new Request(`http://localhost${path}`), { params: { organization_id: '.' } })
-  for (const path of ['/api/organizations/.', `/api/organizations/${crypto.randomUUID()}`, '/api/organizations/.']) {
-    const request = routed(path)
+  const id = crypto.randomUUID()
+  for (const [path, organization_id] of [['/api/organizations/.', '.'], [`/api/organizations/${id}`, id], ['/api/organizations/.', '.']]) {
+    const request = routed('GET', path!, { organization_id: organization_id! })
     wrap(handler, request)(request)
   }
-  expect(logger.entries.map((entry) => entry.fields.route)).toEqual(['unmatched', '/api/organizations/:organization_id', '/api/organizations/:organization_id'])
+  expect(logger.entries.map((entry) => entry.fields.route)).toEqual(Array(3).fill('/api/organizations/:organization_id'))
+})
+
+test("a dot segment where a route takes an id reads back as another route's path: logged under the route Bun matched, first or not (PATCH /api/installations/./verify is no update)", () => {
+  const logger = memoryLogger()
+  const wrap = requestObserver(() => ROUTES, logger, new Metrics())
+  const verify = () => new Response('{}', { status: 401, headers: { 'content-length': '2' } })
+  const update = () => new Response('{}', { status: 200, headers: { 'content-length': '2' } })
+  const id = crypto.randomUUID()
+  const sent: [() => Response, string, string][] = [
+    [verify, '/api/installations/./verify', '.'],
+    [verify, `/api/installations/${id}/verify`, id],
+    [update, `/api/installations/${id}`, id],
+    [verify, '/api/installations/%2e%2e/verify', '..'],
+  ]
+  for (const [handler, path, installation_id] of sent) {
+    const request = routed('PATCH', path, { installation_id })
+    wrap(handler, request)(request)
+  }
+  expect(logger.entries.map((entry) => entry.fields.route)).toEqual([
+    '/api/installations/:installation_id/verify',
+    '/api/installations/:installation_id/verify',
+    '/api/installations/:installation_id',
+    '/api/installations/:installation_id/verify',
+  ])
 })
 
 test("a histogram's _count counts every observation, those past its last bound (+Inf) too", () => {
