@@ -403,6 +403,23 @@ describe('cost, counted', () => {
     }
   })
 
+  test("a customer's page of its own token's events is a slice of their list: it reads the page, not every event of the token", async () => {
+    const { events } = sampleEvents(3_000, 14)
+    const customer = crypto.randomUUID()
+    const token = crypto.randomUUID()
+    // Every event of the token is the customer's (a customer's own token): its list by actor token and its list by both hold the same events.
+    const own = events.slice(0, 1_000).map((event) => ({ ...event, customer_id: customer, actor_token_id: token }))
+    const table = tableOf([...own, ...events.slice(1_000)])
+    const before = plannerWork.recordsRead
+    const page = (await listAuditEvents(table, {
+      table: 'audit_events',
+      where: [{ field: 'customer_id', in: [customer] }, { field: 'actor_token_id', in: [token] }],
+      page: { number: 2, size: 20 },
+      order: 'asc',
+    })) as Page<AuditEvent>
+    expect([page.total, page.items.length, plannerWork.recordsRead - before]).toEqual([1_000, 20, 20])
+  })
+
   test('a customer\'s page within a range reads the page and two binary searches, not the customer\'s events', async () => {
     const { events, customers } = sampleEvents(40_000, 12)
     const table = tableOf(events)

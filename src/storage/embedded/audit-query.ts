@@ -29,6 +29,14 @@ interface Driver {
 
 type Test = (header: EventHeader, seq: number) => boolean
 
+/**
+ * The driver first: the fewest candidates, and of as few, the one that answers more conditions (a
+ * customer's own token: its list by actor token and its list by customer and actor token hold the
+ * same events, but only the second leaves nothing to test; taking the first walked every event of
+ * the token for a page of 25: found in review, 2026-11-30).
+ */
+const byCost = (a: Driver, b: Driver) => a.estimate - b.estimate || b.answers.length - a.answers.length
+
 export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_events'>): Maybe<Page<AuditEvent>> {
   if (query.scope) throw new Error('audit events have no organization_id: scope them with a customer_id condition')
   // What the query reads from: events dropped by retention after this (the oldest `first` moves)
@@ -36,8 +44,7 @@ export function listAuditEvents(table: AuditEventTable, query: ListQuery<'audit_
   const generation = table.generation
   const first = table.first
   const where = query.where
-  const drivers = driversOf(table, where).sort((a, b) => a.estimate - b.estimate)
-  const driver = drivers[0]
+  const driver = driversOf(table, where).sort(byCost)[0]
   const rest = where.filter((condition) => !driver?.answers.includes(condition))
   const range = rest.find(isCreatedRange)
   const tests = rest.filter((condition) => condition !== range).map((condition) => testOf(table, condition))
@@ -99,7 +106,7 @@ function decodedPage(
 
 /** Whether any event matches: the first one found ends the walk (synchronous, as `exists` is). */
 export function auditEventExists(table: AuditEventTable, where: readonly Condition<'audit_events'>[]): boolean {
-  const driver = driversOf(table, where).sort((a, b) => a.estimate - b.estimate)[0]
+  const driver = driversOf(table, where).sort(byCost)[0]
   const tests = where.filter((condition) => !driver?.answers.includes(condition)).map((condition) => testOf(table, condition))
   const seqs = driver ? driver.candidates(false).seqs : new SeqRange(table.first, table.last)
   for (let i = 0; i < seqs.length; i++) {
