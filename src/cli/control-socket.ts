@@ -12,6 +12,7 @@ import { chmodSync, closeSync, existsSync, openSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import * as v from 'valibot'
 import { isErrnoCode } from '../store/fs-util'
+import { settledWithin } from '../ops/deadline'
 import { TokenCommand, UnknownRecordError, type TokenCommandAnswer } from './token-commands'
 
 export const CONTROL_SOCKET_FILE = 'control.sock'
@@ -40,7 +41,11 @@ function socketAddress(dir: string): { readonly path: string; close(): void } | 
 type Perform = (command: TokenCommand) => Promise<TokenCommandAnswer>
 
 export interface ControlSocket {
-  stop(): Promise<void>
+  /**
+   * Stops taking commands and lets those in flight finish, for `timeoutMs` at most (`--stop-timeout`,
+   * as the API's answers get); then closes their connections. Once done, the same promise again.
+   */
+  stop(timeoutMs: number): Promise<void>
 }
 
 /**
@@ -50,7 +55,13 @@ export interface ControlSocket {
  * the CLI says why it cannot reach it.
  */
 export function serveControlSocket(dir: string, perform: Perform, logger: Logger): ControlSocket | null {
-  rmSync(controlSocketPath(dir), { force: true })
+  try {
+    rmSync(controlSocketPath(dir), { force: true })
+  } catch (error) {
+    // A directory of that name (made by hand): what to do about it, rather than rm's error.
+    if (isErrnoCode(error, 'ERR_FS_EISDIR') || isErrnoCode(error, 'EISDIR')) throw new Error(`${controlSocketPath(dir)} is a directory: keyward makes its control socket there; remove it`)
+    throw error
+  }
   const address = socketAddress(dir)
   if (address === null) {
     logger.warn(`no control socket: ${tooLong(dir)}; issue-token and tokens will not work beside this server`)
@@ -77,15 +88,18 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
     },
   })
   chmodSync(address.path, 0o600)
-  return {
-    stop: async () => {
-      try {
-        await server.stop(false)
-      } finally {
-        address.close()
-      }
-    },
+  let stopped: Promise<void> | undefined
+  const stop = async (timeoutMs: number) => {
+    try {
+      // An idle connection held a stop until Bun's idle timeout, a slow reader of a long token list as long as it read.
+      if (await settledWithin(server.stop(false), timeoutMs)) return
+      if (timeoutMs > 0) logger.warn(`stop: control socket connections still open after ${timeoutMs / 1000} s (--stop-timeout): they are closed`, { pending: server.pendingRequests })
+      await server.stop(true)
+    } finally {
+      address.close()
+    }
   }
+  return { stop: (timeoutMs) => (stopped ??= stop(timeoutMs)) }
 }
 
 /** How long a command waits for the server's answer: a change takes milliseconds; a server stopped (SIGSTOP) or stuck never answers. */

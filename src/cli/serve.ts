@@ -167,10 +167,11 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
       where: { data_dir: options.data, data_format: DATA_FORMAT },
       stopping: 'finishing requests in flight, writing a snapshot',
       onSigusr1: () => snapshotNow(opened, logger),
+      finishInFlight: (timeoutMs) => control?.stop(timeoutMs) ?? Promise.resolve(),
       close: async () => {
         clearInterval(noting)
         try {
-          await control?.stop()
+          await control?.stop(0)
           await opened.close()
         } finally {
           held.release()

@@ -48,6 +48,11 @@ export interface OpenedStorage {
   readonly stopping: string
   /** What SIGUSR1 does while serving (a snapshot, in embedded mode). */
   readonly onSigusr1: () => void
+  /**
+   * Stops what else takes requests (the embedded mode's control socket), letting those in flight
+   * finish for `timeoutMs` at most: done beside the API's stop, within the same `--stop-timeout`.
+   */
+  readonly finishInFlight?: (timeoutMs: number) => Promise<void>
   /** Closes the storage and whatever else the mode holds (the lock, the control socket). */
   close(): Promise<void>
 }
@@ -97,7 +102,7 @@ export async function serveUntilStopped(opened: OpenedStorage, settings: ServerS
   })
   await signals.stopped
   try {
-    await finishInFlight(server, settings.stopTimeoutMs, logger)
+    await Promise.all([finishInFlight(server, settings.stopTimeoutMs, logger), opened.finishInFlight?.(settings.stopTimeoutMs)])
     await retention.stop()
   } finally {
     await opened.close()

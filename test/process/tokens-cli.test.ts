@@ -232,6 +232,34 @@ describe('beside a running server', () => {
   })
 })
 
+describe('the control socket at a stop, and in the way', () => {
+  test('a connection to the control socket that never ends holds a stop no longer than --stop-timeout, as an API connection', async () => {
+    const data = newDataDir()
+    const server = await startServer(data, { env: { KEYWARD_STOP_TIMEOUT: '1s' } })
+    // A command whose header never ends: a byte every 50 ms keeps the connection busy (Bun's idle
+    // timeout never comes), which held the stop until the header limit, minutes later.
+    const socket = await Bun.connect({ unix: join(data, 'control.sock'), socket: { data() {} } })
+    socket.write('POST /control HTTP/1.1\r\nHost: keyward\r\n')
+    const drip = setInterval(() => socket.write('x'), 50)
+    try {
+      expect(await stopServer(server, 'SIGTERM')).toBe(0)
+      expect(server.stderr.text).toContain('stop: control socket connections still open after 1 s (--stop-timeout): they are closed')
+    } finally {
+      clearInterval(drip)
+      socket.end()
+    }
+  })
+
+  test('a directory where the control socket goes: serve exits 1 saying to remove it', async () => {
+    const data = newDataDir()
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    mkdirSync(join(data, 'control.sock'))
+    const result = await keyward(['serve', '--data', data, '--port', '0', '--rate-limit', '0'])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(`${join(data, 'control.sock')} is a directory: keyward makes its control socket there; remove it`)
+  })
+})
+
 describe('beside a running server, under concurrent writes', () => {
   test('the new token works at once; the revoked one is 401 before the command exits; kill -9 and restart lose nothing', async () => {
     const data = newDataDir()
