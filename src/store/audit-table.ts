@@ -40,6 +40,9 @@ export const AUDIT_LIST_INDEXES = {
   customer: ['customer_id'],
   actorToken: ['actor_token_id'],
   customerActorToken: ['customer_id', 'actor_token_id'],
+  // The `actions` filter: without them it walked the caller's events, and the whole table for the vendor.
+  action: ['action'],
+  customerAction: ['customer_id', 'action'],
 } as const satisfies Record<string, readonly string[]>
 export type AuditListIndex = keyof typeof AUDIT_LIST_INDEXES
 

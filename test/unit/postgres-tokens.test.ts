@@ -100,7 +100,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(plan).not.toContain('"Index Name":"audit_events_action"')
     })
 
-    test("a customer's page of its events is read from its own index, in order, whatever other customers hold before it (one value of a filter is an equality)", async () => {
+    test("a customer's page of its events is read from its own index, in order, whatever other customers hold before it (one tenant is an equality)", async () => {
       const older = crypto.randomUUID()
       const late = crypto.randomUUID()
       await storage.transaction(async (tx) => {
@@ -112,15 +112,18 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         for (let i = 0; i < 30; i++) tx.appendEvent(freshEvent({ customer_id: late }), time)
       })
       await admin`VACUUM ANALYZE audit_events`
-      for (const where of [[{ field: 'customer_id', in: [late] }], [{ field: 'customer_id', in: [late] }, { field: 'action', in: ['consumer.create'] }]] as const) {
-        const plan = await listPlan(admin, { table: 'audit_events', where, page: { number: 1, size: 25 }, order: 'asc' })
-        // In order from the customer's index, no sort: the page costs its 25 rows. With `= ANY`,
-        // the index gives no order: a sort of every event of the customer here, and at a million
-        // events the planner walked `audit_events_created` through every older customer's instead.
-        expect(plan).not.toContain('"Index Name":"audit_events_created"')
-        expect(plan).toMatch(/"Index Name":"audit_events_customer/)
-        expect(plan).not.toContain('"Node Type":"Sort"')
-      }
+      const plan = (where: ListQuery<'audit_events'>['where']) => listPlan(admin, { table: 'audit_events', where, page: { number: 1, size: 25 }, order: 'asc' })
+      // In order from the customer's index, no sort: the page costs its 25 rows. With `= ANY`, the
+      // index gives no order: a sort of every event of the customer here, and at a million events
+      // the planner walked `audit_events_created` through every older customer's instead.
+      const own = await plan([{ field: 'customer_id', in: [late] }])
+      expect(own).toMatch(/"Index Name":"audit_events_customer"/)
+      expect(own).not.toContain('"Node Type":"Sort"')
+      // Another field's one value stays `= ANY`: its matches among the customer's own events are
+      // sorted, and no index of that field is walked in order through other customers' events.
+      const byAction = await plan([{ field: 'customer_id', in: [late] }, { field: 'action', in: ['consumer.create'] }])
+      expect(byAction).toMatch(/"Index Name":"audit_events_customer/)
+      expect(byAction).not.toMatch(/"Index Name":"audit_events_(created|action)"/)
       const page = await storage.list({ table: 'audit_events', where: [{ field: 'customer_id', in: [late] }], page: { number: 1, size: 25 }, order: 'asc' })
       expect([page.total, page.items.length, page.items.every((event) => event.customer_id === late)]).toEqual([30, 25, true])
     })

@@ -226,6 +226,9 @@ export interface Statement {
 /** The enrollment field that names a consumer or an installation. */
 const ENROLLED_SIDE: Partial<Record<TableName, string>> = { consumers: 'consumer_id', installations: 'installation_id' }
 
+/** The fields that name whose records they are: the first column of each tenant's own indexes. */
+const TENANT_FIELDS: ReadonlySet<string> = new Set(['organization_id', 'customer_id', 'parent_id'])
+
 /** The conditions (and the scope) as one SQL condition over `t`; values appended to `params`. */
 function whereClause<N extends TableName>(table: N, scope: string | null | undefined, where: readonly Condition<N>[], params: unknown[]): string {
   const parameter = (value: unknown, type: string) => (params.push(value), `$${params.length}::${type}`)
@@ -248,10 +251,12 @@ function whereClause<N extends TableName>(table: N, scope: string | null | undef
       const type = column(condition.field)
       const values = type === 'uuid' ? condition.in.filter(isKey) : condition.in
       if (values.length === 0) return 'false'
-      // One value as an equality: with `= ANY(array)` PostgreSQL does not use an index that leads
-      // with the field for the list's order, and pages a tenant by walking the table's `created`
-      // index through every other tenant's rows (docs/storage.md, "Lists").
-      if (values.length === 1) return `t.${condition.field} = ${parameter(values[0], type)}`
+      // One tenant as an equality: with `= ANY(array)` PostgreSQL does not read an index that leads
+      // with the tenant in the list's order, and paged a customer by walking the table's `created`
+      // index through every other tenant's rows. Other fields stay `= ANY`, so that no index of
+      // theirs (by action, say) is walked in order through other tenants' rows either: their
+      // matches are sorted, among the tenant's own (docs/storage.md, "Lists").
+      if (values.length === 1 && TENANT_FIELDS.has(condition.field)) return `t.${condition.field} = ${parameter(values[0], type)}`
       return `t.${condition.field} = ANY(${parameter(values, `${type}[]`)})`
     }
     if ('match' in condition) {
