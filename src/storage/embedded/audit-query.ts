@@ -1,7 +1,8 @@
 /**
  * List queries on audit events (docs/storage.md "Audit events in memory"), the planner's rules on
  * the events' own table (src/store/audit-table.ts): the most selective index condition drives
- * (event ids, targets, a customer's targets, or a list index: customer, actor token, both), the
+ * (event ids, targets, a customer's targets, or a list index: customer, actor token, action, or a
+ * customer's by actor token or action), the
  * others test candidates on the event's header read in place, and only the page is decoded. A page of one index list, with or
  * without a range of `created` (two binary searches), is a slice. A walk over more than WALK_CHUNK
  * candidates yields between chunks, and starts again if the table was renumbered meanwhile.
