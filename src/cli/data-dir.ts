@@ -9,7 +9,7 @@
  */
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { inspectDataDir } from '../store/data-dir'
+import { inspectDataDir, NotWritableDataDirError } from '../store/data-dir'
 import { Store } from '../store/store'
 import { listSegments } from '../store/wal'
 import { SNAPSHOT_FILE } from '../store/paths'
@@ -41,6 +41,10 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
     if (lock) {
       try {
         return await performHere(dir, command)
+      } catch (error) {
+        // A dir its owner may not write in (chmod u-w): a list reads it as on a read-only mount.
+        if (error instanceof NotWritableDataDirError && command.command === 'tokens list') return await listReadOnly(dir, command)
+        throw error
       } finally {
         lock.release()
       }

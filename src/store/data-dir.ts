@@ -20,6 +20,13 @@ export class DataDirError extends Error {
   }
 }
 
+/** A data dir of keyward's that its owner may not write in (chmod u-w): read-only commands still read it. */
+export class NotWritableDataDirError extends DataDirError {
+  constructor(dir: string) {
+    super(`data dir ${dir} may not be written by the user running keyward (EACCES): serve, init, restore and the token commands that write make files in it; give its owner write permission (chmod 700 ${dir})`)
+  }
+}
+
 /** The C library's realpath: the kernel's resolution, `..` after a link included (node's JavaScript one drops `a/..` as text first). */
 const realpathSync = (path: string) => realpathSyncJs.native(path)
 
@@ -179,6 +186,6 @@ async function requireWritable(dir: string): Promise<void> {
     const code = notWritableCode(error)
     if (code === 'EROFS') throw new ReadOnlyDataDirError(dir)
     if (code === undefined) throw error
-    throw new DataDirError(`data dir ${dir} may not be written by the user running keyward (EACCES): serve, init, restore and the token commands that write make files in it; give its owner write permission (chmod 700 ${dir})`)
+    throw new NotWritableDataDirError(dir)
   }
 }

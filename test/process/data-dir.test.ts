@@ -116,7 +116,7 @@ describe('the data dir', () => {
     expect(readdirSync(parent)).toEqual([])
   })
 
-  test.skipIf(!canRunAsNobody)('a data dir its owner may not write in (chmod u-w): serve, init and issue-token exit 1 saying so (not the EACCES of a file made after recovery), and change nothing (run as root: they run as nobody)', async () => {
+  test.skipIf(!canRunAsNobody)('a data dir its owner may not write in (chmod u-w): serve, init and issue-token exit 1 saying so (not the EACCES of a file made after recovery), and change nothing; tokens list and verify read it (run as root: they run as nobody)', async () => {
     const data = await initialised()
     const archive = join(newParent(), 'backup.tar')
     expect((await keyward(['backup', '--data', data, '--out', archive])).code).toBe(0)
@@ -139,6 +139,9 @@ describe('the data dir', () => {
     for (const result of [served!, init!, issued!]) expectRefused(result, message)
     // A dir holding data is no place to restore into, writable or not: that is said first.
     expectRefused(restored!, 'holds a keyward data dir already')
+    // What only reads still reads it.
+    const [listed, verified] = await Promise.all([keywardAsNobody(['tokens', 'list', '--data', data]), keywardAsNobody(['verify', '--data', data])])
+    expect([listed.code, listed.stdout.split('\n').filter(Boolean).length, verified.code]).toEqual([0, 1, 0])
     expect(readdirSync(data).sort()).toEqual(before)
   })
 
