@@ -8,7 +8,7 @@
  * candidates yields between chunks, and starts again if the table was renumbered meanwhile.
  */
 import { HEADER_INDEX, headerValue, UUID_BYTES, type EventHeader } from '../../store/audit-codec'
-import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex } from '../../store/audit-table'
+import { AUDIT_LIST_INDEXES, type AuditEventTable, type AuditListIndex, type SequenceList } from '../../store/audit-table'
 import type { AuditEvent } from '../records'
 import { then, type Condition, type ListQuery, type Maybe, type Page } from '../storage'
 import { mapInTurns, nextTurn, newSlice } from '../../ops/turns'
@@ -164,6 +164,28 @@ class SeqArray implements Seqs {
 }
 
 /** Candidates of the conditions an index answers. */
+/** The driver of the events in some lists (of one index, or a customer's by action), which answer `answers`. */
+function listsDriver(found: readonly (SequenceList | undefined)[], answers: readonly Condition<'audit_events'>[]): Driver {
+  const lists = found.filter((list) => list !== undefined)
+  return {
+    estimate: lists.reduce((sum, list) => sum + list.length, 0),
+    answers,
+    candidates: (copy) => {
+      if (lists.length === 1) {
+        const list = lists[0]!
+        return { seqs: new SeqArray(copy ? list.copy() : list.items.subarray(list.start, list.start + list.length)), ordered: true }
+      }
+      const all = new Int32Array(lists.reduce((sum, list) => sum + list.length, 0))
+      let at = 0
+      for (const list of lists) {
+        all.set(list.items.subarray(list.start, list.start + list.length), at)
+        at += list.length
+      }
+      return { seqs: new SeqArray(all.sort()), ordered: true }
+    },
+  }
+}
+
 function driversOf(table: AuditEventTable, where: readonly Condition<'audit_events'>[]): Driver[] {
   const drivers: Driver[] = []
   const valuesOf = new Map<string, Condition<'audit_events'> & { in: readonly string[] }>()
@@ -175,28 +197,17 @@ function driversOf(table: AuditEventTable, where: readonly Condition<'audit_even
     const conditions = fields.map((field) => valuesOf.get(field)!)
     let keys = ['']
     for (const [i, condition] of conditions.entries()) keys = keys.flatMap((prefix) => [...new Set(condition.in)].map((value) => (i === 0 ? value : `${prefix}|${value}`)))
-    const lists = keys.map((key) => table.list(index, key)).filter((list) => list !== undefined)
-    drivers.push({
-      estimate: lists.reduce((sum, list) => sum + list.length, 0),
-      answers: conditions,
-      candidates: (copy) => {
-        if (lists.length === 1) {
-          const list = lists[0]!
-          return { seqs: new SeqArray(copy ? list.copy() : list.items.subarray(list.start, list.start + list.length)), ordered: true }
-        }
-        const all = new Int32Array(lists.reduce((sum, list) => sum + list.length, 0))
-        let at = 0
-        for (const list of lists) {
-          all.set(list.items.subarray(list.start, list.start + list.length), at)
-          at += list.length
-        }
-        return { seqs: new SeqArray(all.sort()), ordered: true }
-      },
-    })
+    drivers.push(listsDriver(keys.map((key) => table.list(index, key)), conditions))
     for (const field of fields) listed.add(field)
   }
-  // A customer's events about targets: from its own events alone, whoever else has a record of that id.
   const customers = valuesOf.get('customer_id')
+  // A customer's events of some actions: from its own events by action (made on its first such query).
+  const actions = valuesOf.get('action')
+  if (customers && actions) {
+    const pairs = [...new Set(customers.in)].flatMap((customer) => [...new Set(actions.in)].map((action) => [customer, action] as const))
+    drivers.push(listsDriver(pairs.map(([customer, action]) => table.customerActionList(customer, action)), [customers, actions]))
+  }
+  // A customer's events about targets: from its own events alone, whoever else has a record of that id.
   const targets = valuesOf.get('target_id')
   if (customers && targets) {
     const pairs = [...new Set(customers.in)].flatMap((customer) => [...new Set(targets.in)].map((target) => [customer, target] as const))
