@@ -7,21 +7,26 @@
  * The wait travels with the request's asynchronous work (AsyncLocalStorage) from
  * `PostgresStorage.requestScope`, which the app wraps around every request's handler (src/app.ts).
  * The CLI's commands and background work run outside any request: each of their steps gets the
- * whole timeout. Steps a request runs side by side are each charged their own time, so the bound is
- * conservative: such a request gives up sooner, never later.
+ * whole timeout. Steps a request runs side by side (a list's id filters, looked up together) are
+ * charged once for the time they overlap: charged each, a list with three id filters was 503 after
+ * waiting half its timeout (found in review, 2026-11-30).
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { DatabaseUnavailableError } from './errors'
 
 interface RequestWait {
+  /** Time waited by steps that have ended, counted once where they overlapped. */
   waitedMs: number
+  /** Steps under way, and since when at least one has been (`performance.now()`). */
+  active: number
+  since: number
 }
 
 const requestWaits = new AsyncLocalStorage<RequestWait>()
 
 /** Runs `handle` (one request) with a wait of its own, none of it used yet. */
 export function withRequestWait<T>(handle: () => T): T {
-  return requestWaits.run({ waitedMs: 0 }, handle)
+  return requestWaits.run({ waitedMs: 0, active: 0, since: 0 }, handle)
 }
 
 /**
@@ -32,12 +37,13 @@ export function withRequestWait<T>(handle: () => T): T {
 export async function waitedFor<T>(timeoutMs: number, step: (ms: number) => Promise<T>): Promise<T> {
   const wait = requestWaits.getStore()
   if (wait === undefined) return step(timeoutMs)
-  const left = timeoutMs - wait.waitedMs
+  const now = performance.now()
+  const left = timeoutMs - wait.waitedMs - (wait.active > 0 ? now - wait.since : 0)
   if (left <= 0) throw new DatabaseUnavailableError(new Error(`the request has waited ${timeoutMs} ms for the database`))
-  const started = performance.now()
+  if (wait.active++ === 0) wait.since = now
   try {
     return await step(left)
   } finally {
-    wait.waitedMs += performance.now() - started
+    if (--wait.active === 0) wait.waitedMs += performance.now() - wait.since
   }
 }
