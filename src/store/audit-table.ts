@@ -331,14 +331,21 @@ export class AuditEventTable {
     return this.byCustomerTarget.countOf(this.customerTargetKey(customer, target))
   }
 
+  /** Customers whose lists by action are kept (tests). */
+  get customersWithActionLists(): number {
+    return this.customerActions.size
+  }
+
   /** The events of `customer` whose action is `action`, oldest first (the customer's lists are made on first use). */
   customerActionList(customer: string, action: string): SequenceList | undefined {
     let byAction = this.customerActions.get(customer)
     if (byAction === undefined) {
-      byAction = new Map()
       const own = this.list('customer', customer)
-      for (let i = 0; i < (own?.length ?? 0); i++) {
-        const seq = own!.at(i)
+      // Nothing kept for a customer without events: any id may be asked for (a vendor's filter).
+      if (own === undefined) return undefined
+      byAction = new Map()
+      for (let i = 0; i < own.length; i++) {
+        const seq = own.at(i)
         pushTo(byAction, headerValue(this.codec, this.headerOf(seq), ACTION) as string, seq)
       }
       this.customerActions.set(customer, byAction)

@@ -447,6 +447,14 @@ describe('cost, counted', () => {
     }
   })
 
+  test('lists by action are kept for the customers whose events were asked for, none for an id without events (any id may be asked for)', async () => {
+    const { events, customers } = sampleEvents(2_000, 16)
+    const table = tableOf(events)
+    const unknown = Array.from({ length: 50 }, () => crypto.randomUUID())
+    await listAuditEvents(table, { table: 'audit_events', where: [{ field: 'customer_id', in: [...unknown, customers[1]!] }, { field: 'action', in: ['consumer.create'] }], page: { number: 1, size: 20 }, order: 'asc' })
+    expect(table.customersWithActionLists).toBe(1)
+  })
+
   test('a customer\'s page within a range reads the page and two binary searches, not the customer\'s events', async () => {
     const { events, customers } = sampleEvents(40_000, 12)
     const table = tableOf(events)
