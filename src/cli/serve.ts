@@ -145,6 +145,12 @@ async function openDataDir(options: ServeOptions, logger: Logger): Promise<Opene
     const started = performance.now()
     store = await Store.open(options.data, {
       log: (message) => logger.warn(message),
+      // The log holds a write that failed and could not be taken back out: only a restart, which
+      // recovers from what is on disk, may go on (docs/operations.md, "Logs"; README "Configuration").
+      onFatal: (error) => {
+        logger.error('fatal: a failed write could not be removed from the log; exiting (70): restart to recover', { error: (error as Error)?.message ?? String(error) })
+        process.exit(70)
+      },
       onSnapshot: ({ lsn, bytes, seconds }) => logger.info('snapshot written', { lsn, bytes, duration_ms: Math.round(seconds * 1000) }),
       ...(options.compactAfterBytes ? { compactAfterBytes: options.compactAfterBytes } : {}),
     })

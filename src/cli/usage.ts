@@ -60,7 +60,8 @@ Options:
                                  (env KEYWARD_TLS_CERT); needs --tls-key
   --tls-key FILE                 the certificate's PEM private key (env KEYWARD_TLS_KEY)
   --auto-verify-installations    new installations start verified
-                                 (env KEYWARD_AUTO_VERIFY_INSTALLATIONS=1 or true)
+                                 (env KEYWARD_AUTO_VERIFY_INSTALLATIONS: 1, true, yes or on;
+                                 0, false, no or off)
   --cors-origin ORIGIN           let pages on ORIGIN (e.g. https://console.example.com) call the
                                  API from a browser; repeatable (env KEYWARD_CORS_ORIGIN,
                                  comma-separated; default: none)
@@ -79,8 +80,11 @@ Options:
                                  (env KEYWARD_DATABASE_CONNECTIONS, default 16)
   --stop-timeout DURATION        a stop waits this long for the answers in flight, then closes
                                  their connections; keep it below your service manager's stop
-                                 timeout (env KEYWARD_STOP_TIMEOUT, default 20s)
-  -h, --help                     this text`,
+                                 timeout; at most 24h (env KEYWARD_STOP_TIMEOUT, default 20s)
+  -h, --help                     this text
+
+Environment only: KEYWARD_COMPACT_AFTER_BYTES, a snapshot once the log passes this many bytes
+and the size of the last snapshot (default 67108864, 64 MiB).`,
   init: `Usage: keyward init [options]
 
 Creates the data dir (or the database's schema) and the vendor organization, and prints

@@ -263,9 +263,9 @@ export class Store {
         this.log(`write-ahead log append failed; ${failed.length} transaction(s) undone and answered 503`)
       },
       onFatal: (error: unknown) => {
+        if (this.options.onFatal) return this.options.onFatal(error)
         this.log(`FATAL: could not remove a failed write from the log: ${(error as Error)?.message ?? error}`)
-        if (this.options.onFatal) this.options.onFatal(error)
-        else process.exit(70)
+        process.exit(70)
       },
     }
   }
