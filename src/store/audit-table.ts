@@ -40,7 +40,9 @@ export const AUDIT_LIST_INDEXES = {
   customer: ['customer_id'],
   actorToken: ['actor_token_id'],
   customerActorToken: ['customer_id', 'actor_token_id'],
-  // The vendor's `actions` filter: without it, a walk of the whole table.
+  // The vendor's `actions` filter: without it, a walk of the whole table. Not by customer and
+  // action: that gave each new customer a key, and a create of a customer cost a fifth more CPU
+  // (A/B, 2026-11-30); a customer's filter on actions walks its own events.
   action: ['action'],
 } as const satisfies Record<string, readonly string[]>
 export type AuditListIndex = keyof typeof AUDIT_LIST_INDEXES
@@ -107,13 +109,6 @@ export class AuditEventTable {
   private readonly dropSpan = newSpan()
   /** Per list index, per key: the one event under it, or its list (a key with one event costs no array). */
   private lists!: Map<AuditListIndex, GenerationalMap<number | SequenceList>>
-  /**
-   * A customer's events by action, made from its customer list on its first query with an
-   * `actions` filter (`customerActionList`) and kept up to date from then on. A list index by
-   * customer and action instead gave each new customer's first event a key of its own: creates of
-   * customers cost a fifth more CPU (docs/performance.md, "The audit trail's cost").
-   */
-  private customerActions!: Map<string, Map<string, SequenceList>>
   private readonly header = newHeader()
   private readonly decodeHeader = newHeader()
   private readonly sequenceLimit: number
@@ -331,28 +326,6 @@ export class AuditEventTable {
     return this.byCustomerTarget.countOf(this.customerTargetKey(customer, target))
   }
 
-  /** Customers whose lists by action are kept (tests). */
-  get customersWithActionLists(): number {
-    return this.customerActions.size
-  }
-
-  /** The events of `customer` whose action is `action`, oldest first (the customer's lists are made on first use). */
-  customerActionList(customer: string, action: string): SequenceList | undefined {
-    let byAction = this.customerActions.get(customer)
-    if (byAction === undefined) {
-      const own = this.list('customer', customer)
-      // Nothing kept for a customer without events: any id may be asked for (a vendor's filter).
-      if (own === undefined) return undefined
-      byAction = new Map()
-      for (let i = 0; i < own.length; i++) {
-        const seq = own.at(i)
-        pushTo(byAction, headerValue(this.codec, this.headerOf(seq), ACTION) as string, seq)
-      }
-      this.customerActions.set(customer, byAction)
-    }
-    return byAction.get(action)
-  }
-
   list(index: AuditListIndex, key: string): SequenceList | undefined {
     const entry = this.lists.get(index)!.get(key)
     if (typeof entry !== 'number') return entry
@@ -385,7 +358,6 @@ export class AuditEventTable {
     bytes += this.byId.bytes + this.byTarget.bytes + this.byCustomerTarget.bytes
     for (const chunk of this.chunks) bytes += chunk.byteLength
     for (const lists of this.lists.values()) for (const list of lists.values()) if (typeof list !== 'number') bytes += list.items.byteLength
-    for (const lists of this.customerActions.values()) for (const list of lists.values()) bytes += list.items.byteLength
     return bytes
   }
 
@@ -427,10 +399,6 @@ export class AuditEventTable {
         keys.replace(key, list)
       } else entry.push(seq)
     }
-    if (this.customerActions.size > 0) {
-      const byAction = this.customerActions.get(field('customer_id') as string)
-      if (byAction !== undefined) pushTo(byAction, field('action') as string, seq)
-    }
     return true
   }
 
@@ -451,13 +419,6 @@ export class AuditEventTable {
       list.length--
       if (which === 'oldest') list.start++
       if (list.length === 0) keys.delete(key)
-    }
-    const byAction = this.customerActions.get(record.customer_id as string)
-    const list = byAction?.get(record.action)
-    if (list !== undefined) {
-      list.length--
-      if (which === 'oldest') list.start++
-      if (list.length === 0) byAction!.delete(record.action)
     }
   }
 
@@ -577,18 +538,9 @@ export class AuditEventTable {
     this.byTarget = new HashIndex((seq, span) => this.keySpanOf(seq, 'target', span), true)
     this.byCustomerTarget = new HashIndex((seq, span) => this.keySpanOf(seq, 'customerTarget', span), true)
     this.lists = new Map(Object.keys(AUDIT_LIST_INDEXES).map((index) => [index as AuditListIndex, new GenerationalMap()]))
-    this.customerActions = new Map()
   }
 }
 
-const ACTION = HEADER_INDEX.action!
-
-/** Appends `seq` to the list of `key`, made when it has none. */
-function pushTo(lists: Map<string, SequenceList>, key: string, seq: number): void {
-  let list = lists.get(key)
-  if (list === undefined) lists.set(key, (list = new SequenceList()))
-  list.push(seq)
-}
 
 /** The bytes of base64 text exactly as `toBase64` writes it: padded, nothing else in it (not even the whitespace `fromBase64` skips). */
 function strictBase64(text: string): Uint8Array {

@@ -13,7 +13,7 @@ export class AuditService {
    * The vendor's callers read every event; a customer's, those whose customer_id is itself. The
    * customer filter is reduced to that scope first (shared/scope.ts). Targets and actor tokens are
    * not: a customer's filter on them, or on actions, is answered from its own events alone (its
-   * (customer_id, target_id), (customer_id, actor_token_id) and (customer_id, action) lists
+   * (customer_id, target_id) and (customer_id, actor_token_id) lists, or its customer list walked,
    * in the embedded store; the matching (customer_id, ...) indexes in PostgreSQL: docs/storage.md),
    * so another tenant's record of the same id costs nothing, tells nothing and hides nothing.
    */

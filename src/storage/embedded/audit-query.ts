@@ -1,8 +1,7 @@
 /**
  * List queries on audit events (docs/storage.md "Audit events in memory"), the planner's rules on
  * the events' own table (src/store/audit-table.ts): the most selective index condition drives
- * (event ids, targets, a customer's targets, or a list index: customer, actor token, action, or a
- * customer's by actor token or action), the
+ * (event ids, targets, a customer's targets, or a list index: customer, actor token, both, or action), the
  * others test candidates on the event's header read in place, and only the page is decoded. A page of one index list, with or
  * without a range of `created` (two binary searches), is a slice. A walk over more than WALK_CHUNK
  * candidates yields between chunks, and starts again if the table was renumbered meanwhile.
@@ -191,23 +190,22 @@ function driversOf(table: AuditEventTable, where: readonly Condition<'audit_even
   const valuesOf = new Map<string, Condition<'audit_events'> & { in: readonly string[] }>()
   for (const condition of where) if ('field' in condition && 'in' in condition) valuesOf.set(condition.field, condition)
   const listed = new Set<string>()
+  const scoped = valuesOf.has('customer_id')
   // A composite list index answers both of its conditions (the finest lists: a customer's events by one token).
   for (const [index, fields] of Object.entries(AUDIT_LIST_INDEXES) as [AuditListIndex, readonly string[]][]) {
     if (!fields.every((field) => valuesOf.has(field))) continue
+    // Beside a customer condition, only lists of the customer's own events: walking every
+    // customer's events of an action for a few of its own would cost it other tenants' data
+    // (docs/security.md), as the targets below.
+    if (scoped && !fields.includes('customer_id')) continue
     const conditions = fields.map((field) => valuesOf.get(field)!)
     let keys = ['']
     for (const [i, condition] of conditions.entries()) keys = keys.flatMap((prefix) => [...new Set(condition.in)].map((value) => (i === 0 ? value : `${prefix}|${value}`)))
     drivers.push(listsDriver(keys.map((key) => table.list(index, key)), conditions))
     for (const field of fields) listed.add(field)
   }
-  const customers = valuesOf.get('customer_id')
-  // A customer's events of some actions: from its own events by action (made on its first such query).
-  const actions = valuesOf.get('action')
-  if (customers && actions) {
-    const pairs = [...new Set(customers.in)].flatMap((customer) => [...new Set(actions.in)].map((action) => [customer, action] as const))
-    drivers.push(listsDriver(pairs.map(([customer, action]) => table.customerActionList(customer, action)), [customers, actions]))
-  }
   // A customer's events about targets: from its own events alone, whoever else has a record of that id.
+  const customers = valuesOf.get('customer_id')
   const targets = valuesOf.get('target_id')
   if (customers && targets) {
     const pairs = [...new Set(customers.in)].flatMap((customer) => [...new Set(targets.in)].map((target) => [customer, target] as const))
