@@ -82,7 +82,11 @@ export class AuditEventTable {
   readonly codec = new AuditCodec()
   /** Never called: events do not change, and a snapshot reads an immutable view (`capture`). */
   observer: ChangeObserver<AuditEvent> | undefined
-  /** Changes when the table is renumbered (a rebuild): a query holding sequence numbers starts again. */
+  /**
+   * Changes when sequence numbers held may name other events: the table is renumbered (a rebuild),
+   * or its newest event is taken back (an undo), whose number the next event gets. A query holding
+   * numbers starts again.
+   */
   generation = 0
 
   private chunks: Uint8Array[] = []
@@ -162,6 +166,8 @@ export class AuditEventTable {
     }
     this.unindex(seq, this.decode(seq), 'newest')
     this.end--
+    // The next event gets this number: a query that yielded holding it would read that one (found by a fuzz, 2026-11-30).
+    this.generation++
     // Its bytes were the last stored (append): taken back, so the buffer's events stay back to back.
     const position = this.positions[seq - this.floor]!
     const chunk = Math.floor(position / CHUNK_SPAN)

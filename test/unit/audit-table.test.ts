@@ -15,6 +15,7 @@ import { SnapshotDamageError, SnapshotLineError, writeSnapshot } from '../../src
 import { tempDir } from '../support/temp-dirs'
 import { AuditCodec, eventEnd, parseTimestamp } from '../../src/store/audit-codec'
 import { formatTimestamp } from '../../src/store/clock'
+import { newSlice } from '../../src/ops/turns'
 import { listAuditEvents } from '../../src/storage/embedded/audit-query'
 import { plannerWork, WALK_CHUNK } from '../../src/storage/embedded/planner'
 import type { AuditEvent } from '../../src/storage/records'
@@ -300,6 +301,24 @@ describe('queries answer what a plain filter answers', () => {
 })
 
 describe('drops, undo and renumbering', () => {
+  test("an undo of the newest event while a query waits for its turn: the query starts again, and never answers the event that took the undone one's number", async () => {
+    const { events, customers } = sampleEvents(6_000, 17)
+    const mine = events.map((event) => ({ ...event, customer_id: customers[1]! }))
+    const table = tableOf(mine)
+    for (const where of [[{ field: 'customer_id', in: [customers[1]!] }], [{ field: 'customer_id', in: [customers[1]!] }, { field: 'target_type', in: ['consumer', 'installation', 'enrollment'] }]] as const) {
+      // A slice already spent: the query yields before it decodes its page (or walks on).
+      const answer = listAuditEvents(table, { table: 'audit_events', where, page: { number: 1, size: 1_000 }, order: 'desc', slice: { ...newSlice(), endsAt: 1 } })
+      const newest = mine.at(-1)!
+      table.remove(newest.event_id)
+      table.put({ ...newest, event_id: Bun.randomUUIDv7(), customer_id: customers[2]! })
+      const page = (await answer) as Page<AuditEvent>
+      expect(page.items.every((event) => event.customer_id === customers[1])).toBe(true)
+      expect(page.total).toBe(5_999)
+      table.remove(table.ids().at(-1)!)
+      table.put(newest)
+    }
+  })
+
   test('a big page is decoded in turns; events dropped by retention meanwhile are not in it, and the total is the new one', async () => {
     // 6 KB of JSON a description: a page of 1,000 takes many turns to decode (docs/security.md, "Big answers").
     const heavy = 'a' + '\u0001'.repeat(1023)
