@@ -75,7 +75,7 @@ export interface Route {
  * routes the path as sent, and then gives the request its URL with dot segments resolved: the
  * route it matched is then not the one the URL's path names (docs/api.md "Conventions").
  */
-const isDotSegment = (value: unknown) => value === '.' || value === '..'
+const hasDotSegment = (params: Record<string, string>) => Object.values(params).some((value) => value === '.' || value === '..')
 
 /**
  * The template of the route Bun matched for a path sent with a dot segment as a parameter: the
@@ -159,7 +159,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
   const paramsOf = (request: Request) => (request as { params?: Record<string, string> }).params
   const templateOf = (request: Request) => {
     const params = paramsOf(request)
-    if (params !== undefined && Object.values(params).some(isDotSegment)) return sentTemplate(routes(), request.method, params, pathOf(request.url))
+    if (params !== undefined && hasDotSegment(params)) return sentTemplate(routes(), request.method, params, pathOf(request.url))
     return (match ??= routeMatcher(routes()))(request.method, pathOf(request.url))
   }
   /** Where the requests of `method` to `route` are counted and logged. */
@@ -231,7 +231,7 @@ export function requestObserver(routes: () => readonly Route[], logger: Logger, 
     // `/api/installations/./verify` as the update's path (`sentTemplate`). Such a request is
     // observed alone, and the handler waits for a request that names its route plainly: learnt from
     // one with a dot segment, it labelled every later verify as an update (found in review, 2026-11-30).
-    if (template === UNMATCHED_ROUTE || Object.values(params).some(isDotSegment)) return observe(handler, routeObserver(request.method, template))
+    if (template === UNMATCHED_ROUTE || hasDotSegment(params)) return observe(handler, routeObserver(request.method, template))
     const wrapped = observe(handler, routeObserver(request.method, template))
     byHandler.set(handler, wrapped)
     return wrapped

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { existsSync, rmSync } from 'node:fs'
 import { tempDir } from '../support/temp-dirs'
-import { createTestDatabase, databaseTestsCanRun, pausableRelay, postgresPrograms, privatePostgres, TEST_DATABASE_URL, type PrivatePostgres, type TestDatabase } from '../support/database'
+import { createTestDatabase, databaseTestsCanRun, pausableRelay, postgresPrograms, privatePostgres, TEST_DATABASE_URL, type PausableRelay, type PrivatePostgres, type TestDatabase } from '../support/database'
 import { MIGRATION_LOCK_KEY, SCHEMA_VERSION } from '../../src/storage/postgres/schema'
 import { api, initLine, keywardCommand, killServers, run, spawnServer, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process'
 
@@ -150,6 +150,18 @@ describe.skipIf(!canRun)('two instances on one database', () => {
     await db?.drop()
   })
 
+  /** A server on the database through a relay of its own (`pausableRelay`) for `body`, then stopped, and the relay closed. */
+  async function throughRelay(env: Record<string, string>, body: (server: ServerProcess, relay: PausableRelay) => Promise<void>): Promise<void> {
+    const relay = pausableRelay(db.url)
+    const server = await startServer({ databaseUrl: relay.url }, { env })
+    try {
+      await body(server, relay)
+    } finally {
+      await stopServer(server, 'SIGTERM')
+      relay.close()
+    }
+  }
+
   test('issue-token for an unknown organization: exit 2', async () => {
     const result = await run(keywardCommand(['issue-token', '--database-url', db.url, '--org', crypto.randomUUID(), '--role', 'viewer']))
     expect(result.code).toBe(2)
@@ -213,10 +225,8 @@ describe.skipIf(!canRun)('two instances on one database', () => {
 
   test('--database-connections (KEYWARD_DATABASE_CONNECTIONS) bounds what an instance holds: N + 2 connections under any load', async () => {
     const c1 = customers[0]!
-    const relay = pausableRelay(db.url)
     // 6 for reads and changes, 2 for lists (docs/storage.md, "Plans").
-    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_CONNECTIONS: '8' } })
-    try {
+    await throughRelay({ KEYWARD_DATABASE_CONNECTIONS: '8' }, async (server, relay) => {
       const answers = await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
           i % 2 === 0 ? api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() }) : api(server.url, c1.token, 'GET', '/api/consumers'),
@@ -226,10 +236,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200)
       expect(relay.peakConnections).toBeGreaterThanOrEqual(3)
       expect(relay.peakConnections).toBeLessThanOrEqual(10)
-    } finally {
-      await stopServer(server, 'SIGTERM')
-      relay.close()
-    }
+    })
   })
 
   test("SIGUSR1 (the embedded store's snapshot) is logged and changes nothing: the instance serves on", async () => {
@@ -343,9 +350,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
 
   test('a database that stops answering: requests are 503 database_unavailable after --database-timeout (KEYWARD_DATABASE_TIMEOUT), then served again without a restart', async () => {
     const c1 = customers[0]!
-    const relay = pausableRelay(db.url)
-    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_TIMEOUT: '1s' } })
-    try {
+    await throughRelay({ KEYWARD_DATABASE_TIMEOUT: '1s' }, async (server, relay) => {
       const before = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
       expect(before.status).toBe(201)
       relay.pause()
@@ -359,17 +364,12 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       // And /readyz says so again, once the probe it keeps for a moment is asked again.
       await waitFor('/readyz to answer 200', async () => (await fetch(`${server.url}/readyz`)).status === 200, server.proc)
       expect(server.proc.exitCode).toBeNull()
-    } finally {
-      await stopServer(server, 'SIGTERM')
-      relay.close()
-    }
+    })
   }, 30000)
 
   test('a database that answers each step just within --database-timeout: a request is 503 once its steps together have waited it, not after each step had a timeout of its own', async () => {
     const c1 = customers[0]!
-    const relay = pausableRelay(db.url)
-    const server = await startServer({ databaseUrl: relay.url }, { env: { KEYWARD_DATABASE_TIMEOUT: '1s' } })
-    try {
+    await throughRelay({ KEYWARD_DATABASE_TIMEOUT: '1s' }, async (server, relay) => {
       const created = await api(server.url, c1.token, 'POST', '/api/consumers', { consumer_id: crypto.randomUUID() })
       expect(created.status).toBe(201)
       const path = `/api/consumers/${created.body.consumer.consumer_id}`
@@ -382,10 +382,7 @@ describe.skipIf(!canRun)('two instances on one database', () => {
       expect([slow.status, slow.body.code]).toEqual([503, 'database_unavailable'])
       relay.delayAnswers(0)
       expect((await api(server.url, c1.token, 'GET', path)).status).toBe(200)
-    } finally {
-      await stopServer(server, 'SIGTERM')
-      relay.close()
-    }
+    })
   }, 30000)
 })
 
