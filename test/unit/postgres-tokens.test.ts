@@ -182,6 +182,31 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         }
       })
 
+      test('now() never goes back: a credential read held by a lock brings its statement\'s start, older than a time learnt meanwhile', async () => {
+        const held = token()
+        const cached = token()
+        await storage.transaction(async (tx) => (await tx.insert('tokens', held), tx.insert('tokens', cached)))
+        await storage.findCredential(cached.token_id) // remembered: later reads only read the generation, with the time
+        const locker = await admin.reserve()
+        try {
+          await locker`BEGIN`
+          await locker`LOCK TABLE organizations IN ACCESS EXCLUSIVE MODE`
+          const heldRead = storage.findCredential(held.token_id) // its statement begins now and waits for the lock
+          const waiting = async () => (await admin`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)[0].n > 0
+          while (!(await waiting())) await Bun.sleep(5)
+          // Let the database's clock move on well past the held statement's start, then learn it.
+          await admin`SELECT pg_sleep(0.2)`
+          await storage.findCredential(cached.token_id)
+          const learnt = storage.now()
+          await locker`COMMIT`
+          expect(await heldRead).toMatchObject({ token: { state: 'active' } })
+          expect(storage.now()).toBeGreaterThanOrEqual(learnt)
+        } finally {
+          await locker`ROLLBACK`.catch(() => {})
+          locker.release()
+        }
+      })
+
       test('without the counter (its row deleted by hand) credentials are read every time, and still seen changed', async () => {
         const issued = token()
         await storage.transaction((tx) => tx.insert('tokens', issued))

@@ -347,10 +347,15 @@ export class PostgresStorage implements Storage {
     return Math.floor(this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000)
   }
 
-  /** A row's `now` column (the database's time): what `now()` goes on from. */
+  /**
+   * A row's `now` column (the database's time): what `now()` goes on from. It is the time its
+   * statement began, so a statement answered late (held by a lock) brings an earlier time than one
+   * learnt meanwhile: `now()` never goes back (an expired token must stay expired, docs/storage.md "Time").
+   */
   private learnTime(row: { now?: unknown } | undefined): void {
     if (row?.now === undefined || row.now === null) return
-    this.databaseTime = { micros: Number(row.now), readAt: performance.now() }
+    const known = Number.isNaN(this.databaseTime.micros) ? -Infinity : this.now()
+    this.databaseTime = { micros: Math.max(Number(row.now), known), readAt: performance.now() }
   }
 
   settle<T>(value: T): T {
