@@ -35,7 +35,7 @@ test("a tenant holds all slots but one: another tenant's list runs at once, howe
   for (const list of big) list.finish()
   await Promise.all(running)
   expect(big.every((list) => list.started)).toBe(true)
-  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+  expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
 })
 
 test('waiting lists go in turn per tenant, each tenant\'s in order', async () => {
@@ -58,6 +58,28 @@ test('waiting lists go in turn per tenant, each tenant\'s in order', async () =>
   expect(order).toEqual(['A1', 'B1', 'A2', 'B2', 'A3'])
 })
 
+test("on one slot, a tenant whose lists queued first waits for the next turn, not for another of them: the tenant served least recently goes first", async () => {
+  const slots = new ListSlots(1)
+  const order: string[] = []
+  const lists = new Map<string, ReturnType<typeof heldList>>()
+  const start = (name: string) => {
+    const list = heldList()
+    lists.set(name, list)
+    return slots.run(name[0]!, far(), async () => (order.push(name), await list.run()))
+  }
+  const big = ['A1', 'A2', 'A3'].map(start)
+  await turn()
+  const small = start('B1') // arrives while A1 runs and A2 and A3 wait
+  await turn()
+  for (const name of ['A1', 'B1', 'A2', 'A3']) {
+    lists.get(name)!.finish()
+    await turn()
+  }
+  await Promise.all([...big, small])
+  expect(order).toEqual(['A1', 'B1', 'A2', 'A3'])
+  expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
+})
+
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
   const slots = new ListSlots(2)
   const holder = heldList()
@@ -71,7 +93,7 @@ test('a list that got no slot within its deadline is 503 and never runs', async 
   other.finish()
   await Promise.all([held, otherHeld])
   expect(late.started).toBe(false)
-  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+  expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
 })
 
 test('a list let in with too little time left to answer is 503 and not sent: it would run on after its caller was answered', async () => {
@@ -80,5 +102,5 @@ test('a list let in with too little time left to answer is 503 and not sent: it 
   // A slot is free, but its deadline is 10 ms away.
   expect(await slots.run('a', performance.now() + 10, late.run).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
   expect(late.started).toBe(false)
-  expect(slots.counts).toEqual({ running: 0, waiting: 0 })
+  expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
 })
