@@ -53,10 +53,15 @@ export function databaseUrlOf(value: unknown): string | undefined {
   return text
 }
 
-/** Never the URL itself in a message: it may carry a password. */
+/**
+ * Never the URL itself in a message: it may carry a password. Named as the client reads the URL
+ * (a Unix socket, a port or a database given as its parameters: `?host=/var/run/postgresql`).
+ */
 export const describeDatabase = (url: string) => {
-  const { hostname, port, pathname } = new URL(url)
-  return `database ${pathname.slice(1) || '(default)'} on ${hostname}:${port || 5432}`
+  const client = new SQL({ url, max: 1 })
+  const { hostname, port, database, path } = client.options
+  void client.close().catch(() => {})
+  return `database ${database || '(default)'} on ${path ? `socket ${path}` : `${hostname}:${port}`}`
 }
 
 /** `work`, whose failure to reach the database says which database it is. */

@@ -49,8 +49,18 @@ export interface TlsFiles {
 
 /** Whether TLS is asked for: both files, or neither (one alone is bad usage, found before the server says it is starting). */
 export function givesTls(certFile: string | undefined, keyFile: string | undefined): boolean {
-  if ((certFile === undefined) !== (keyFile === undefined)) throw new UsageError('--tls-cert and --tls-key go together: give both, or neither')
+  // Each message leads with the flag given, which main.ts names as its variable if it came from there.
+  if (keyFile === undefined && certFile !== undefined) throw new UsageError('--tls-cert without --tls-key: give both, or neither')
+  if (certFile === undefined && keyFile !== undefined) throw new UsageError('--tls-key without --tls-cert: give both, or neither')
+  for (const [flag, file] of [['--tls-cert', certFile], ['--tls-key', keyFile]] as const) {
+    if (file === '') throw new UsageError(`${flag} is empty: give the path of a PEM file`)
+  }
   return certFile !== undefined
+}
+
+/** The address to listen on: empty is bad usage (`--host "$H"` with H unset), not a failure to listen that a service manager restarts. */
+export function checkHost(host: string): void {
+  if (host.trim() === '') throw new UsageError(`invalid --host '${host}': give a name or address of this machine, like 127.0.0.1, or 0.0.0.0 for every address`)
 }
 
 /**

@@ -9,7 +9,7 @@ import { EmbeddedStorage } from '../storage/embedded'
 import { UsageError, wholeNumber } from './usage'
 import { parseOrigin } from '../http/cors'
 import { serveDatabase } from './serve-database'
-import { checkPublicUrl, givesTls, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
+import { checkHost, checkPublicUrl, givesTls, parsePort, readTlsFiles, reservePort, type ReservedPort } from './listen'
 import { serveControlSocket } from './control-socket'
 import { performTokenCommand } from './token-commands'
 import { createLogger, LOG_FORMATS, type LogFormat, type Logger } from '../ops/logger'
@@ -89,6 +89,7 @@ function parseLogFormat(text: string): LogFormat {
 
 export async function serveCommand(options: ServeOptions): Promise<number> {
   const port = parsePort(options.port)
+  checkHost(options.host)
   if (options.publicUrl !== undefined) checkPublicUrl(options.publicUrl)
   const corsOrigins = (options.corsOrigins ?? []).map((value) => parseOrigin(value.trim()) ?? badOrigin(value))
   const rateLimit = parseRateLimit(options.rateLimit ?? '100')

@@ -111,6 +111,9 @@ describe('usage', () => {
     ['a positional argument', ['serve', 'extra'], /extra/],
     ['a flag without its value', ['serve', '--port'], /port/],
     ['a bad port', ['serve', '--port', 'http'], /invalid --port 'http'/],
+    // `--host "$H"` with H unset: bad usage, not a failure to listen that a service manager restarts.
+    ['an empty host', ['serve', '--host', ''], /invalid --host ''/],
+    ['an empty TLS file', ['serve', '--tls-cert', '', '--tls-key', 'key.pem'], /--tls-cert is empty/],
     // Wherever the unknown flag stands: after --version or --help as after a command's --help.
     ['an unknown flag after --version', ['--version', '--frobnicate'], /unexpected argument '--frobnicate'/],
     ['an unknown flag after --help', ['--help', '--frobnicate'], /unexpected argument '--frobnicate'/],

@@ -75,6 +75,9 @@ describe('--database-url', () => {
     const listed = await run(keywardCommand(['tokens', 'list', '--database-url', url.toString()]))
     expect([listed.code, listed.stderr]).toEqual([1, expect.stringContaining(`on ${url.hostname}:1: the database cannot be reached`)])
     expect(result.stdout).toBe('')
+    // A Unix socket (README "Configuration") is named as its socket's path, not as the host ":5432".
+    const socket = await run(keywardCommand(['tokens', 'list', '--database-url', 'postgres:///keyward?host=/nonexistent-socket-dir&user=keyward']))
+    expect([socket.code, socket.stderr]).toEqual([1, expect.stringContaining('database keyward on socket /nonexistent-socket-dir/.s.PGSQL.5432: the database cannot be reached')])
   })
 })
 

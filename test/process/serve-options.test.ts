@@ -87,6 +87,8 @@ test('a bad value from the environment is named as the variable set, one on the 
     [['--port', '0x10', ...noLimits], {}, "invalid --port '0x10'"],
     [['--port', '4.775e4', ...noLimits], {}, "invalid --port '4.775e4'"],
     [noLimits, { KEYWARD_PORT: '0b1' }, "invalid KEYWARD_PORT '0b1'"],
+    [[...anyPort, ...noLimits], { KEYWARD_TLS_KEY: 'key.pem' }, 'KEYWARD_TLS_KEY without --tls-cert: give both, or neither'],
+    [[...anyPort, ...noLimits, '--tls-cert', 'cert.pem'], {}, '--tls-cert without --tls-key: give both, or neither'],
   ]
   const results = await Promise.all(cases.map(([args, env]) => run(keywardCommand(['serve', '--data', data, ...args]), env)))
   results.forEach((result, i) => {
