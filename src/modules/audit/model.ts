@@ -3,7 +3,7 @@ import type { AuditEvent } from '../../storage/records'
 import { formatTimestamp } from '../../store/clock'
 import { ROLES } from '../../auth/tokens'
 import { AUDIT_ACTIONS, TARGET_TYPES } from '../shared/audit'
-import { AnsweredUuid, documentedAs, multiValue, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
+import { AnsweredUuid, documentedAs, multiValue, oneQueryValue, Timestamp, UuidList, pagedListFields, pagingQuery } from '../shared/model'
 
 /**
  * A time in the API's own format (`2026-05-01 12:00:00.000000 +00:00`) or RFC 3339
@@ -48,7 +48,7 @@ const TIME_FORM = {
 const Time = (name: string, round: 'up' | 'down') =>
   v.optional(
     v.pipe(
-      v.string(),
+      oneQueryValue(name),
       documentedAs(TIME_FORM),
       v.transform((text) => parseTime(text.trim(), round)),
       // Any time the two forms can write, 1970 or not: a bound before it simply matches every event (or none).

@@ -15,7 +15,7 @@ export const InstallationListQuery = v.object({
   organization_ids: UuidList,
   consumer_ids: UuidList,
   installation_ids: UuidList,
-  installation_description: v.optional(SearchText),
+  installation_description: v.optional(SearchText('installation_description')),
   installation_desc_search_mode: v.optional(
     v.picklist(['exact', 'contains', 'startswith'], 'installation_desc_search_mode must be exact, contains or startswith'),
     'exact',

@@ -33,8 +33,14 @@ const INVISIBLE = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}
 const isStorableText = (s: string) => s.isWellFormed() && !s.includes('\u0000')
 const STORABLE_TEXT_MESSAGE = 'Must not hold U+0000 or a lone surrogate'
 
+/**
+ * A query parameter that takes one value (a multi-value filter is `multiValue`): sent twice it
+ * arrives as an array, refused in words rather than as the validator's type names.
+ */
+export const oneQueryValue = (name: string) => v.string(`${name} must be given once`)
+
 /** Text searched for in stored text (a description): what could never be stored matches nothing, so it is refused. */
-export const SearchText = v.pipe(v.string(), v.check(isStorableText, STORABLE_TEXT_MESSAGE))
+export const SearchText = (name: string) => v.pipe(oneQueryValue(name), v.check(isStorableText, STORABLE_TEXT_MESSAGE))
 
 /** Not empty (nor only invisible characters), at most 1024 characters (code points). */
 export const Description = v.pipe(
@@ -187,7 +193,7 @@ export const StateList = <const S extends readonly [string, ...string[]]>(states
 /** A whole number in a query string, documented as the integer it stands for (with its default). */
 const positiveInteger = (max: number, name: string, byDefault?: number) =>
   v.pipe(
-    v.string(),
+    oneQueryValue(name),
     v.regex(/^\d+$/, `${name} must be a whole number`),
     documentedAs({ type: 'integer', minimum: 1, maximum: max, ...(byDefault !== undefined ? { default: byDefault } : {}) }),
     v.transform(Number),
