@@ -29,6 +29,7 @@ export const PROBLEM_CODES = {
     'unknown_environment',
     'invalid_public_key',
     'enrollment_mismatch',
+    'trailers_not_supported',
   ],
   401: ['unauthorized'],
   403: ['forbidden'],
