@@ -8,7 +8,7 @@ import { then, type Maybe, type StateMark, type Storage } from '../storage/stora
 import { mapInTurns, type Slice } from '../ops/turns'
 import type { TokenVerifier } from '../auth/tokens'
 import { authenticate } from './auth'
-import { type Principal } from '../modules/shared/principal'
+import { tenantOf, type Principal } from '../modules/shared/principal'
 import { readBody, type RequestBody } from './body'
 import { failureAnswer, jsonAnswer, withTraceId } from './foundation'
 import { BYTES_IN_TURNS_ABOVE_CHARS, JsonBytes } from './json-bytes'
@@ -64,6 +64,7 @@ function authenticateRequest(deps: AppDeps, charge: ChargeRequest | undefined, r
   const traceId = withTraceId(set)
   const accepted = (principal: Principal): Authenticated => {
     noteAuthenticated(request, principal, traceId)
+    deps.storage.actFor?.(tenantOf(principal))
     if (charge) charge(principal.tokenId, set)
     return { principal, body: undefined }
   }

@@ -247,6 +247,12 @@ export interface Storage extends Reader {
    * answer"). Absent where a request never waits on anything but the disk (embedded).
    */
   requestScope?<T>(handle: () => T): T
+  /**
+   * The running request acts for `tenant` (the customer its token reaches, the vendor's own
+   * organization for a vendor token), told once its token is known: database mode gives tenants
+   * turns at its connections (docs/storage.md, "Turns at the connections"). Absent in the embedded store.
+   */
+  actFor?(tenant: string): void
   /** `observer` is told the seconds of each durable write: the log's append and fsync, or a commit. */
   observeWrites(observer: (seconds: number) => void): void
   close(): Promise<void>

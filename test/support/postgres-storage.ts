@@ -85,3 +85,13 @@ export async function listPlan<N extends TableName>(sql: SQL, query: ListQuery<N
     return JSON.stringify((await tx.unsafe(`EXPLAIN (FORMAT JSON) ${text}`, params))[0]['QUERY PLAN'])
   })
 }
+
+/**
+ * `work` run as one request of `tenant`: its reads and changes take that tenant's turns at the
+ * connections (src/storage/postgres/connection-turns.ts), where work outside a request is all one tenant's.
+ */
+export const asTenant = <T>(storage: PostgresStorage, tenant: string, work: () => Promise<T>): Promise<T> =>
+  storage.requestScope(() => {
+    storage.actFor(tenant)
+    return work()
+  })

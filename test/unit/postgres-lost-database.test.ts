@@ -8,7 +8,7 @@ import { SQL } from 'bun'
 import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import { databaseTestsCanRun, createTestDatabase, pausableRelay, type TestDatabase } from '../support/database'
-import { createTestStorage, freshConsumer, TEST_CUSTOMER as customer } from '../support/postgres-storage'
+import { asTenant, createTestStorage, freshConsumer, TEST_CUSTOMER as customer } from '../support/postgres-storage'
 import { waitFor } from '../support/server-process'
 
 const reachable = await databaseTestsCanRun()
@@ -200,18 +200,23 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       // The smallest pool: two connections for changes and reads (and one for lists). A deadline
       // that a loaded machine still meets when it opens the pool's connections again at the end.
       const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 3000, maxConnections: 1 })
-      /** Two transactions that each hold a connection at once (so the pool has opened both). */
+      /**
+       * Two transactions that each hold a connection at once (so the pool has opened both): two
+       * tenants', as one tenant holds all connections but one at most.
+       */
       const bothHolding = (record: { consumer_id: string }) => {
         let arrived = 0
         let bothIn!: () => void
         const both = new Promise<void>((resolve) => (bothIn = resolve))
         return Promise.allSettled(
-          [0, 1].map(() =>
-            hanging.transaction(async (tx) => {
-              if (++arrived === 2) bothIn()
-              await both
-              return tx.find('consumers', record.consumer_id)
-            }),
+          [0, 1].map((i) =>
+            asTenant(hanging, `tenant ${i}`, () =>
+              hanging.transaction(async (tx) => {
+                if (++arrived === 2) bothIn()
+                await both
+                return tx.find('consumers', record.consumer_id)
+              }),
+            ),
           ),
         )
       }
@@ -222,13 +227,15 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await bothHolding(record)
         relay.pause()
         // The pool's two connections are these transactions', which wait for an answer...
-        const holders = [0, 1].map(() => {
+        const holders = [0, 1].map((i) => {
           let reserved!: () => void
           const holding = new Promise<void>((resolve) => (reserved = resolve))
-          const done = hanging.transaction(async (tx) => {
-            reserved()
-            return await tx.find('consumers', record.consumer_id)
-          })
+          const done = asTenant(hanging, `tenant ${i}`, () =>
+            hanging.transaction(async (tx) => {
+              reserved()
+              return await tx.find('consumers', record.consumer_id)
+            }),
+          )
           return { holding, done }
         })
         await Promise.all(holders.map((holder) => holder.holding))

@@ -9,7 +9,7 @@ import { PostgresStorage } from '../../src/storage/postgres'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 import type { Tx } from '../../src/storage/storage'
 import { databaseTestsCanRun, createTestDatabase } from '../support/database'
-import { createTestStorage, freshConsumer } from '../support/postgres-storage'
+import { asTenant, createTestStorage, freshConsumer } from '../support/postgres-storage'
 
 const reachable = await databaseTestsCanRun()
 
@@ -162,6 +162,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       holder.release()
       await holder.done
       expect(locks).toBe(0)
+    })
+
+    test("a tenant's transactions hold all connections but one: another tenant's change runs at once, however many the first has waiting (docs/storage.md, \"Turns at the connections\")", async () => {
+      // The pool of reads and changes: 12 of the default 16 connections (the other 4 are the lists').
+      const connections = 12
+      let release!: () => void
+      const held = new Promise<void>((resolve) => (release = resolve))
+      let started = 0
+      const busy = Array.from({ length: connections + 4 }, () =>
+        asTenant(storage, 'busy tenant', () =>
+          storage.transaction(async (tx) => {
+            await tx.insert('consumers', freshConsumer())
+            started++
+            await held
+          }),
+        ),
+      )
+      // Served first come, first served, the other tenant's change waited for the busy one's to end (503 at its timeout).
+      const other = await asTenant(storage, 'other tenant', () => storage.transaction((tx) => tx.insert('consumers', freshConsumer())))
+      expect(other.consumer_id).toBeString()
+      expect(started).toBeLessThan(connections)
+      release()
+      await Promise.all(busy)
+      expect(started).toBe(connections + 4)
     })
   })
 

@@ -26,4 +26,7 @@ export interface Principal {
  * data the token reaches (the vendor's own organization for a vendor token), so that one tenant's
  * many big requests do not slow another's (docs/security.md, "Big answers").
  */
-export const sliceOf = (p: Principal): Slice => newSlice(p.customerId ?? p.organization.organization_id)
+export const sliceOf = (p: Principal): Slice => newSlice(tenantOf(p))
+
+/** The customer whose data the token reaches; the vendor's own organization for a vendor token. */
+export const tenantOf = (p: Principal): string => p.customerId ?? p.organization.organization_id

@@ -14,11 +14,11 @@ import { SQL } from 'bun'
 import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../records'
 import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { mapInTurns, NO_TENANT } from '../../ops/turns'
-import { ListSlots } from './list-slots'
+import { ConnectionTurns } from './connection-turns'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { waitedFor, withRequestWait } from './request-wait'
+import { actFor, requestTenant, waitedFor, withRequestWait } from './request-wait'
 import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, TRANSACTION_TIME_AS_NOW, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
@@ -74,8 +74,10 @@ export class PostgresStorage implements Storage {
     private readonly sql: SQL,
     /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"). */
     private readonly listSql: SQL,
-    /** Their turns, shared by tenants (src/storage/postgres/list-slots.ts). */
-    private readonly listSlots: ListSlots,
+    /** Their turns, shared by tenants (src/storage/postgres/connection-turns.ts). */
+    private readonly listTurns: ConnectionTurns,
+    /** The turns at `sql`'s connections, for reads and transactions. */
+    private readonly turns: ConnectionTurns,
     /**
      * Tries of a statement whose connection the server had closed. The pool notices that the
      * server closed an idle connection (a restart, pg_terminate_backend) only when it next uses
@@ -103,9 +105,10 @@ export class PostgresStorage implements Storage {
     // PostgreSQL's default plan caching (docs/storage.md, "Plans"). Two at least for the others:
     // the start holds one for its migration lock while its work uses another.
     const lists = Math.max(1, Math.floor(max / 4))
-    const sql = new SQL({ url, max: Math.max(2, max - lists), connectionTimeout: 10, connection: limits })
+    const others = Math.max(2, max - lists)
+    const sql = new SQL({ url, max: others, connectionTimeout: 10, connection: limits })
     const listSql = new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } })
-    return new PostgresStorage(url, sql, listSql, new ListSlots(lists), max + 1, answerTimeoutMs)
+    return new PostgresStorage(url, sql, listSql, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
   }
 
   /**
@@ -202,9 +205,9 @@ export class PostgresStorage implements Storage {
   async list<N extends TableName>(query: ListQuery<N>): Promise<Page<RecordOf<N>>> {
     const statement = listStatement(query)
     // One deadline for the wait for a list connection and the list's answer; the connection's slot is
-    // held until its statement is done, even one answered 503 (src/storage/postgres/list-slots.ts).
+    // held until its statement is done, even one answered 503 (src/storage/postgres/connection-turns.ts).
     const rows: Rows = await waitedFor(this.answerTimeoutMs, (ms) => {
-      const answer = this.listSlots.run(query.slice?.tenant ?? NO_TENANT, performance.now() + ms, () =>
+      const answer = this.listTurns.run(query.slice?.tenant ?? NO_TENANT, performance.now() + ms, () =>
         this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
       )
       return answeredWithin(answer, ms)
@@ -224,8 +227,9 @@ export class PostgresStorage implements Storage {
     const run: TransactionRun = { abandoned: false, connection: undefined }
     // Past the deadline the connection is closed: the server rolls back whatever has not committed,
     // and a COMMIT already sent has an unknown outcome, as when a connection is lost (503).
+    // Its attempts hold one turn at the connections (`turns`) between them.
     return waitedFor(this.answerTimeoutMs, (ms) =>
-      answeredWithin(this.attempts(body, run), ms, () => {
+      answeredWithin(this.turns.run(requestTenant() ?? NO_TENANT, performance.now() + ms, () => this.attempts(body, run)), ms, () => {
         run.abandoned = true
         run.connection?.close().catch(() => {})
       }),
@@ -301,9 +305,14 @@ export class PostgresStorage implements Storage {
     }
   }
 
-  /** A statement outside a transaction (a read). */
+  /** A statement outside a transaction (a read), in its request's tenant's turn at the connections. */
   private run(statement: Statement): Promise<Rows> {
-    return this.read(() => this.sql.unsafe(statement.text, statement.params))
+    return waitedFor(this.answerTimeoutMs, (ms) => {
+      const answer = this.turns.run(requestTenant() ?? NO_TENANT, performance.now() + ms, () =>
+        this.tries(() => this.sql.unsafe(statement.text, statement.params), this.connectionTries),
+      )
+      return answeredWithin(answer, ms)
+    })
   }
 
   /**
@@ -332,6 +341,11 @@ export class PostgresStorage implements Storage {
     return withRequestWait(handle)
   }
 
+  /** Its request's reads and transactions take their turns at the connections as `tenant`'s (connection-turns.ts). */
+  actFor(tenant: string): void {
+    actFor(tenant)
+  }
+
   /** Reads see committed rows only: nothing a request reads can be undone (`StateMark`). */
   mark(): StateMark {
     return 0
@@ -344,7 +358,12 @@ export class PostgresStorage implements Storage {
    */
   now(): number {
     if (Number.isNaN(this.databaseTime.micros)) return Date.now() * 1000
-    return Math.floor(this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000)
+    return Math.floor(this.databaseTimeNow())
+  }
+
+  /** The database's time last read, moved on by the monotonic time since (NaN before the first read). */
+  private databaseTimeNow(): number {
+    return this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000
   }
 
   /**
@@ -354,8 +373,8 @@ export class PostgresStorage implements Storage {
    */
   private learnTime(row: { now?: unknown } | undefined): void {
     if (row?.now === undefined || row.now === null) return
-    const known = Number.isNaN(this.databaseTime.micros) ? -Infinity : this.now()
-    this.databaseTime = { micros: Math.max(Number(row.now), known), readAt: performance.now() }
+    const known = this.databaseTimeNow()
+    this.databaseTime = { micros: Number.isNaN(known) ? Number(row.now) : Math.max(Number(row.now), known), readAt: performance.now() }
   }
 
   settle<T>(value: T): T {

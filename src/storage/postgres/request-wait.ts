@@ -10,6 +10,9 @@
  * whole timeout. Steps a request runs side by side (a list's id filters, looked up together) are
  * charged once for the time they overlap: charged each, a list with three id filters was 503 after
  * waiting half its timeout (found in review, 2026-11-30).
+ *
+ * It carries the request's tenant too, once its token is known (`actFor`): its statements and
+ * transactions take their turns at the connections as that tenant's (connection-turns.ts).
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { DatabaseUnavailableError } from './errors'
@@ -20,13 +23,26 @@ interface RequestWait {
   /** Steps under way, and since when at least one has been (`performance.now()`). */
   active: number
   since: number
+  /** Whose request this is, once its token is known (docs/storage.md, "Turns at the connections"). */
+  tenant: string | undefined
 }
 
 const requestWaits = new AsyncLocalStorage<RequestWait>()
 
 /** Runs `handle` (one request) with a wait of its own, none of it used yet. */
 export function withRequestWait<T>(handle: () => T): T {
-  return requestWaits.run({ waitedMs: 0, active: 0, since: 0 }, handle)
+  return requestWaits.run({ waitedMs: 0, active: 0, since: 0, tenant: undefined }, handle)
+}
+
+/** The running request acts for `tenant` from here on. */
+export function actFor(tenant: string): void {
+  const wait = requestWaits.getStore()
+  if (wait !== undefined) wait.tenant = tenant
+}
+
+/** The tenant the running request acts for; undefined before its token is known, and outside any request. */
+export function requestTenant(): string | undefined {
+  return requestWaits.getStore()?.tenant
 }
 
 /**

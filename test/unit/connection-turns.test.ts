@@ -1,10 +1,10 @@
 /**
- * The list connections' turns in database mode (src/storage/postgres/list-slots.ts): a tenant never
- * holds every slot, and waiting lists go in turn per tenant, so one tenant's slow lists do not queue
- * another's behind them.
+ * Tenants' turns at a pool's connections in database mode (src/storage/postgres/connection-turns.ts):
+ * a tenant never holds every slot, and waiting work goes in turn per tenant, so one tenant's slow
+ * lists or many changes do not queue another's behind them.
  */
 import { expect, test } from 'bun:test'
-import { ListSlots } from '../../src/storage/postgres/list-slots'
+import { ConnectionTurns } from '../../src/storage/postgres/connection-turns'
 import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
 
 /** A deadline far away (`performance.now()` time). */
@@ -21,7 +21,7 @@ function heldList() {
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 test("a tenant holds all slots but one: another tenant's list runs at once, however many the first one sends", async () => {
-  const slots = new ListSlots(4)
+  const slots = new ConnectionTurns(4)
   const big = Array.from({ length: 8 }, heldList)
   const running = big.map((list) => slots.run('big', far(), list.run))
   await turn()
@@ -39,7 +39,7 @@ test("a tenant holds all slots but one: another tenant's list runs at once, howe
 })
 
 test('waiting lists go in turn per tenant, each tenant\'s in order', async () => {
-  const slots = new ListSlots(2) // one each at most
+  const slots = new ConnectionTurns(2) // one each at most
   const order: string[] = []
   const lists = new Map<string, ReturnType<typeof heldList>>()
   const start = (name: string) => {
@@ -59,7 +59,7 @@ test('waiting lists go in turn per tenant, each tenant\'s in order', async () =>
 })
 
 test("on one slot, a tenant whose lists queued first waits for the next turn, not for another of them: the tenant served least recently goes first", async () => {
-  const slots = new ListSlots(1)
+  const slots = new ConnectionTurns(1)
   const order: string[] = []
   const lists = new Map<string, ReturnType<typeof heldList>>()
   const start = (name: string) => {
@@ -81,7 +81,7 @@ test("on one slot, a tenant whose lists queued first waits for the next turn, no
 })
 
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
-  const slots = new ListSlots(2)
+  const slots = new ConnectionTurns(2)
   const holder = heldList()
   const held = slots.run('a', far(), holder.run)
   const other = heldList()
@@ -97,7 +97,7 @@ test('a list that got no slot within its deadline is 503 and never runs', async 
 })
 
 test('a list let in with too little time left to answer is 503 and not sent: it would run on after its caller was answered', async () => {
-  const slots = new ListSlots(2)
+  const slots = new ConnectionTurns(2)
   const late = heldList()
   // A slot is free, but its deadline is 10 ms away.
   expect(await slots.run('a', performance.now() + 10, late.run).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)

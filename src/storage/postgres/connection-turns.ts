@@ -1,18 +1,21 @@
 /**
- * The list connections' turns (docs/storage.md, "Plans"): a list runs only with one of the `slots`
- * (one per list connection), and tenants share them. A tenant holds at most all but one at once (of
- * a single one, all: then the tenants only take turns for it), so
- * another tenant's list finds one free or waits for the next to come free, never behind a queue of
- * the first tenant's; waiting lists go in turn per tenant, each tenant's in order, the tenant served
- * least recently first. Without this the pool served lists first come, first served: a tenant's slow
- * text searches on eight connections held a small tenant's page 33 times longer. In the order the
- * tenants began waiting instead, a tenant whose lists queued before another's arrived went first
- * again when its running list ended: on one slot the other waited for two of its lists (review,
+ * Tenants' turns at a pool's connections (docs/storage.md, "Plans" and "Turns at the connections"):
+ * a statement or transaction runs only with one of the `slots` (one per connection of its pool), and
+ * tenants share them. A tenant holds at most all but one at once (of a single one, all: then the
+ * tenants only take turns for it), so another tenant's work finds one free or waits for the next to
+ * come free, never behind a queue of the first tenant's; waiting work goes in turn per tenant, each
+ * tenant's in order, the tenant served least recently first.
+ *
+ * Without this a pool serves first come, first served: a tenant's slow text searches on eight list
+ * connections held a small tenant's page 33 times longer, and a tenant with two thousand changes in
+ * flight held another's one create until its `--database-timeout` (503; review, 2026-11-30). In the
+ * order the tenants began waiting instead, a tenant whose work queued before another's arrived went
+ * first again when its running work ended: on one slot the other waited for two of its lists (review,
  * 2026-11-30: half the small tenant's pages 503 behind 5 s searches).
  */
 import { DatabaseUnavailableError } from './errors'
 
-/** A list let in with less time than this left is not sent: it would run on after its caller was answered 503. */
+/** Work let in with less time than this left is not sent: it would run on after its caller was answered 503. */
 const MIN_TIME_LEFT_MS = 50
 
 interface Waiter {
@@ -20,14 +23,14 @@ interface Waiter {
   readonly timer: ReturnType<typeof setTimeout>
 }
 
-export class ListSlots {
+export class ConnectionTurns {
   private free: number
   private readonly perTenant: number
-  /** Lists running, by tenant. */
+  /** Work running, by tenant. */
   private readonly running = new Map<string, number>()
-  /** Lists waiting, by tenant, each tenant's in the order they came. */
+  /** Work waiting, by tenant, each tenant's in the order it came. */
   private readonly waiting = new Map<string, Waiter[]>()
-  /** When each tenant with lists running or waiting last took a slot (a count of takes). */
+  /** When each tenant with work running or waiting last took a slot (a count of takes). */
   private readonly lastServed = new Map<string, number>()
   private takes = 0
 
@@ -37,15 +40,15 @@ export class ListSlots {
   }
 
   /**
-   * Runs `list` once `tenant` has a slot, and holds the slot until `list` is done (its connection is
-   * busy until then, answered or not). DatabaseUnavailableError, and `list` never runs, if no slot
+   * Runs `work` once `tenant` has a slot, and holds the slot until `work` is done (its connection is
+   * busy until then, answered or not). DatabaseUnavailableError, and `work` never runs, if no slot
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
-  async run<T>(tenant: string, deadline: number, list: () => Promise<T>): Promise<T> {
+  async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
     await this.acquire(tenant, deadline - performance.now())
     try {
-      if (deadline - performance.now() < MIN_TIME_LEFT_MS) throw new DatabaseUnavailableError(new Error('no list connection free in time'))
-      return await list()
+      if (deadline - performance.now() < MIN_TIME_LEFT_MS) throw new DatabaseUnavailableError(new Error('no connection free in time'))
+      return await work()
     } finally {
       this.release(tenant)
     }
@@ -62,7 +65,7 @@ export class ListSlots {
         },
         timer: setTimeout(() => {
           this.forget(tenant, waiter)
-          reject(new DatabaseUnavailableError(new Error('no list connection free in time')))
+          reject(new DatabaseUnavailableError(new Error('no connection free in time')))
         }, Math.max(0, ms)),
       }
       const line = this.waiting.get(tenant)
@@ -117,7 +120,7 @@ export class ListSlots {
     this.forgetIdle(tenant)
   }
 
-  /** For tests: lists running and waiting, and the tenants remembered. */
+  /** For tests: work running and waiting, and the tenants remembered. */
   get counts(): { readonly running: number; readonly waiting: number; readonly tenants: number } {
     let waiting = 0
     for (const line of this.waiting.values()) waiting += line.length
