@@ -1,6 +1,6 @@
 /**
  * Tenants' turns at a pool's connections (docs/storage.md, "Plans" and "Turns at the connections"):
- * a statement or transaction runs only with one of the `slots` (one per connection of its pool), and
+ * a list or transaction runs only with one of the `slots` (one per connection of its pool), and
  * tenants share them. A tenant holds at most all but one at once (of a single one, all: then the
  * tenants only take turns for it), so another tenant's work finds one free or waits for the next to
  * come free, never behind a queue of the first tenant's; waiting work goes in turn per tenant, each

@@ -76,7 +76,7 @@ export class PostgresStorage implements Storage {
     private readonly listSql: SQL,
     /** Their turns, shared by tenants (src/storage/postgres/connection-turns.ts). */
     private readonly listTurns: ConnectionTurns,
-    /** The turns at `sql`'s connections, for reads and transactions. */
+    /** The turns at `sql`'s connections, for transactions (reads by key are pipelined: `run`). */
     private readonly turns: ConnectionTurns,
     /**
      * Tries of a statement whose connection the server had closed. The pool notices that the
@@ -305,14 +305,13 @@ export class PostgresStorage implements Storage {
     }
   }
 
-  /** A statement outside a transaction (a read), in its request's tenant's turn at the connections. */
+  /**
+   * A statement outside a transaction (a read). Not in turns (`turns`): the pool pipelines a waiting
+   * statement on a busy connection, and one statement per connection at a time cost a read by id
+   * 30% more CPU (docs/storage.md, "Turns at the connections").
+   */
   private run(statement: Statement): Promise<Rows> {
-    return waitedFor(this.answerTimeoutMs, (ms) => {
-      const answer = this.turns.run(requestTenant() ?? NO_TENANT, performance.now() + ms, () =>
-        this.tries(() => this.sql.unsafe(statement.text, statement.params), this.connectionTries),
-      )
-      return answeredWithin(answer, ms)
-    })
+    return this.read(() => this.sql.unsafe(statement.text, statement.params))
   }
 
   /**
