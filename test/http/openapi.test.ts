@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHarness, type Harness } from '../support/harness'
 import Ajv2020 from 'ajv/dist/2020'
+import addFormats from 'ajv-formats'
 import { answerChecker } from '../support/openapi-check'
 import { MAX_ENVIRONMENTS, MAX_FILTER_VALUES_SENT } from '../../src/modules/shared/model'
 import { AUDIT_ACTIONS } from '../../src/modules/shared/audit'
@@ -169,6 +170,35 @@ describe('the document', () => {
     expect(new RegExp(description.pattern).test(' \t ')).toBe(false)
     expect(new RegExp(body('post', '/api/environments/{application_id}').properties.environment.pattern).test('pre-prod_2')).toBe(true)
     expect(body('post', '/api/consumers').properties.organization_id.description).toContain('required for vendor tokens')
+  })
+
+  test("every schema of the document compiles under Ajv 2020's strict mode, as an integrator's validator may run it (docs/api.md)", () => {
+    const ajv = new Ajv2020({ strict: true })
+    addFormats(ajv)
+    // Each schema on its own, the components as its $defs.
+    const local = (schema: unknown) => JSON.parse(JSON.stringify(schema).replaceAll('#/components/schemas/', '#/$defs/'))
+    const $defs = local(document.components.schemas)
+    const schemas: [string, unknown][] = Object.entries<any>(document.components.schemas).map(([name, schema]) => [name, schema])
+    for (const [path, operations] of Object.entries<any>(document.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        const body = operation.requestBody?.content?.['application/json']?.schema
+        if (body) schemas.push([`${method} ${path} body`, body])
+        for (const parameter of operation.parameters ?? []) schemas.push([`${method} ${path} ${parameter.name}`, parameter.schema])
+        for (const [status, response] of Object.entries<any>(operation.responses)) {
+          for (const [type, content] of Object.entries<any>(response.content ?? {})) schemas.push([`${method} ${path} ${status} ${type}`, content.schema])
+        }
+      }
+    }
+    const refused = schemas.flatMap(([name, schema]) => {
+      try {
+        ajv.compile({ ...local(schema), $defs })
+        return []
+      } catch (error) {
+        return [`${name}: ${(error as Error).message}`]
+      }
+    })
+    expect(refused).toEqual([])
+    expect(schemas.length).toBeGreaterThan(100)
   })
 
   test('request bodies say what the server refuses: exactly one of default and environment, a ttl it parses, names trimmed of spaces and tabs only', () => {

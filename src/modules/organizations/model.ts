@@ -45,11 +45,12 @@ export const ChangeEnvironmentsBody = v.pipe(
   v.check((b) => (b.default === undefined) !== (b.environment === undefined), 'Send exactly one of default and environment'),
   // The check above, as JSON Schema says it: each branch has its key and not the other. Said with
   // `not: {required}` rather than a `false` property schema, which two zod client generators
-  // (orval, openapi-zod-client) cannot read at all (docs/api.md, "The OpenAPI document, the page and clients").
+  // (orval, openapi-zod-client) cannot read at all; the `not` declares the key it requires, as
+  // Ajv's strict mode and Redocly ask (docs/api.md, "The OpenAPI document, the page and clients").
   v.metadata({
     oneOf: [
-      { type: 'object', required: ['default'], properties: { default: ENVIRONMENT_NAME_FORM }, not: { required: ['environment'] } },
-      { type: 'object', required: ['environment'], properties: { environment: ENVIRONMENT_NAME_FORM }, not: { required: ['default'] } },
+      { type: 'object', required: ['default'], properties: { default: ENVIRONMENT_NAME_FORM }, not: { required: ['environment'], properties: { environment: {} } } },
+      { type: 'object', required: ['environment'], properties: { environment: ENVIRONMENT_NAME_FORM }, not: { required: ['default'], properties: { default: {} } } },
     ],
   }),
 )
