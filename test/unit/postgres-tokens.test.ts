@@ -298,10 +298,14 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       const events = []
       for (let i = 0; i < 7; i++) events.push(await storage.transaction((tx) => tx.insert('audit_events', freshEvent())))
       for (const [i, e] of events.entries()) await admin`UPDATE audit_events SET created = ${base + i}, modified = ${base + i} WHERE event_id = ${e.event_id}`
+      const writes: number[] = []
+      storage.observeWrites((seconds) => writes.push(seconds))
       expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(2)
       expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(2)
       expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(1)
       expect(await storage.purgeAuditEvents(base + 5, 2)).toBe(0)
+      // Each purge that deleted is a durable write (keyward_storage_write_duration_seconds), as in the embedded store.
+      expect(writes).toHaveLength(3)
       const left = await storage.list({ table: 'audit_events', where: [], order: 'asc' })
       expect(left.items.map((e) => e.event_id)).toEqual(events.slice(5).map((e) => e.event_id))
     })
