@@ -55,6 +55,22 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await other.drop()
       }
     })
+
+    test("a database holding keyward's tables without its record of migrations is refused with a message that says so, not migrated again", async () => {
+      const other = await createTestDatabase()
+      const instance = PostgresStorage.connect(other.url)
+      try {
+        await instance.underMigrationLock(async () => {})
+        const sql = new SQL({ url: other.url, max: 1 })
+        await sql`DROP TABLE schema_migrations`
+        await sql.close()
+        const refused = [await instance.underMigrationLock(async () => 'ran').catch((error) => error), await instance.requireCurrentSchema().catch((error) => error)]
+        for (const error of refused) expect(error.message).toContain('records no keyward migration (schema_migrations is missing or empty) but holds a table organizations')
+      } finally {
+        await instance.close()
+        await other.drop()
+      }
+    })
   })
 
   /**

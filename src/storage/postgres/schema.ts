@@ -307,11 +307,21 @@ export class SchemaTooNewError extends Error {
   }
 }
 
-/** The version of the schema in the database: 0 when keyward has never run on it. */
+/**
+ * The version of the schema in the database: 0 when keyward has never run on it. A database with no
+ * migration recorded but keyward's first table is refused: applying migration 1 again failed with
+ * only "relation organizations already exists" (found in review, 2026-11-30: `schema_migrations`
+ * dropped by hand).
+ */
 export async function schemaVersion(sql: SQL): Promise<number> {
-  const [{ present }] = await sql`SELECT to_regclass('schema_migrations') IS NOT NULL AS present`
-  if (!present) return 0
-  const [{ version }] = await sql`SELECT coalesce(max(version), 0)::int AS version FROM schema_migrations`
+  const [{ present, organizations }] = await sql`SELECT to_regclass('schema_migrations') IS NOT NULL AS present, to_regclass('organizations') IS NOT NULL AS organizations`
+  const [{ version }] = present ? await sql`SELECT coalesce(max(version), 0)::int AS version FROM schema_migrations` : [{ version: 0 }]
+  if (version === 0 && organizations) {
+    throw new Error(
+      'the database records no keyward migration (schema_migrations is missing or empty) but holds a table organizations: ' +
+        'its schema was changed outside keyward, or it is another program\'s; restore it from a backup, or use an empty database',
+    )
+  }
   return version as number
 }
 
