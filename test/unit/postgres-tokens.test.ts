@@ -209,6 +209,27 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         }
       })
 
+      test("now() follows the database's time on each read: a monotonic clock running fast puts it ahead by one read's interval at most, not more and more", async () => {
+        const databaseTime = async () => Number((await admin`SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now`)[0].now)
+        const realNow = performance.now.bind(performance)
+        const start = realNow()
+        // This machine's monotonic clock twice as fast as the database's.
+        const fastClock = spyOn(performance, 'now').mockImplementation(() => start + (realNow() - start) * 2)
+        try {
+          const ahead: number[] = []
+          for (let read = 0; read < 5; read++) {
+            await storage.requireCurrentSchema() // a read that brings the database's time
+            await admin`SELECT pg_sleep(0.1)` // time passing, 100 ms by the database's clock (200 by the fast one)
+            ahead.push(storage.now() - (await databaseTime()))
+          }
+          // Each read's interval puts it about 100 ms ahead, the same each time; kept as the base
+          // instead, the lead grew by the interval with every read (560 ms by the fifth).
+          expect(ahead.at(-1)! - ahead[0]!).toBeLessThan(200_000)
+        } finally {
+          fastClock.mockRestore()
+        }
+      })
+
       test('without the counter (its row deleted by hand) credentials are read every time, and still seen changed', async () => {
         const issued = token()
         await storage.transaction((tx) => tx.insert('tokens', issued))

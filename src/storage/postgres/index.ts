@@ -68,6 +68,8 @@ export class PostgresStorage implements Storage {
   private readonly credentials = new CredentialCache(() => this.readGeneration())
   /** The database's time as last read, and when (`performance.now()`): see `now`. */
   private databaseTime = { micros: NaN, readAt: 0 }
+  /** The latest time `now()` answered from the database's time. */
+  private answeredTime = -Infinity
 
   private constructor(
     private readonly url: string,
@@ -353,27 +355,28 @@ export class PostgresStorage implements Storage {
   /**
    * The database's time, as last read (with every credential and credential generation, so just
    * before a request's token is judged), moved on by the monotonic time since: this machine's
-   * system clock plays no part. Before the first read, this machine's clock.
+   * system clock plays no part. Before the first read, this machine's clock. Never less than it
+   * answered before (an expired token stays expired, docs/storage.md "Time"): a new read that
+   * brings a time behind it (this machine's monotonic clock ran a little fast) holds it there
+   * until the database's time catches up, so the error never grows beyond one read's interval.
    */
   now(): number {
     if (Number.isNaN(this.databaseTime.micros)) return Date.now() * 1000
-    return Math.floor(this.databaseTimeNow())
-  }
-
-  /** The database's time last read, moved on by the monotonic time since (NaN before the first read). */
-  private databaseTimeNow(): number {
-    return this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000
+    const now = Math.max(this.answeredTime, Math.floor(this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000))
+    this.answeredTime = now
+    return now
   }
 
   /**
    * A row's `now` column (the database's time): what `now()` goes on from. It is the time its
-   * statement began, so a statement answered late (held by a lock) brings an earlier time than one
-   * learnt meanwhile: `now()` never goes back (an expired token must stay expired, docs/storage.md "Time").
+   * statement began, so a statement answered late (held by a lock) can bring a time older than one
+   * learnt meanwhile: such a row teaches nothing, and is passed over.
    */
   private learnTime(row: { now?: unknown } | undefined): void {
     if (row?.now === undefined || row.now === null) return
-    const known = this.databaseTimeNow()
-    this.databaseTime = { micros: Number.isNaN(known) ? Number(row.now) : Math.max(Number(row.now), known), readAt: performance.now() }
+    const micros = Number(row.now)
+    if (micros < this.databaseTime.micros) return
+    this.databaseTime = { micros, readAt: performance.now() }
   }
 
   settle<T>(value: T): T {
