@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { PostgresStorage } from '../../src/storage/postgres'
-import { DatabaseUnavailableError } from '../../src/storage/postgres/errors'
+import { DatabaseUnavailableError, isConnectionLost } from '../../src/storage/postgres/errors'
 import { databaseTestsCanRun, createTestDatabase, pausableRelay, type TestDatabase } from '../support/database'
 import { asTenant, createTestStorage, freshConsumer, TEST_CUSTOMER as customer } from '../support/postgres-storage'
 import { waitFor } from '../support/server-process'
@@ -259,6 +259,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await hanging.close()
         relay.close()
       }
+    })
+
+    test('a server that will not speak TLS where the URL asks for it (sslmode=require): reads and transactions are DatabaseUnavailableError, not an unexpected error', async () => {
+      // Answers a client's SSLRequest with N (no TLS), as a server whose TLS was switched off does.
+      const refusing = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data: (socket) => void socket.write('N') } })
+      const url = new URL(db.url)
+      url.port = String(refusing.port)
+      url.searchParams.set('sslmode', 'require')
+      const plain = PostgresStorage.connect(url.toString())
+      try {
+        const outcomes = [await Promise.resolve(plain.find('consumers', crypto.randomUUID())).catch((e) => e), await plain.transaction((tx) => tx.insert('consumers', freshConsumer())).catch((e) => e)]
+        for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
+      } finally {
+        await plain.close()
+        refusing.stop(true)
+      }
+    })
+
+    test('certificate and name-resolution failures are a database that cannot be reached (503), by their codes', () => {
+      for (const code of ['DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_POSTGRES_TLS_UPGRADE_FAILED', 'ENOTFOUND', 'EAI_AGAIN']) {
+        expect({ code, lost: isConnectionLost(Object.assign(new Error(code), { code })) }).toEqual({ code, lost: true })
+      }
+      // A mistake of keyward's own is not the database's.
+      expect(isConnectionLost(Object.assign(new Error('x'), { code: 'ERR_POSTGRES_INVALID_QUERY_BINDING' }))).toBe(false)
     })
 
     test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {

@@ -56,6 +56,33 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test('a current schema is served by a role that may read and write its tables but not create any: nothing is created at start', async () => {
+      const other = await createTestDatabase()
+      const role = `keyward_test_app_${crypto.randomUUID().replaceAll('-', '')}`
+      const owner = PostgresStorage.connect(other.url)
+      const sql = new SQL({ url: other.url, max: 1 })
+      let app: PostgresStorage | undefined
+      try {
+        await owner.underMigrationLock(async () => {})
+        await sql.unsafe(`CREATE ROLE ${role} LOGIN`)
+        await sql.unsafe(`GRANT USAGE ON SCHEMA public TO ${role}`)
+        await sql.unsafe(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`)
+        const url = new URL(other.url)
+        url.username = role
+        app = PostgresStorage.connect(url.toString())
+        expect(await app.underMigrationLock(async () => 'started')).toBe('started')
+      } finally {
+        await app?.close()
+        await owner.close()
+        await sql.unsafe(`DROP OWNED BY ${role}`)
+        await sql.close()
+        await other.drop()
+        const admin = new SQL({ url: other.url.replace(/\/[^/?]*(\?|$)/, '/postgres$1'), max: 1 })
+        await admin.unsafe(`DROP ROLE IF EXISTS ${role}`)
+        await admin.close()
+      }
+    })
+
     test("a database holding keyward's tables without its record of migrations is refused with a message that says so, not migrated again", async () => {
       const other = await createTestDatabase()
       const instance = PostgresStorage.connect(other.url)

@@ -46,6 +46,23 @@ const LOST_CONNECTION_CODES = new Set([
   'ETIMEDOUT',
   'EHOSTUNREACH',
   'ENETUNREACH',
+  // A host name that does not resolve (now).
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  // A server certificate refused (sslmode=verify-ca, verify-full): a rotation gone wrong, say.
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_SIGNATURE_FAILURE',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
 ])
 
 /** The server closed this connection (a restart, pg_terminate_backend): another one may work. */
@@ -76,11 +93,16 @@ export function isClosedConnection(error: unknown): boolean {
  */
 const UNAVAILABLE_STATES = new Set(['3D000', '55000', '28000', '28P01', '25006', '55P03', '25P03'])
 
-/** The connection was refused or lost, or the database cannot serve now: classes 08 (connection exception), 53 and 57, the states above, or the client's own codes. */
+/**
+ * The connection was refused or lost, or the database cannot serve now: classes 08 (connection
+ * exception), 53 and 57, the states above, or the client's own codes (a TLS connection refused
+ * too: found in review, 2026-11-30, answered 500 while /readyz said 503).
+ */
 export function isConnectionLost(error: unknown): boolean {
   if (error instanceof DatabaseUnavailableError) return true
   const state = sqlState(error)
   if (state) return state.startsWith('08') || state.startsWith('53') || state.startsWith('57') || UNAVAILABLE_STATES.has(state)
   const code = (error as ClientError | null)?.code
-  return typeof code === 'string' && LOST_CONNECTION_CODES.has(code)
+  // ERR_POSTGRES_TLS_*: the server would not speak TLS where the URL asks for it, or the handshake failed.
+  return typeof code === 'string' && (LOST_CONNECTION_CODES.has(code) || code.startsWith('ERR_POSTGRES_TLS_'))
 }

@@ -337,13 +337,16 @@ export async function checkSchemaVersion(sql: SQL): Promise<boolean> {
  * the advisory lock while the caller's start-up work runs).
  */
 export async function migrate(connection: SQL): Promise<number> {
+  // Read before any DDL: on a current schema nothing is created, so a role that may read and write
+  // the tables but not create any (beside an owner that migrates: README "Database mode") can serve.
+  const found = await schemaVersion(connection)
+  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(found)
+  if (found === SCHEMA_VERSION) return SCHEMA_VERSION
   await connection`CREATE TABLE IF NOT EXISTS schema_migrations (
     version integer PRIMARY KEY,
     name text NOT NULL,
     applied timestamptz NOT NULL DEFAULT now()
   )`
-  const found = await schemaVersion(connection)
-  if (found > SCHEMA_VERSION) throw new SchemaTooNewError(found)
   for (let version = found + 1; version <= SCHEMA_VERSION; version++) {
     const migration = MIGRATIONS[version - 1]!
     await connection.begin(async (tx) => {
