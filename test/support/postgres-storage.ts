@@ -87,7 +87,7 @@ export async function listPlan<N extends TableName>(sql: SQL, query: ListQuery<N
 }
 
 /**
- * `work` run as one request of `tenant`: its reads and changes take that tenant's turns at the
+ * `work` run as one request of `tenant`: its changes (and lists) take that tenant's turns at the
  * connections (src/storage/postgres/connection-turns.ts), where work outside a request is all one tenant's.
  */
 export const asTenant = <T>(storage: PostgresStorage, tenant: string, work: () => Promise<T>): Promise<T> =>

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import type { Installation } from '../../storage/records'
-import { AnsweredUuid, Description, SearchText, StateList, TraceId, Uuid, UuidList, pageFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
+import { AnsweredUuid, Description, oneQueryChoice, SearchText, StateList, TraceId, Uuid, UuidList, pageFields, pagingQuery, rememberedView, timestampFields, timestamps } from '../shared/model'
 import { OwningCustomer } from '../consumers/model'
 
 export const CreateInstallationBody = v.object({
@@ -17,7 +17,7 @@ export const InstallationListQuery = v.object({
   installation_ids: UuidList,
   installation_description: v.optional(SearchText('installation_description')),
   installation_desc_search_mode: v.optional(
-    v.picklist(['exact', 'contains', 'startswith'], 'installation_desc_search_mode must be exact, contains or startswith'),
+    oneQueryChoice('installation_desc_search_mode', ['exact', 'contains', 'startswith']),
     'exact',
   ),
   application_ids: UuidList,

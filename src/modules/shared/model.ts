@@ -186,6 +186,10 @@ export const EnvironmentFilter = multiValue(EnvironmentName, ENVIRONMENT_NAME_FO
 /** The message of a value that is none of `values`: `state must be active, revoked or expired`. */
 export const mustBeOneOf = (name: string, values: readonly string[]) => `${name} must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}`
 
+/** A query parameter that takes one of `values`, once (sent twice, as `oneQueryValue` says). */
+export const oneQueryChoice = <const T extends readonly [string, ...string[]]>(name: string, values: T) =>
+  v.picklist(values, (issue) => (Array.isArray(issue.input) ? `${name} must be given once` : mustBeOneOf(name, values)))
+
 /** A list's `state` filter (docs/api.md "Lists and paging": every list filter takes several values): any of `states`. */
 export const StateList = <const S extends readonly [string, ...string[]]>(states: S) =>
   multiValue(v.picklist(states, mustBeOneOf('state', states)), { type: 'string', enum: [...states] })
@@ -216,7 +220,7 @@ export const DEFAULT_PAGE_SIZE = 100
 export const pagingQuery = {
   page: v.optional(positiveInteger(MAX_PAGE, 'page')),
   page_size: v.optional(pageSize(DEFAULT_PAGE_SIZE), String(DEFAULT_PAGE_SIZE)),
-  order: v.optional(v.picklist(['asc', 'desc'], 'order must be asc or desc'), 'asc'),
+  order: v.optional(oneQueryChoice('order', ['asc', 'desc']), 'asc'),
 }
 
 // ---------------------------------------------------------------------------------------------

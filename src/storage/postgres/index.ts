@@ -209,7 +209,7 @@ export class PostgresStorage implements Storage {
     // One deadline for the wait for a list connection and the list's answer; the connection's slot is
     // held until its statement is done, even one answered 503 (src/storage/postgres/connection-turns.ts).
     const rows: Rows = await waitedFor(this.answerTimeoutMs, (ms) => {
-      const answer = this.listTurns.run(query.slice?.tenant ?? NO_TENANT, performance.now() + ms, () =>
+      const answer = this.listTurns.run(query.slice?.tenant ?? requestTenant() ?? NO_TENANT, performance.now() + ms, () =>
         this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
       )
       return answeredWithin(answer, ms)
@@ -342,7 +342,7 @@ export class PostgresStorage implements Storage {
     return withRequestWait(handle)
   }
 
-  /** Its request's reads and transactions take their turns at the connections as `tenant`'s (connection-turns.ts). */
+  /** Its request's transactions take their turns at the connections as `tenant`'s (connection-turns.ts); its lists go by their slice's tenant, the same one. */
   actFor(tenant: string): void {
     actFor(tenant)
   }

@@ -11,8 +11,8 @@
  * charged once for the time they overlap: charged each, a list with three id filters was 503 after
  * waiting half its timeout (found in review, 2026-11-30).
  *
- * It carries the request's tenant too, once its token is known (`actFor`): its lists and
- * transactions take their turns at the connections as that tenant's (connection-turns.ts).
+ * It carries the request's tenant too, once its token is known (`actFor`): its transactions (and
+ * lists without a slice) take their turns at the connections as that tenant's (connection-turns.ts).
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { DatabaseUnavailableError } from './errors'
