@@ -70,8 +70,11 @@ export function newToken(): NewToken {
 export function tokenIdOf(token: string): string | null {
   if (token.length !== TOKEN_LENGTH) return null
   const hex = TOKEN_SHAPE.exec(token)?.[1]
-  return hex ? `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}` : null
+  return hex ? dashedTokenId(hex) : null
 }
+
+/** A token_id as the string carries it (32 hex digits), written as the UUID its record holds. */
+export const dashedTokenId = (hex: string): string => `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
 
 export function hashToken(token: string): string {
   return createHash('sha256').update(token).digest('hex')

@@ -8,6 +8,7 @@ import { runOnDataDir } from './data-dir'
 import { runOnDatabase } from './database'
 import type { TokenCommand, TokenCommandAnswer } from './token-commands'
 import { UsageError } from './usage'
+import { dashedTokenId, tokenIdOf } from '../auth/tokens'
 
 export interface TokensOptions {
   readonly data: string
@@ -19,6 +20,17 @@ export interface TokensOptions {
 
 export function runTokenCommand(where: { data: string; databaseUrl?: string | undefined }, command: TokenCommand): Promise<TokenCommandAnswer> {
   return where.databaseUrl ? runOnDatabase(where.databaseUrl, command) : runOnDataDir(where.data, command)
+}
+
+/**
+ * TOKEN_ID as given: the UUID of its record, or the 32 hex digits the token string carries (README
+ * "Tokens"). A whole token is refused, naming its id but not its secret: a secret on a command line
+ * stays in shell histories and process lists.
+ */
+function tokenIdGiven(text: string): string {
+  const carried = tokenIdOf(text)
+  if (carried) throw new UsageError(`that is a token, not a TOKEN_ID: its token_id is ${carried}`)
+  return /^[0-9a-f]{32}$/i.test(text) ? dashedTokenId(text.toLowerCase()) : text.toLowerCase()
 }
 
 export async function tokensCommand(options: TokensOptions): Promise<number> {
@@ -34,7 +46,7 @@ export async function tokensCommand(options: TokensOptions): Promise<number> {
   if (subcommand === 'revoke') {
     if (options.org !== undefined) throw new UsageError('--org is for tokens list')
     if (rest.length !== 1) throw new UsageError('tokens revoke takes one TOKEN_ID')
-    const tokenId = rest[0]!.toLowerCase()
+    const tokenId = tokenIdGiven(rest[0]!)
     const answer = (await runTokenCommand(options, { command: 'tokens revoke', token_id: tokenId })) as Extract<TokenCommandAnswer, { revoked: boolean }>
     if (!answer.revoked) console.error(`keyward: token ${tokenId} was already revoked`)
     return 0

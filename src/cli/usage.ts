@@ -117,8 +117,8 @@ Options:
        keyward tokens revoke TOKEN_ID [--data DIR | --database-url URL]
 
 list      prints every token's record (or organization ID's) as one JSON line each; no secrets
-revoke    revokes token TOKEN_ID: from its next request on it is refused (401); an unknown
-          TOKEN_ID exits 2
+revoke    revokes token TOKEN_ID (its UUID, or the 32 hex digits after kw2_ in the token):
+          from its next request on it is refused (401); an unknown TOKEN_ID exits 2
 
 Both work while a server runs on the same data dir (the server makes the change) or database,
 and a revocation has taken effect on every server before the command exits.

@@ -35,7 +35,7 @@ async function tokensList(data: string, ...args: string[]): Promise<Record<strin
   return result.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
 }
 
-const idOf = (token: string) => `${token.slice(4, 12)}-${token.slice(12, 16)}-${token.slice(16, 20)}-${token.slice(20, 24)}-${token.slice(24, 36)}`
+const idOf = (token: string) => tokenIdOf(token)!
 
 describe('on a data dir no server holds', () => {
   test('issue-token records the token; tokens list shows it (no secret); tokens revoke revokes it; a server then agrees', async () => {
@@ -131,9 +131,18 @@ describe('on a data dir no server holds', () => {
     expect(await stopServer(server, 'SIGTERM')).toBe(0)
     for (const [i, result] of [...refusedAlone, ...refusedBeside].entries()) {
       expect({ i, code: result.code, stdout: result.stdout }).toEqual({ i, code: 2, stdout: '' })
-      expect(result.stderr).toMatch(/unknown (token|organization): the id given is not a UUID/)
+      // The token itself for revoke: named by its id, which is what to give (README "Tokens").
+      expect(result.stderr).toMatch(i % 4 === 0 ? `that is a token, not a TOKEN_ID: its token_id is ${tokenIdOf(secret)}` : /unknown (token|organization): the id given is not a UUID/)
       expect(result.stderr.toLowerCase()).not.toContain(secret.slice(4).toLowerCase())
     }
+  })
+
+  test('tokens revoke takes the token_id as the token string carries it, 32 hex digits without dashes', async () => {
+    const data = newDataDir()
+    const { organization_id: vendor } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const tokenId = idOf(await issue(data, vendor, 'viewer'))
+    expect(await keyward(['tokens', 'revoke', tokenId.replaceAll('-', '').toUpperCase(), '--data', data])).toMatchObject({ code: 0 })
+    expect((await tokensList(data)).find((token) => token.token_id === tokenId)?.state).toBe('revoked')
   })
 })
 
