@@ -217,11 +217,14 @@ export function readRoutes(deps: AppDeps) {
   const { storage, logger } = deps
   // A read that failed after it yielded: answered as the error hook answers (a refusal once what it read is durable).
   const failed = (set: ReadContext['set'], since: StateMark) => (error: unknown) => failureAnswer(error, undefined, set, logger, (value, mark) => storage.settle(value, mark), since)
-  /** `settle` for a request that began to read at `since` (its principal's mark: `StateMark`). */
-  const settleSince = (since: StateMark) => <T>(answer: T) => storage.settle(answer, since)
+  /**
+   * `settle` for a request that began to read at `since` (its principal's mark: `StateMark`), which
+   * may show `customerId`'s data alone (null: the vendor's, any): it waits for no other tenant's writes.
+   */
+  const settleSince = (since: StateMark, customerId: string | null) => <T>(answer: T) => storage.settle(answer, since, customerId)
   return <R>(read: (context: ReadContext) => Maybe<R>) => {
     if (!storage.synchronous) {
-      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settleSince(principal.since))
+      return async ({ principal, params, request, set }: ReadContext): Promise<R> => await then(read({ principal, params, request, set }), settleSince(principal.since, principal.customerId))
     }
     // An answer that had to wait is made into its Response here, as foundation's mapResponse hook
     // makes the others: Elysia maps a promise's value itself, without the hook.
@@ -230,8 +233,8 @@ export function readRoutes(deps: AppDeps) {
       let answer: Maybe<R>
       answer = read({ principal, params, request, set })
       // Settled as it is when it came synchronously (the read by id): no function made per request.
-      if (answer instanceof Promise) answer = answer.then(settleSince(principal.since))
-      else answer = storage.settle(answer, principal.since)
+      if (answer instanceof Promise) answer = answer.then(settleSince(principal.since, principal.customerId))
+      else answer = storage.settle(answer, principal.since, principal.customerId)
       if (answer instanceof Promise) answer = answer.then(answered(request, set), failed(set, principal.since)) as Promise<R>
       return answer
     }

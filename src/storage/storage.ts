@@ -223,9 +223,11 @@ export interface Storage extends Reader {
    * visible in memory a moment before its log record is on disk). Free when nothing is in flight.
    * `since`: the mark of the request (`StateMark`): the answer is refused with
    * `StorageUnavailableError` if a write was undone since, even one no longer waited for (a read
-   * that yielded may have seen it before it was undone).
+   * that yielded may have seen it before it was undone). `customerId`: the customer whose data alone
+   * the read may show (a customer's or a partner's token), so that it waits for that customer's
+   * writes only, never another tenant's; null or absent, everything (a vendor's read).
    */
-  settle<T>(value: T, since?: StateMark): Maybe<T>
+  settle<T>(value: T, since?: StateMark, customerId?: string | null): Maybe<T>
   /**
    * Audit retention (docs/api.md "Audit events"; docs/storage.md): drops up to `limit` of the oldest audit
    * events whose time (`created`) is before `before`, as one durable change, and resolves with how

@@ -61,6 +61,12 @@ interface PendingTransaction {
   readonly undo: Undo[]
 }
 
+/** A write not yet durable, as readers wait for it. */
+interface PendingWrite {
+  readonly lsn: number
+  readonly durable: Promise<unknown>
+}
+
 /** The handle a transaction body writes through. */
 export class Transaction {
   readonly undo: Undo[] = []
@@ -101,6 +107,12 @@ export class Store {
   private writer: LogWriter | null = null
   private pending: PendingTransaction[] = []
   private newestPending: Promise<unknown> | undefined
+  /**
+   * The newest pending write each reader may see (docs/storage.md, "What each implementation promises"), and
+   * the newest of those every reader may: what `readBarrier(reader)` waits for.
+   */
+  private readonly newestPendingFor = new Map<string, PendingWrite>()
+  private newestPendingForAll: PendingWrite | undefined
   private compaction: Promise<boolean> | null = null
   /** After failed compactions (COMPACTION_RETRY_FIRST_MS): when the next due by size may start, and the wait after another failure. */
   private compactionRetryAt = 0
@@ -152,9 +164,10 @@ export class Store {
   /**
    * Runs `body` as one atomic, durable change. It must be synchronous: the tables may not change
    * under it. A throw undoes whatever it already put and rejects with it. Resolves with its result
-   * once it is on disk.
+   * once it is on disk. `readers`: the keys of the readers who may see the change (`readBarrier`);
+   * absent, every reader.
    */
-  commit<R>(body: (tx: Transaction) => R): Promise<R> {
+  commit<R>(body: (tx: Transaction) => R, readers?: readonly string[]): Promise<R> {
     if (this.closed || !this.writer) return Promise.reject(new Error('store is read-only or closed'))
     const tx = new Transaction(this.tables)
     let result: R
@@ -173,15 +186,24 @@ export class Store {
     this.pending.push({ lsn, undo: tx.undo })
     const durable = this.writer.append(lsn, logRecordText(lsn, tx.puts, tx.drops)).then(() => result)
     this.newestPending = durable
+    const write = { lsn, durable }
+    if (readers === undefined) this.newestPendingForAll = write
+    else for (const reader of readers) this.newestPendingFor.set(reader, write)
     return durable
   }
 
   /**
-   * Undefined when everything in memory is durable (the common case, no cost); otherwise a promise
-   * that settles when what is in memory now is durable, and rejects if it was undone.
+   * Undefined when everything `reader` may see is durable (the common case, no cost); otherwise a
+   * promise that settles when it is, and rejects if it was undone. `reader` is a key a commit named
+   * among its `readers` (a customer's id); without one, everything in memory now. Writes are made
+   * durable in LSN order, so waiting for the newest is waiting for all.
    */
-  readBarrier(): Promise<unknown> | undefined {
-    return this.newestPending
+  readBarrier(reader?: string | null): Promise<unknown> | undefined {
+    if (reader === undefined || reader === null) return this.newestPending
+    const own = this.newestPendingFor.get(reader)
+    const all = this.newestPendingForAll
+    if (own === undefined || all === undefined) return (own ?? all)?.durable
+    return own.lsn > all.lsn ? own.durable : all.durable
   }
 
   /** Changes each time writes are undone: what a reader saw before may have been one of them. */
@@ -243,6 +265,7 @@ export class Store {
         while (done < this.pending.length && this.pending[done]!.lsn <= lsn) done++
         this.pending.splice(0, done)
         if (this.pending.length === 0) this.newestPending = undefined
+        this.forgetDurable(lsn)
         const threshold = Math.max(this.options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES, this.snapshotBytes)
         // Not while closing: close() writes its own snapshot, and one started later would race the log's close.
         if (!this.closed && this.writer && this.writer.segmentBytes >= threshold && !this.compaction && performance.now() >= this.compactionRetryAt) {
@@ -260,6 +283,7 @@ export class Store {
         this.undoneCount++
         this.lastLsn = firstLsn - 1
         this.newestPending = undefined
+        this.forgetDurable(Infinity) // undone: nothing of them to wait for
         this.log(`write-ahead log append failed; ${failed.length} transaction(s) undone and answered 503`)
       },
       onFatal: (error: unknown) => {
@@ -268,6 +292,12 @@ export class Store {
         process.exit(70)
       },
     }
+  }
+
+  /** The pending writes up to `lsn` are durable (or undone): no reader waits for them any more. */
+  private forgetDurable(lsn: number): void {
+    if (this.newestPendingForAll !== undefined && this.newestPendingForAll.lsn <= lsn) this.newestPendingForAll = undefined
+    for (const [reader, write] of this.newestPendingFor) if (write.lsn <= lsn) this.newestPendingFor.delete(reader)
   }
 
   private undo(entries: Undo[]): void {

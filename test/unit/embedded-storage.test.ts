@@ -11,6 +11,7 @@ import { Store } from '../../src/store/store'
 import { StorageUnavailableError } from '../../src/store/wal'
 import { EmbeddedStorage } from '../../src/storage/embedded'
 import { UniqueViolation, type Fresh } from '../../src/storage/storage'
+import { freshEvent } from '../support/postgres-storage'
 
 const opened: { storage: EmbeddedStorage; dir: string }[] = []
 afterEach(async () => {
@@ -80,4 +81,29 @@ test('a write undone while a change was being decided refuses that change (its m
   await expect(undone).rejects.toBeInstanceOf(StorageUnavailableError)
   gate.resolve()
   await expect(change).rejects.toBeInstanceOf(StorageUnavailableError)
+})
+
+test("a read waits for the writes its customer may see, not for another customer's (docs/storage.md, \"What each implementation promises\"); the vendor's waits for every write", async () => {
+  const { storage, store } = await openStorage()
+  const [a, b] = [crypto.randomUUID(), crypto.randomUUID()]
+  // The moment customer A's change is applied and not yet durable, as a read arriving then sees it.
+  const seen: Record<string, boolean> = {}
+  const commit = store.commit.bind(store)
+  store.commit = ((body, readers) => {
+    const durable = commit(body, readers)
+    seen.customerB = storage.settle('answer', undefined, b) instanceof Promise
+    seen.customerA = storage.settle('answer', undefined, a) instanceof Promise
+    seen.vendor = storage.settle('answer', undefined, null) instanceof Promise
+    return durable
+  }) as Store['commit']
+  await storage.transaction(async (tx) => (await tx.insert('consumers', { ...consumer(), organization_id: a }), tx.appendEvent(freshEvent({ customer_id: a }), await tx.time())))
+  expect(seen).toEqual({ customerB: false, customerA: true, vendor: true })
+  // A change of the vendor's own records (its events name no customer) is waited for by the vendor alone.
+  await storage.transaction(async (tx) => tx.appendEvent(freshEvent({ customer_id: null }), await tx.time()))
+  expect(seen).toEqual({ customerB: false, customerA: false, vendor: true })
+  // A change without events (retention's drop) is waited for by every read.
+  await storage.transaction(async (tx) => void (await tx.insert('consumers', consumer())))
+  expect(seen).toEqual({ customerB: true, customerA: true, vendor: true })
+  // Durable: nothing to wait for.
+  expect([b, a, null].map((reader) => storage.settle('answer', undefined, reader))).toEqual(['answer', 'answer', 'answer'])
 })

@@ -11,7 +11,7 @@ import type { Store, Transaction } from '../../store/store'
 import type { Table } from '../../store/table'
 import { currentMicros, nowMicros } from '../../store/clock'
 import { StorageUnavailableError } from '../../store/wal'
-import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type Enrollment, type RecordOf, type TableName } from '../records'
+import { sameEnrollmentTuple, PRIMARY_KEY, TABLE_NAMES, type AuditEvent, type Enrollment, type RecordOf, type TableName } from '../records'
 import { then, UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Maybe, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { exists, listPage } from './planner'
 
@@ -85,7 +85,7 @@ export class EmbeddedStorage implements Storage {
       undone = this.undoneSince(since)
       if (undone) throw undone
       // Applied in this same turn, so the next transaction (queued behind `running`) sees it.
-      return { value, durable: this.store.commit((engine) => tx.apply(engine)) }
+      return { value, durable: this.store.commit((engine) => tx.apply(engine), tx.readers()) }
     })
     this.running = result.catch(() => {})
     return result.then(async ({ value, durable }) => (await durable, value))
@@ -103,10 +103,10 @@ export class EmbeddedStorage implements Storage {
     return result.then(async ({ count, durable }) => (await durable, count))
   }
 
-  settle<T>(value: T, since?: StateMark): Maybe<T> {
+  settle<T>(value: T, since?: StateMark, customerId?: string | null): Maybe<T> {
     const undone = this.undoneSince(since)
     if (undone) return Promise.reject(undone)
-    const barrier = this.store.readBarrier()
+    const barrier = this.store.readBarrier(customerId)
     return barrier ? barrier.then(() => value) : value
   }
 
@@ -192,6 +192,20 @@ class EmbeddedTx implements Tx {
 
   time(): number {
     return (this.stamp ??= nowMicros())
+  }
+
+  /**
+   * Who may read this change, for the reads that wait for it to be durable (`Storage.settle`): the
+   * customers its audit events name (every change records one; an event of the vendor's own
+   * records names none, and only the vendor, who waits for every write, may read those). A change
+   * without events, none of the API's, may be seen by anyone.
+   */
+  readers(): string[] | undefined {
+    const events = this.writes.get('audit_events') as Map<string, AuditEvent> | undefined
+    if (events === undefined) return undefined
+    const customers = new Set<string>()
+    for (const event of events.values()) if (event.customer_id !== null) customers.add(event.customer_id)
+    return [...customers]
   }
 
   /** The writes, once, into the engine's transaction (one log record). */
