@@ -20,6 +20,18 @@ function heldList() {
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
+/** Held lists named by tenant and number (`A1`: tenant A's first), run on `slots`; `order` is the order they began in. */
+function namedLists(slots: ConnectionTurns) {
+  const order: string[] = []
+  const lists = new Map<string, ReturnType<typeof heldList>>()
+  const start = (name: string) => {
+    const list = heldList()
+    lists.set(name, list)
+    return slots.run(name[0]!, far(), async () => (order.push(name), await list.run()))
+  }
+  return { order, lists, start }
+}
+
 test("a tenant holds all slots but one: another tenant's list runs at once, however many the first one sends", async () => {
   const slots = new ConnectionTurns(4)
   const big = Array.from({ length: 8 }, heldList)
@@ -40,13 +52,7 @@ test("a tenant holds all slots but one: another tenant's list runs at once, howe
 
 test('waiting lists go in turn per tenant, each tenant\'s in order', async () => {
   const slots = new ConnectionTurns(2) // one each at most
-  const order: string[] = []
-  const lists = new Map<string, ReturnType<typeof heldList>>()
-  const start = (name: string) => {
-    const list = heldList()
-    lists.set(name, list)
-    return slots.run(name[0]!, far(), async () => (order.push(name), await list.run()))
-  }
+  const { order, lists, start } = namedLists(slots)
   const all = ['A1', 'A2', 'A3', 'B1', 'B2'].map(start)
   await turn()
   expect(order).toEqual(['A1', 'B1']) // one slot each
@@ -60,13 +66,7 @@ test('waiting lists go in turn per tenant, each tenant\'s in order', async () =>
 
 test("on one slot, a tenant whose lists queued first waits for the next turn, not for another of them: the tenant served least recently goes first", async () => {
   const slots = new ConnectionTurns(1)
-  const order: string[] = []
-  const lists = new Map<string, ReturnType<typeof heldList>>()
-  const start = (name: string) => {
-    const list = heldList()
-    lists.set(name, list)
-    return slots.run(name[0]!, far(), async () => (order.push(name), await list.run()))
-  }
+  const { order, lists, start } = namedLists(slots)
   const big = ['A1', 'A2', 'A3'].map(start)
   await turn()
   const small = start('B1') // arrives while A1 runs and A2 and A3 wait
