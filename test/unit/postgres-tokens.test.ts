@@ -10,7 +10,7 @@ import * as statements from '../../src/storage/postgres/statements'
 import type { AuditEvent } from '../../src/storage/records'
 import type { Fresh, ListQuery, Page } from '../../src/storage/storage'
 import { newSlice } from '../../src/ops/turns'
-import { databaseTestsCanRun, type TestDatabase } from '../support/database'
+import { databaseTestsCanRun, pausableRelay, type TestDatabase } from '../support/database'
 import { createTestStorage, freshConsumer, freshEvent, listPlan, TEST_CUSTOMER as customer } from '../support/postgres-storage'
 import { turnsDuring } from '../support/event-loop'
 
@@ -206,6 +206,23 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         } finally {
           await locker`ROLLBACK`.catch(() => {})
           locker.release()
+        }
+      })
+
+      test("an answer that arrives late does not set now() back by its delay: what the round trip allows is kept", async () => {
+        const relay = pausableRelay(db.url)
+        const late = PostgresStorage.connect(relay.url, { maxConnections: 4 })
+        const databaseClock = async () => Number((await admin`SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now`)[0].now)
+        try {
+          await late.requireCurrentSchema() // learns the database's time
+          relay.delayAnswers(1000)
+          await late.requireCurrentSchema() // its answer a second on the way
+          relay.delayAnswers(0)
+          // Taken as the time at its arrival, the answer set now() a second behind the database's clock.
+          expect((await databaseClock()) - late.now()).toBeLessThan(500_000)
+        } finally {
+          await late.close()
+          relay.close()
         }
       })
 

@@ -128,7 +128,8 @@ export class PostgresStorage implements Storage {
       await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
       try {
         await migrate(connection)
-        this.learnTime((await connection.unsafe(TRANSACTION_TIME_AS_NOW))[0])
+        const sent = performance.now()
+        this.learnTime((await connection.unsafe(TRANSACTION_TIME_AS_NOW))[0], sent)
         return await work()
       } finally {
         await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
@@ -143,7 +144,8 @@ export class PostgresStorage implements Storage {
   async requireCurrentSchema(): Promise<void> {
     if (await this.read(() => checkSchemaVersion(this.sql))) throw new Error('the database schema is out of date or missing: run `keyward serve` or `keyward init` on it first')
     // The commands that judge expiry (`tokens list`) judge it by the database's clock too.
-    this.learnTime((await this.read(() => this.sql.unsafe(TRANSACTION_TIME_AS_NOW)))[0])
+    const sent = performance.now()
+    this.learnTime((await this.read(() => this.sql.unsafe(TRANSACTION_TIME_AS_NOW)))[0], sent)
   }
 
   /** The schema version in the database (0: keyward has never run on it), for `verify`. */
@@ -168,9 +170,10 @@ export class PostgresStorage implements Storage {
     // request stops waiting for it once its own wait is over (`waitedFor`).
     const remembered = await waitedFor(this.answerTimeoutMs, (ms) => answeredWithin(this.credentials.current(tokenId), ms))
     if (remembered) return remembered
+    const sent = performance.now()
     const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
     if (!row) return undefined
-    this.learnTime(row)
+    this.learnTime(row, sent)
     const credential = credentialOf(row)
     this.credentials.remember(tokenId, credential, generationOf(row))
     return credential
@@ -186,7 +189,8 @@ export class PostgresStorage implements Storage {
       sql.close({ timeout: 0 }).catch(() => {})
     }
     // Its own deadline, not the request's that started it: requests that arrive meanwhile wait for it too.
-    return answeredWithin(this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2), this.answerTimeoutMs, late).then((rows) => (this.learnTime(rows[0]), generationOf(rows[0])))
+    const sent = performance.now()
+    return answeredWithin(this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2), this.answerTimeoutMs, late).then((rows) => (this.learnTime(rows[0], sent), generationOf(rows[0])))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
@@ -368,15 +372,20 @@ export class PostgresStorage implements Storage {
   }
 
   /**
-   * A row's `now` column (the database's time): what `now()` goes on from. It is the time its
-   * statement began, so a statement answered late (held by a lock) can bring a time older than one
-   * learnt meanwhile: such a row teaches nothing, and is passed over.
+   * A row's `now` column, the database's clock when it made the answer to a statement sent at `sent`
+   * (`performance.now()`): on its arrival the database's time is at least that, and at most that
+   * plus the whole round trip. The time known so far, moved on by the monotonic clock, is kept when
+   * it lies between (an answer that arrived late teaches nothing: taken as the time at arrival, it
+   * set `now()` back by the delay, found in review 2026-11-30); outside, the nearer bound is taken,
+   * so a monotonic clock running fast or slow is corrected on every read.
    */
-  private learnTime(row: { now?: unknown } | undefined): void {
+  private learnTime(row: { now?: unknown } | undefined, sent: number): void {
     if (row?.now === undefined || row.now === null) return
-    const micros = Number(row.now)
-    if (micros < this.databaseTime.micros) return
-    this.databaseTime = { micros, readAt: performance.now() }
+    const arrived = performance.now()
+    const earliest = Number(row.now)
+    const latest = earliest + (arrived - sent) * 1000
+    const known = this.databaseTime.micros + (arrived - this.databaseTime.readAt) * 1000
+    this.databaseTime = { micros: Number.isNaN(known) ? earliest : Math.min(Math.max(known, earliest), latest), readAt: arrived }
   }
 
   settle<T>(value: T): T {

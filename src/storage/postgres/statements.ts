@@ -68,8 +68,15 @@ const NOW = `(extract(epoch FROM now()) * 1000000)::bigint`
 /** That time on its own (`Tx.time`). */
 export const TRANSACTION_TIME = `SELECT ${NOW} AS time`
 
-/** The database's time, named as the credential reads name it (`Reader.now`). */
-export const TRANSACTION_TIME_AS_NOW = `SELECT ${NOW} AS now`
+/**
+ * The database's time as an instance learns it (`Reader.now`, docs/storage.md "Time"): the clock
+ * when the answer is made, not the statement's start, which for a statement held by a lock or a
+ * busy server is seconds older than the answer it arrives with.
+ */
+const CLOCK = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
+/** That time on its own, named as the credential reads name it. */
+export const TRANSACTION_TIME_AS_NOW = `SELECT ${CLOCK} AS now`
 
 /**
  * Whether `id` can name a record: identifiers are stored as `uuid`, which refuses other text
@@ -148,14 +155,14 @@ export function appendEventsStatement(count: number): string {
 const GENERATION = 'SELECT generation FROM credential_generation'
 
 /** The generation, with the database's time (`Reader.now`: a credential read just before the request's token is judged). */
-export const CREDENTIAL_GENERATION = `SELECT (${GENERATION}) AS generation, ${NOW} AS now`
+export const CREDENTIAL_GENERATION = `SELECT (${GENERATION}) AS generation, ${CLOCK} AS now`
 
 /**
  * `Reader.findCredential`: a token, its organization and that one's parent, each row as JSON, and
  * the credential generation they were read at, in the same snapshot; and the database's time.
  */
 export const CREDENTIAL =
-  `SELECT (${GENERATION}) AS generation, ${NOW} AS now, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ` +
+  `SELECT (${GENERATION}) AS generation, ${CLOCK} AS now, to_jsonb(t) AS token, to_jsonb(o) AS organization, to_jsonb(p) AS parent FROM tokens t ` +
   'LEFT JOIN organizations o ON o.organization_id = t.organization_id ' +
   'LEFT JOIN organizations p ON p.organization_id = o.parent_id WHERE t.token_id = $1::uuid'
 
