@@ -83,6 +83,23 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test("another program's schema_migrations (golang-migrate's) is not taken for keyward's: refused, nothing migrated", async () => {
+      const other = await createTestDatabase()
+      const instance = PostgresStorage.connect(other.url)
+      const sql = new SQL({ url: other.url, max: 1 })
+      try {
+        await sql`CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL)`
+        await sql`INSERT INTO schema_migrations VALUES (3, false)`
+        const refused = await instance.underMigrationLock(async () => 'ran').catch((error) => error)
+        expect(refused.message).toContain("schema_migrations table that is not keyward's")
+        expect((await sql`SELECT to_regclass('organizations') IS NULL AS untouched`)[0].untouched).toBe(true)
+      } finally {
+        await sql.close()
+        await instance.close()
+        await other.drop()
+      }
+    })
+
     test("a database holding keyward's tables without its record of migrations is refused with a message that says so, not migrated again", async () => {
       const other = await createTestDatabase()
       const instance = PostgresStorage.connect(other.url)

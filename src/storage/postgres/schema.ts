@@ -314,7 +314,12 @@ export class SchemaTooNewError extends Error {
  * dropped by hand).
  */
 export async function schemaVersion(sql: SQL): Promise<number> {
-  const [{ present, organizations }] = await sql`SELECT to_regclass('schema_migrations') IS NOT NULL AS present, to_regclass('organizations') IS NOT NULL AS organizations`
+  const [{ present, ours, organizations }] = await sql`SELECT to_regclass('schema_migrations') IS NOT NULL AS present,
+    (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('schema_migrations') AND attname IN ('version', 'name', 'applied') AND NOT attisdropped) = 3 AS ours,
+    to_regclass('organizations') IS NOT NULL AS organizations`
+  // The table name other tools use too (golang-migrate, Rails): theirs read as ours migrated a
+  // stranger's database or called it newer than keyward (found in review, 2026-11-30).
+  if (present && !ours) throw new Error("the database has a schema_migrations table that is not keyward's (another program's migrations): give keyward a database of its own")
   const [{ version }] = present ? await sql`SELECT coalesce(max(version), 0)::int AS version FROM schema_migrations` : [{ version: 0 }]
   if (version === 0 && organizations) {
     throw new Error(
