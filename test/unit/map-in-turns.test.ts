@@ -56,8 +56,9 @@ function expectOneSlicePerTurn(order: readonly string[]): void {
 test('long tasks running at once go on one per turn of the event loop: another request waits for one slice, not one of each', async () => {
   const order = await turnsDuring((log) => Promise.all(['A', 'B', 'C'].map((name) => bigStage(name, log))))
   expectOneSlicePerTurn(order)
-  // Each task's three later slices, each in a turn of its own.
-  expect(order.filter((entry) => entry !== 'turn')).toHaveLength(9)
+  // The first task's three later slices and the others' four (their first waited in line: a task
+  // was waiting), each in a turn of its own.
+  expect(order.filter((entry) => entry !== 'turn')).toHaveLength(11)
 })
 
 test("one task's stages share its slice: the next stage starts within what the last one left, or in the task's next turn", async () => {
@@ -72,21 +73,23 @@ test("one task's stages share its slice: the next stage starts within what the l
 })
 
 test("tenants take turns: one tenant's many long tasks slow another tenant's as one would", async () => {
-  // Tenant A starts three big answers, then tenant B one; each has three slices left after its first.
+  // Tenant A starts three big answers, then tenant B one, of four slices each: the first's first
+  // slice runs at once, the others' wait in line.
   const order = await turnsDuring((log) =>
     Promise.all([...['A', 'A', 'A'].map((name) => bigStage(name, log, newSlice('tenant A'))), bigStage('B', log, newSlice('tenant B'))]),
   )
   expectOneSlicePerTurn(order)
   const slices = order.filter((entry) => entry !== 'turn')
-  expect(slices).toHaveLength(12)
-  // Every other turn is B's until it is done: its three slices among the first six, not one in four.
-  expect(slices.slice(0, 6)).toEqual(['A', 'B', 'A', 'B', 'A', 'B'])
+  expect(slices).toHaveLength(15)
+  // Every other turn is B's until it is done: its four slices among the first eight, not one in four.
+  expect(slices.slice(0, 8)).toEqual(['A', 'B', 'A', 'B', 'A', 'B', 'A', 'B'])
 })
 
 test("a tenant's tasks are finished one after the other, not all advanced together: what they hold unfinished is one task's", async () => {
   const tenant = newSlice('tenant A').tenant
   const order = await turnsDuring((log) => Promise.all(['A1', 'A2', 'A3'].map((name) => bigStage(name, log, newSlice(tenant)))))
   expectOneSlicePerTurn(order)
-  // After their first slices (run as each started), each task's three others in a row.
-  expect(order.filter((entry) => entry !== 'turn')).toEqual(['A1', 'A1', 'A1', 'A2', 'A2', 'A2', 'A3', 'A3', 'A3'])
+  // After the first task's first slice (run as it started), its three others in a row, then each
+  // other task's four (their first waited in line).
+  expect(order.filter((entry) => entry !== 'turn')).toEqual(['A1', 'A1', 'A1', 'A2', 'A2', 'A2', 'A2', 'A3', 'A3', 'A3', 'A3'])
 })
