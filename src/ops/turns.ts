@@ -25,6 +25,9 @@ function goOn(): void {
     // The tenant's other tasks wait behind every other tenant's next one.
     if (tasks.length > 0) waitingTenants.set(tenant, tasks)
     resumed = task.slice
+    // Its slice of this turn begins: a stage after the one that waited (a walk, then its answer)
+    // goes on within it instead of waiting in line again.
+    task.slice.endsAt = performance.now() + TURN_BUDGET_MS
     task.resume()
     break
   }

@@ -4,7 +4,7 @@
  */
 import { expect, test } from 'bun:test'
 import { then } from '../../src/storage/storage'
-import { mapInTurns, newSlice, TURN_BUDGET_MS, type Slice } from '../../src/ops/turns'
+import { mapInTurns, newSlice, nextTurn, TURN_BUDGET_MS, type Slice } from '../../src/ops/turns'
 import { turnsDuring } from '../support/event-loop'
 
 /** Work that takes `ms` of the clock, as building a big record's text does. */
@@ -92,4 +92,15 @@ test("a tenant's tasks are finished one after the other, not all advanced togeth
   // After the first task's first slice (run as it started), its three others in a row, then each
   // other task's four (their first waited in line).
   expect(order.filter((entry) => entry !== 'turn')).toEqual(['A1', 'A1', 'A1', 'A2', 'A2', 'A2', 'A2', 'A3', 'A3', 'A3', 'A3'])
+})
+
+test("a task given its turn by nextTurn (a list's walk) goes on to its next stage within that turn's slice, not back in line", async () => {
+  const log: string[] = []
+  // Tenant B's big answer keeps a task waiting in line the whole time.
+  const other = bigStage('B', (name) => log.push(name), newSlice('tenant B'))
+  const walked = newSlice('tenant A')
+  await nextTurn(walked) // a walk's chunk, in tenant A's turn
+  const answer = mapInTurns([1, 2, 3], (n) => n, walked)
+  expect(answer).toEqual([1, 2, 3]) // made in the same turn: not a promise
+  await other
 })
