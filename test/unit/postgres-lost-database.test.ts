@@ -102,7 +102,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect(await hanging.findCredential(issued.token_id)).toBeDefined()
         relay.pause()
         const unanswered = (work: () => unknown) => Promise.resolve().then(work).catch((error) => error)
-        expect(await unanswered(() => hanging.find('consumers', record.consumer_id))).toBeInstanceOf(DatabaseUnavailableError)
+        const read = await unanswered(() => hanging.find('consumers', record.consumer_id))
+        expect(read).toBeInstanceOf(DatabaseUnavailableError)
+        // Said as what it is, for the log line an operator reads (docs/operations.md): slow, not unreachable.
+        expect((read as Error).message).toStartWith('the database did not answer in time: no answer within 1000 ms (--database-timeout)')
         // A remembered credential waits for a read of the generation: that one is bounded too.
         expect(await unanswered(() => hanging.findCredential(issued.token_id))).toBeInstanceOf(DatabaseUnavailableError)
         expect(await unanswered(() => hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' })))).toBeInstanceOf(DatabaseUnavailableError)
@@ -248,6 +251,8 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         // All three fail at about the same moment: each is caught at once.
         const outcomes = await Promise.all([...holders.map((holder) => holder.done), late].map((change) => change.catch((error: unknown) => error)))
         for (const outcome of outcomes) expect(outcome).toBeInstanceOf(DatabaseUnavailableError)
+        // The late change waited for a connection, not for an answer: said so (docs/operations.md).
+        expect((outcomes[2] as Error).message).toStartWith('no database connection was free in time')
         relay.resume()
         // The pool's connections serve their waiters in turn: by this read, the late reservation had one.
         expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')

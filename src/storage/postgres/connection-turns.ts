@@ -34,7 +34,7 @@ export class ConnectionTurns {
   private readonly lastServed = new Map<string, number>()
   private takes = 0
 
-  constructor(slots: number) {
+  constructor(private readonly slots: number) {
     this.free = slots
     this.perTenant = Math.max(1, slots - 1)
   }
@@ -47,7 +47,9 @@ export class ConnectionTurns {
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
     await this.acquire(tenant, deadline - performance.now())
     try {
-      if (deadline - performance.now() < MIN_TIME_LEFT_MS) throw new DatabaseUnavailableError(new Error('no connection free in time'))
+      if (deadline - performance.now() < MIN_TIME_LEFT_MS) {
+        throw new DatabaseUnavailableError(new Error("the request's earlier steps left too little of --database-timeout to send this one"), 'the database did not answer in time')
+      }
       return await work()
     } finally {
       this.release(tenant)
@@ -65,7 +67,7 @@ export class ConnectionTurns {
         },
         timer: setTimeout(() => {
           this.forget(tenant, waiter)
-          reject(new DatabaseUnavailableError(new Error('no connection free in time')))
+          reject(new DatabaseUnavailableError(new Error(`every connection of its pool (${this.slots}) was busy until --database-timeout`), 'no database connection was free in time'))
         }, Math.max(0, ms)),
       }
       const line = this.waiting.get(tenant)

@@ -4,13 +4,23 @@
  * failure or deadlock makes the transaction run again; a unique violation is the caller's rule.
  */
 
-/** The database cannot be reached (down, restarting, connection lost); nothing was changed, or the outcome is unknown. */
+/**
+ * The database cannot serve this now (down, restarting, connection lost; or too slow, or every
+ * connection busy: `summary` says which, for the log line an operator reads, docs/operations.md);
+ * nothing was changed, or the outcome is unknown.
+ */
 export class DatabaseUnavailableError extends Error {
-  constructor(override readonly cause: unknown) {
-    super(`the database cannot be reached: ${(cause as Error)?.message ?? String(cause)}`)
+  constructor(
+    override readonly cause: unknown,
+    summary: DatabaseUnavailability = 'the database cannot be reached',
+  ) {
+    super(`${summary}: ${(cause as Error)?.message ?? String(cause)}`)
     this.name = 'DatabaseUnavailableError'
   }
 }
+
+/** What a `database unavailable` line says first (docs/operations.md, "Log lines"). */
+export type DatabaseUnavailability = 'the database cannot be reached' | 'the database did not answer in time' | 'no database connection was free in time'
 
 interface ClientError {
   /** Bun's own code (`ERR_POSTGRES_CONNECTION_CLOSED`), or a system one (`ECONNREFUSED`). */

@@ -281,7 +281,7 @@ export class PostgresStorage implements Storage {
     // Reserved after the deadline (the pool was busy): nothing was sent, the connection goes back.
     if (run.abandoned) {
       connection.release()
-      throw new DatabaseUnavailableError(new Error('no connection within the answer timeout'))
+      throw new DatabaseUnavailableError(new Error('every connection of the pool was busy until --database-timeout'), 'no database connection was free in time')
     }
     run.connection = connection
     try {
@@ -460,7 +460,7 @@ function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Pro
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       late?.()
-      reject(new DatabaseUnavailableError(new Error(`no answer from the database within ${ms} ms`)))
+      reject(new DatabaseUnavailableError(new Error(`no answer within ${Math.round(ms)} ms (--database-timeout): a slow statement, a lock held, or a database that cannot be reached`), 'the database did not answer in time'))
     }, ms)
   })
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer))

@@ -55,7 +55,7 @@ export async function waitedFor<T>(timeoutMs: number, step: (ms: number) => Prom
   if (wait === undefined) return step(timeoutMs)
   const now = performance.now()
   const left = timeoutMs - wait.waitedMs - (wait.active > 0 ? now - wait.since : 0)
-  if (left <= 0) throw new DatabaseUnavailableError(new Error(`the request has waited ${timeoutMs} ms for the database`))
+  if (left <= 0) throw new DatabaseUnavailableError(new Error(`the request has waited its ${timeoutMs} ms (--database-timeout) for the database`), 'the database did not answer in time')
   if (wait.active++ === 0) wait.since = now
   try {
     return await step(left)
