@@ -18,6 +18,9 @@ import { firstTokenHint, untouchedVendor } from './init'
 export async function serveDatabase(url: string, logger: Logger, options: PostgresOptions = {}): Promise<OpenedStorage> {
   const where = describeDatabase(url)
   const storage = PostgresStorage.connect(url, options)
+  storage.observeReadiness((reachable, reason) =>
+    reachable ? logger.info('database ready again', { database: where }) : logger.warn('database not ready', { database: where, error: reason ?? 'no answer in time' }),
+  )
   try {
     const started = performance.now()
     const first = await namingDatabase(where, () => prepareDatabase(storage, 'Vendor', false, where))

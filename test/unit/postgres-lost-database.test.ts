@@ -290,6 +290,20 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(isConnectionLost(Object.assign(new Error('x'), { code: 'ERR_POSTGRES_INVALID_QUERY_BINDING' }))).toBe(false)
     })
 
+    test("readiness turning unready is told with the probe's error, and ready again (the log says why /readyz is 503: docs/operations.md)", async () => {
+      const url = new URL(db.url)
+      url.port = '1' // nothing listens there
+      const nowhere = PostgresStorage.connect(url.toString())
+      const told: [boolean, string | undefined][] = []
+      nowhere.observeReadiness((reachable, reason) => told.push([reachable, reason]))
+      try {
+        expect(await nowhere.readiness()).toBe('database_unavailable')
+        expect(told).toEqual([[false, expect.any(String)]])
+      } finally {
+        await nowhere.close()
+      }
+    })
+
     test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
       const url = new URL(db.url)
       url.port = '1' // nothing listens there

@@ -58,6 +58,8 @@ export interface PostgresOptions {
 export class PostgresStorage implements Storage {
   readonly synchronous = false
   private writeObserver: ((seconds: number) => void) | undefined
+  /** Told when the readiness probe's answer changes, with the probe's error when it failed. */
+  private readinessObserver: ((reachable: boolean, reason: string | undefined) => void) | undefined
   /** The readiness probe's own connection, so that it never waits behind a busy pool. */
   private probeSql: SQL | undefined
   /** The probe's query while it runs: never more than one at a time, however often /readyz is asked. */
@@ -404,17 +406,26 @@ export class PostgresStorage implements Storage {
     return rows.count as number
   }
 
+  /**
+   * `observer` is told when /readyz turns unready (with why: the probe's error) and ready again, so
+   * that the log says why a load balancer took the instance out (docs/operations.md).
+   */
+  observeReadiness(observer: (reachable: boolean, reason: string | undefined) => void): void {
+    this.readinessObserver = observer
+  }
+
   readiness(): Readiness | Promise<Readiness> {
     const now = performance.now()
     const answer = (): Readiness => (this.lastProbe.reachable ? 'ready' : 'database_unavailable')
     if (now - this.lastProbe.at < PROBE_KEPT_MS) return answer()
     if (!this.probe) {
       this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0])
-      const finish = (reachable: boolean) => {
+      const finish = (reachable: boolean, error?: unknown) => {
+        if (reachable !== this.lastProbe.reachable) this.readinessObserver?.(reachable, error === undefined ? undefined : ((error as Error)?.message ?? String(error)))
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
-      this.probe = { answer: this.probeSql.unsafe('SELECT 1').then(() => finish(true), () => finish(false)), deadline: now + PROBE_TIMEOUT_MS }
+      this.probe = { answer: this.probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS }
     }
     // A query still running past its deadline (a database that accepts but does not answer) is
     // waited for by nobody: the answer is "unavailable" until it ends.
