@@ -19,7 +19,7 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
-/** What a `database unavailable` line says first (docs/operations.md, "Log lines"). */
+/** What a `database unavailable` line says first (docs/operations.md, "Logs"). */
 export type DatabaseUnavailability = 'the database cannot be reached' | 'the database did not answer in time' | 'no database connection was free in time'
 
 interface ClientError {
