@@ -19,7 +19,7 @@ export async function serveDatabase(url: string, logger: Logger, options: Postgr
   const where = describeDatabase(url)
   const storage = PostgresStorage.connect(url, options)
   storage.observeReadiness((reachable, reason) =>
-    reachable ? logger.info('database ready again', { database: where }) : logger.warn('database not ready', { database: where, error: reason ?? 'no answer in time' }),
+    reachable ? logger.info('database ready again', { database: where }) : logger.warn('database not ready', { database: where, error: reason }),
   )
   try {
     const started = performance.now()

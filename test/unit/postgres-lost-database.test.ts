@@ -290,6 +290,19 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       expect(isConnectionLost(Object.assign(new Error('x'), { code: 'ERR_POSTGRES_INVALID_QUERY_BINDING' }))).toBe(false)
     })
 
+    test("a 503's message says why, by the database's own verdict: a statement it gave up on did not answer in time; retries still failing were too busy (docs/operations.md, \"Logs\")", () => {
+      const answered = (errno: string) => new DatabaseUnavailableError(Object.assign(new Error('from the database'), { errno })).message
+      expect(['55P03', '57014', '25P03', '40001', '40P01', '57P01', '08006'].map(answered)).toEqual([
+        'the database did not answer in time: from the database',
+        'the database did not answer in time: from the database',
+        'the database did not answer in time: from the database',
+        'the database was too busy for this change: from the database',
+        'the database was too busy for this change: from the database',
+        'the database cannot be reached: from the database',
+        'the database cannot be reached: from the database',
+      ])
+    })
+
     test("readiness turning unready is told with the probe's error, and ready again (the log says why /readyz is 503: docs/operations.md)", async () => {
       const url = new URL(db.url)
       url.port = '1' // nothing listens there
@@ -301,6 +314,26 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect(told).toEqual([[false, expect.any(String)]])
       } finally {
         await nowhere.close()
+      }
+    })
+
+    test('readiness unready because its probe got no answer in time is told too, and ready again once the probe is answered', async () => {
+      const relay = pausableRelay(db.url)
+      const silent = PostgresStorage.connect(relay.url)
+      const told: [boolean, string | undefined][] = []
+      silent.observeReadiness((reachable, reason) => told.push([reachable, reason]))
+      try {
+        expect(await silent.readiness()).toBe('ready')
+        relay.pause()
+        while ((await silent.readiness()) === 'ready') await Bun.sleep(100) // the kept answer expires, then a probe goes unanswered
+        expect(told).toEqual([[false, 'no answer to the probe within 2000 ms']])
+        relay.resume()
+        while (told.length < 2) await Bun.sleep(50) // the held probe is answered
+        expect(told[1]).toEqual([true, undefined])
+        expect(await silent.readiness()).toBe('ready')
+      } finally {
+        await silent.close()
+        relay.close()
       }
     })
 

@@ -45,9 +45,11 @@ export class ConnectionTurns {
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
-    await this.acquire(tenant, deadline - performance.now())
+    const queued = await this.acquire(tenant, deadline - performance.now())
     try {
       if (deadline - performance.now() < MIN_TIME_LEFT_MS) {
+        // Said as what used the time up: the wait for a connection, or the request's earlier steps.
+        if (queued) throw new DatabaseUnavailableError(new Error('a connection came free with too little of --database-timeout left to send this'), 'no database connection was free in time')
         throw new DatabaseUnavailableError(new Error("the request's earlier steps left too little of --database-timeout to send this one"), 'the database did not answer in time')
       }
       return await work()
@@ -56,14 +58,15 @@ export class ConnectionTurns {
     }
   }
 
-  private acquire(tenant: string, ms: number): Promise<void> | void {
-    if (this.free > 0 && (this.running.get(tenant) ?? 0) < this.perTenant && !this.waiting.has(tenant)) return this.take(tenant)
-    return new Promise<void>((resolve, reject) => {
+  /** Takes a slot for `tenant`, at once (false) or after waiting in line (true). */
+  private acquire(tenant: string, ms: number): Promise<boolean> | boolean {
+    if (this.free > 0 && (this.running.get(tenant) ?? 0) < this.perTenant && !this.waiting.has(tenant)) return (this.take(tenant), false)
+    return new Promise<boolean>((resolve, reject) => {
       const waiter: Waiter = {
         admit: () => {
           clearTimeout(waiter.timer)
           this.take(tenant)
-          resolve()
+          resolve(true)
         },
         timer: setTimeout(() => {
           this.forget(tenant, waiter)

@@ -12,7 +12,7 @@
 export class DatabaseUnavailableError extends Error {
   constructor(
     override readonly cause: unknown,
-    summary: DatabaseUnavailability = 'the database cannot be reached',
+    summary: DatabaseUnavailability = summaryOf(cause),
   ) {
     super(`${summary}: ${(cause as Error)?.message ?? String(cause)}`)
     this.name = 'DatabaseUnavailableError'
@@ -20,7 +20,24 @@ export class DatabaseUnavailableError extends Error {
 }
 
 /** What a `database unavailable` line says first (docs/operations.md, "Logs"). */
-export type DatabaseUnavailability = 'the database cannot be reached' | 'the database did not answer in time' | 'no database connection was free in time'
+export type DatabaseUnavailability =
+  | 'the database cannot be reached'
+  | 'the database did not answer in time'
+  | 'no database connection was free in time'
+  | 'the database was too busy for this change'
+
+/**
+ * The database's own verdicts by their SQLSTATE: a statement it gave up on (57014: its
+ * `statement_timeout` or a cancel; 55P03: `lock_timeout`; 25P03: idle in a transaction too long)
+ * did not answer in time; a serialization failure or deadlock still failing after its retries was
+ * too busy; anything else could not be reached.
+ */
+function summaryOf(cause: unknown): DatabaseUnavailability {
+  const state = sqlState(cause)
+  if (state === '57014' || state === '55P03' || state === '25P03') return 'the database did not answer in time'
+  if (state === '40001' || state === '40P01') return 'the database was too busy for this change'
+  return 'the database cannot be reached'
+}
 
 interface ClientError {
   /** Bun's own code (`ERR_POSTGRES_CONNECTION_CLOSED`), or a system one (`ECONNREFUSED`). */

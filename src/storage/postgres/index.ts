@@ -421,7 +421,7 @@ export class PostgresStorage implements Storage {
     if (!this.probe) {
       this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0])
       const finish = (reachable: boolean, error?: unknown) => {
-        if (reachable !== this.lastProbe.reachable) this.readinessObserver?.(reachable, error === undefined ? undefined : ((error as Error)?.message ?? String(error)))
+        this.noteReachable(reachable, error === undefined ? undefined : ((error as Error)?.message ?? String(error)))
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
@@ -430,10 +430,17 @@ export class PostgresStorage implements Storage {
     // A query still running past its deadline (a database that accepts but does not answer) is
     // waited for by nobody: the answer is "unavailable" until it ends.
     const remaining = this.probe.deadline - now
-    if (remaining <= 0) return 'database_unavailable'
+    const unanswered = (): Readiness => (this.noteReachable(false, `no answer to the probe within ${PROBE_TIMEOUT_MS} ms`), 'database_unavailable')
+    if (remaining <= 0) return unanswered()
     let timer: ReturnType<typeof setTimeout> | undefined
-    const timeout = new Promise<Readiness>((resolve) => (timer = setTimeout(() => resolve('database_unavailable'), remaining)))
+    const timeout = new Promise<Readiness>((resolve) => (timer = setTimeout(() => resolve(unanswered()), remaining)))
     return Promise.race([this.probe.answer.then(answer), timeout]).finally(() => clearTimeout(timer))
+  }
+
+  /** The probe's verdict, told to the observer when it changes (a probe unanswered counts as unready). */
+  private noteReachable(reachable: boolean, reason: string | undefined): void {
+    if (reachable !== this.lastProbe.reachable) this.readinessObserver?.(reachable, reason)
+    this.lastProbe = { ...this.lastProbe, reachable }
   }
 
   /** PostgreSQL's own estimate (its statistics), not a count: counting a big table takes a scan. */
