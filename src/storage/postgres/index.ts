@@ -130,8 +130,7 @@ export class PostgresStorage implements Storage {
       await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`
       try {
         await migrate(connection)
-        const sent = performance.now()
-        this.learnTime((await connection.unsafe(TRANSACTION_TIME_AS_NOW))[0], sent)
+        await this.learningTime(() => connection.unsafe(TRANSACTION_TIME_AS_NOW))
         return await work()
       } finally {
         await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
@@ -146,8 +145,7 @@ export class PostgresStorage implements Storage {
   async requireCurrentSchema(): Promise<void> {
     if (await this.read(() => checkSchemaVersion(this.sql))) throw new Error('the database schema is out of date or missing: run `keyward serve` or `keyward init` on it first')
     // The commands that judge expiry (`tokens list`) judge it by the database's clock too.
-    const sent = performance.now()
-    this.learnTime((await this.read(() => this.sql.unsafe(TRANSACTION_TIME_AS_NOW)))[0], sent)
+    await this.learningTime(() => this.read(() => this.sql.unsafe(TRANSACTION_TIME_AS_NOW)))
   }
 
   /** The schema version in the database (0: keyward has never run on it), for `verify`. */
@@ -172,10 +170,8 @@ export class PostgresStorage implements Storage {
     // request stops waiting for it once its own wait is over (`waitedFor`).
     const remembered = await waitedFor(this.answerTimeoutMs, (ms) => answeredWithin(this.credentials.current(tokenId), ms))
     if (remembered) return remembered
-    const sent = performance.now()
-    const [row] = await this.run({ text: CREDENTIAL, params: [tokenId] })
+    const [row] = await this.learningTime(() => this.run({ text: CREDENTIAL, params: [tokenId] }))
     if (!row) return undefined
-    this.learnTime(row, sent)
     const credential = credentialOf(row)
     this.credentials.remember(tokenId, credential, generationOf(row))
     return credential
@@ -191,8 +187,7 @@ export class PostgresStorage implements Storage {
       sql.close({ timeout: 0 }).catch(() => {})
     }
     // Its own deadline, not the request's that started it: requests that arrive meanwhile wait for it too.
-    const sent = performance.now()
-    return answeredWithin(this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2), this.answerTimeoutMs, late).then((rows) => (this.learnTime(rows[0], sent), generationOf(rows[0])))
+    return answeredWithin(this.learningTime(() => this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2)), this.answerTimeoutMs, late).then((rows) => generationOf(rows[0]))
   }
 
   async findWithParent<N extends TableName, P extends TableName>(table: N, id: string, parent: ParentLink<N, P>, within?: readonly FieldIn<N>[]): Promise<WithParent<N, P> | undefined> {
@@ -371,6 +366,14 @@ export class PostgresStorage implements Storage {
     const now = Math.max(this.answeredTime, Math.floor(this.databaseTime.micros + (performance.now() - this.databaseTime.readAt) * 1000))
     this.answeredTime = now
     return now
+  }
+
+  /** The rows `query` answers, whose first row's `now` column (statements.ts CLOCK) teaches the database's time (`learnTime`). */
+  private async learningTime<R extends readonly { now?: unknown }[]>(query: () => Promise<R>): Promise<R> {
+    const sent = performance.now()
+    const rows = await query()
+    this.learnTime(rows[0], sent)
+    return rows
   }
 
   /**
