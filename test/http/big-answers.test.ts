@@ -53,3 +53,25 @@ test('the audit trail of those records too: every event, whole', async () => {
   expect(response.body.audit_events).toHaveLength(COUNT)
   expect(response.body.audit_events.every((event: { changes: { description: [null, string] } }) => event.changes.description[1] === HEAVY)).toBe(true)
 })
+
+test("another tenant's read by id is answered while big pages are being written, not after them (docs/security.md, \"Big answers\")", async () => {
+  const other = await h.createCustomer('Light')
+  const otherToken = h.token(other, 'admin')
+  const installationId = crypto.randomUUID()
+  expect((await h.request('POST', '/api/installations', { token: otherToken, body: { installation_id: installationId, description: 'light' } })).status).toBe(201)
+  await h.tokensRecorded()
+  const finished: string[] = []
+  const answered = (name: string, request: Request) =>
+    Promise.resolve(h.app.handle(request)).then(async (response) => {
+      expect(response.status).toBe(200)
+      await response.arrayBuffer()
+      finished.push(name)
+    })
+  const bigPages = Array.from({ length: 4 }, (_, i) =>
+    answered(`big ${i}`, new Request('http://localhost/api/installations?page=1&page_size=1000', { headers: { authorization: `Bearer ${token}` } })),
+  )
+  const read = answered('read', new Request(`http://localhost/api/installations/${installationId}`, { headers: { authorization: `Bearer ${otherToken}` } }))
+  await Promise.all([...bigPages, read])
+  // Begun after all four, it is not the last to end: the pages were written in turns (src/ops/turns.ts).
+  expect(finished.indexOf('read')).toBeLessThan(finished.length - 1)
+})
