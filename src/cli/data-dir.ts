@@ -76,13 +76,21 @@ function lockIfFree(dir: string): DataDirLock | null {
 async function performHere(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
   // Checked before opening: opening a store starts a log in the dir.
   if (!existsSync(join(dir, SNAPSHOT_FILE)) && (await listSegments(dir)).length === 0) throw notInitialised(dir)
-  const storage = new EmbeddedStorage(await Store.open(dir))
+  // A list writes nothing, not even the snapshot a store writes on close (a full disk would fail it).
+  const storage = new EmbeddedStorage(await Store.open(dir, { readOnly: command.command === 'tokens list' }))
+  let answer: TokenCommandAnswer
   try {
     if (!(await isInitialised(storage))) throw notInitialised(dir)
-    return await performTokenCommand(storage, command)
-  } finally {
-    await storage.close()
+    answer = await performTokenCommand(storage, command)
+  } catch (error) {
+    await storage.close().catch(() => {})
+    throw error
   }
+  // The change is durable in the log once made; the snapshot written on close only shortens the
+  // next start. Its failure (a full disk) must not report the change as failed: a token shown
+  // nowhere would stay issued, and a retry would issue another (docs/storage.md, "Embedded").
+  await storage.close().catch((error) => console.error(`keyward: warning: the change is made and durable, but the snapshot written on closing the data dir failed (the next start replays the log): ${(error as Error).message}`))
+  return answer
 }
 
 async function listReadOnly(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {

@@ -1,11 +1,15 @@
 /**
- * Exclusive use of a data dir by one process (`serve`, `init`): an flock(2) on the data dir's
- * `serve.lock`, held by the kernel on the open file rather than judged by a process id. So it holds
- * across PID namespaces and across containers that mount the same dir (they share the file), and it
- * is free the moment its holder dies, however it dies. (README "The data dir".)
+ * Exclusive use of a data dir by one process (`serve`, `init`): an flock(2) on the data dir itself
+ * and one on its `serve.lock`, held by the kernel on the open files rather than judged by a process
+ * id. So it holds across PID namespaces and across containers that mount the same dir (they share
+ * the files), and it is free the moment its holder dies, however it dies. (README "The data dir".)
  *
  * The file stays after release: deleting it while another process waits to open it would let two
- * processes lock two different files of the same name. It holds nothing but the clock's time (`recordedTime`).
+ * processes lock two different files of the same name. Deleted under a running server, it let a
+ * second server, or a token command that then wrote a snapshot and removed the log the first was
+ * still appending to, take the dir: acknowledged writes were lost (review, 2026-11-30). The lock on
+ * the dir itself cannot be lost so; the file's is kept for versions before it, which lock only the
+ * file. The file holds nothing but the clock's time (`recordedTime`).
  */
 import { dlopen, FFIType, read } from 'bun:ffi'
 import { closeSync, constants, openSync, readFileSync, writeSync } from 'node:fs'
@@ -68,8 +72,37 @@ export class ReadOnlyDataDirError extends Error {
   }
 }
 
-/** Throws DataDirLockedError when another open file of the dir's lock (in any process) holds it. */
+/** Throws DataDirLockedError when another process (or another open file in this one) holds the dir or its lock file. */
 export function acquireDataDirLock(dir: string): DataDirLock {
+  const dirFd = lockDir(dir)
+  try {
+    return lockFile(dir, dirFd)
+  } catch (error) {
+    if (dirFd !== null) closeSync(dirFd)
+    throw error
+  }
+}
+
+/**
+ * The flock on the data dir itself: its fd, or null where the file system locks no directory (NFS
+ * emulates flock with byte-range locks, which need a file open for writing): there the lock file's
+ * lock alone holds, as in versions before this one.
+ */
+function lockDir(dir: string): number | null {
+  let fd: number
+  try {
+    fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY)
+  } catch {
+    return null // opening the lock file below reports what is wrong with the dir
+  }
+  const error = tryLockExclusive(fd)
+  if (error === null) return fd
+  closeSync(fd)
+  if (error === os.errno.EWOULDBLOCK) throw new DataDirLockedError(dir)
+  return null
+}
+
+function lockFile(dir: string, dirFd: number | null): DataDirLock {
   const path = join(dir, LOCK_FILE)
   // O_NOFOLLOW: the lock is the dir's own file, never one a link points to. The fd is close-on-exec
   // (Bun opens every file so), so no child process can inherit the lock and keep it alive.
@@ -109,6 +142,7 @@ export function acquireDataDirLock(dir: string): DataDirLock {
       recordTime()
       released = true
       closeSync(fd) // closing the only descriptor of the open file releases its lock
+      if (dirFd !== null) closeSync(dirFd)
     },
   }
 }

@@ -230,3 +230,35 @@ describe('first start', () => {
     expect(again.code).toBe(0)
   })
 })
+
+describe('token commands on a dir without a server', () => {
+  test('whose snapshot on closing cannot be written: the change is made and reported made (exit 0, the token shown, a warning); tokens list writes nothing and works', async () => {
+    const data = newDataDir()
+    // More data than the limit allows, so that the snapshot a command writes on closing cannot fit.
+    const unlimited = await startServer(data)
+    const { organization_id: vendorId, token } = initLine(unlimited)
+    await write(unlimited, token, await customerOf(unlimited, token, vendorId), newLedger(), { untilRefused: false, writes: 40 })
+    expect(await stopServer(unlimited, 'SIGTERM')).toBe(0)
+
+    const limited = (args: string[]) => run(underFileSizeLimit(LIMIT_KIB, keywardCommand([...args, '--data', data])))
+    const issued = await limited(['issue-token', '--org', vendorId, '--role', 'viewer', '--description', 'under the limit'])
+    expect([issued.code, issued.stdout]).toEqual([0, expect.stringMatching(/^kw2_[0-9a-f]{32}_[A-Za-z0-9_-]{43}\n$/)])
+    expect(issued.stderr).toMatch(/^keyward: warning: the change is made and durable, but the snapshot .*(EFBIG|too large)/i)
+    const listed = await limited(['tokens', 'list'])
+    expect(listed.code).toBe(0)
+    const record = listed.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line)).find((each) => each.description === 'under the limit')
+    expect(record).toMatchObject({ state: 'active', organization_id: vendorId, role: 'viewer' })
+    const revoked = await limited(['tokens', 'revoke', record.token_id])
+    expect(revoked.code).toBe(0)
+    expect(revoked.stderr).toMatch(/^keyward: warning: the change is made and durable/)
+
+    const restarted = await startServer(data)
+    try {
+      expect((await api(restarted.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(401)
+      const events = (await api(restarted.url, token, 'GET', `/api/audit-events?target_ids=${record.token_id}`)).body.audit_events
+      expect(events.map((event: { action: string }) => event.action).sort()).toEqual(['token.create', 'token.revoke'])
+    } finally {
+      expect(await stopServer(restarted, 'SIGTERM')).toBe(0)
+    }
+  })
+})

@@ -7,6 +7,7 @@ import { afterEach, expect, setDefaultTimeout, test } from 'bun:test'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tempDir } from '../support/temp-dirs'
+import { LOCK_FILE } from '../../src/store/lock.ts'
 import {
   api,
   canUsePidNamespaces,
@@ -62,3 +63,33 @@ test.skipIf(!canUsePidNamespaces())('two servers in different PID namespaces on 
   expect([read.status, read.body.organization.description]).toEqual([200, 'Acme'])
   expect(await stopServer(third, 'SIGKILL')).toBe(-9)
 })
+
+test("serve.lock deleted under a running server: a second serve is still refused, a token command goes to the server, and after kill -9 every acknowledged write is there", async () => {
+  const parent = tempDir('keyward-lock-')
+  dirs.push(parent)
+  const data = join(parent, 'data')
+  const first = await startServer(data)
+  const { organization_id: vendorId, token } = initLine(first)
+  const before = await api(first.url, token, 'POST', '/api/organizations', { description: 'before', parent_id: vendorId })
+  expect(before.status).toBe(201)
+
+  rmSync(join(data, LOCK_FILE))
+  const second = await run(keywardCommand(['serve', '--data', data, '--port', '0']))
+  expect([second.code, second.stderr]).toEqual([1, expect.stringContaining(`data dir ${data} is already in use by another running keyward`)])
+  // Not done by the CLI itself (which would write a snapshot and remove the log the server appends to): by the server.
+  const issued = await run(keywardCommand(['issue-token', '--data', data, '--org', vendorId, '--role', 'viewer']))
+  expect(issued.code).toBe(0)
+  expect((await api(first.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
+  const after = await api(first.url, token, 'POST', '/api/organizations', { description: 'after', parent_id: vendorId })
+  expect(after.status).toBe(201)
+
+  expect(await stopServer(first, 'SIGKILL')).toBe(-9)
+  await waitFor('the killed server to be gone', () => !isDataDirLocked(data))
+  const third = await startServer(data)
+  for (const created of [before, after]) {
+    const read = await api(third.url, token, 'GET', `/api/organizations/${created.body.organization.organization_id}`)
+    expect([read.status, read.body.organization.description]).toEqual([200, created.body.organization.description])
+  }
+  expect((await api(third.url, issued.stdout.trim(), 'GET', '/api/organizations')).status).toBe(200)
+  expect(await stopServer(third, 'SIGKILL')).toBe(-9)
+}, 45_000)
