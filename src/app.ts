@@ -72,7 +72,7 @@ function routes(deps: AppDeps) {
   const app = base
     // Around every route's handler (src/http/observe.ts): the request log and metrics.
     .wrap(requestObserver(() => routeList(), deps.logger, deps.metrics) as never)
-    .use(foundation(deps.logger, (value, since) => deps.storage.settle(value, since), chargeAddress))
+    .use(foundation(deps, (value, since) => deps.storage.settle(value, since), chargeAddress))
     // Only when configured: a global hook costs every request (see `withTraceId`).
     .use(deps.config.corsOrigins?.length ? cors(deps.config.corsOrigins, chargeAddress) : new Elysia())
     .get('/healthz', ({ set }) => (withTraceId(set), { status: 'ok' as const }), {

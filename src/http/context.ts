@@ -214,9 +214,9 @@ export interface ReadContext {
  * Elysia's error hook never sees the rejection of a handler it compiled as synchronous.
  */
 export function readRoutes(deps: AppDeps) {
-  const { storage, logger } = deps
+  const { storage } = deps
   // A read that failed after it yielded: answered as the error hook answers (a refusal once what it read is durable).
-  const failed = (set: ReadContext['set'], since: StateMark) => (error: unknown) => failureAnswer(error, undefined, set, logger, (value, mark) => storage.settle(value, mark), since)
+  const failed = (set: ReadContext['set'], since: StateMark) => (error: unknown) => failureAnswer(error, undefined, set, deps, (value, mark) => storage.settle(value, mark), since)
   /**
    * `settle` for a request that began to read at `since` (its principal's mark: `StateMark`), which
    * may show `customerId`'s data alone (null: the vendor's, any): it waits for no other tenant's writes.

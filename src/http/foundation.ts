@@ -9,6 +9,7 @@ import { ApiError } from '../modules/shared/errors'
 import { StorageUnavailableError } from '../store/wal'
 import { DatabaseUnavailableError } from '../storage/postgres/errors'
 import type { Logger } from '../ops/logger'
+import type { Metrics } from '../ops/metrics'
 import { RATE_LIMIT_HEADERS, RateLimited } from './rate-limits'
 import { noteBytesOut } from './observe'
 import { JsonBytes } from './json-bytes'
@@ -17,6 +18,12 @@ import type { Principal } from '../modules/shared/principal'
 import type { StateMark } from '../storage/storage'
 
 export const newTraceId = () => crypto.randomUUID()
+
+/** Where a failure is told: the log, and for a 503 the metrics' count by reason (docs/operations.md, "Metrics"). */
+export interface FailureReport {
+  readonly logger: Logger
+  readonly metrics: Metrics
+}
 
 /**
  * Gives the response its `x-trace-id` and returns it. Every route calls it first (the /api routes
@@ -33,16 +40,18 @@ export function withTraceId(set: { headers: Record<string, unknown> }): string {
  * The problem response for anything thrown while answering a request: an ApiError as it says, a
  * storage failure as 503, the framework's own failures, and anything else as a logged 500.
  */
-export function problemFor(error: unknown, code: string | number | undefined, set: { headers: Record<string, unknown> }, logger: Logger): Response {
+export function problemFor(error: unknown, code: string | number | undefined, set: { headers: Record<string, unknown> }, report: FailureReport): Response {
   // Routes that got this far set one (see `withTraceId`); an unknown route or a parse failure did not.
   const traceId = (set.headers['x-trace-id'] as string | undefined) ?? newTraceId()
   if (error instanceof ApiError) return problemResponse(error.status, error.code, error.detail, traceId, error.errors, limitHeaders(error, set))
   if (error instanceof StorageUnavailableError) {
-    logger.error('storage failure', { trace_id: traceId, error: error.message })
+    report.logger.error('storage failure', { trace_id: traceId, error: error.message })
+    report.metrics.countUnavailable('storage_write_failed')
     return problemResponse(503, 'storage_unavailable', 'The change could not be written to disk and was not made.', traceId, undefined, limitHeaders(error, set))
   }
   if (error instanceof DatabaseUnavailableError) {
-    logger.error('database unavailable', { trace_id: traceId, error: error.message })
+    report.logger.error('database unavailable', { trace_id: traceId, error: error.message })
+    report.metrics.countUnavailable(error.reason)
     return problemResponse(
       503,
       'database_unavailable',
@@ -55,7 +64,7 @@ export function problemFor(error: unknown, code: string | number | undefined, se
   if (code === 'NOT_FOUND') return problemResponse(404, 'not_found', 'There is no such route.', traceId, undefined, limitHeaders(error, set))
   if (code === 'PARSE') return problemResponse(400, 'invalid_json', 'The request body could not be parsed.', traceId)
   if (code === 'VALIDATION') return problemResponse(400, 'validation_failed', 'The request is not valid.', traceId, undefined, limitHeaders(error, set))
-  logger.error('unexpected error', { trace_id: traceId, code: code === undefined ? undefined : String(code), error: (error as Error)?.stack ?? String(error) })
+  report.logger.error('unexpected error', { trace_id: traceId, code: code === undefined ? undefined : String(code), error: (error as Error)?.stack ?? String(error) })
   return problemResponse(500, 'internal_error', 'An unexpected error occurred; it was logged with this trace id.', traceId, undefined, limitHeaders(error, set))
 }
 
@@ -69,9 +78,9 @@ type Settle = <T>(value: T, since?: StateMark) => T | Promise<T>
  * rested on never happened (docs/storage.md "What each implementation promises"). Free when
  * nothing waits for an fsync.
  */
-function refusalOnceDurable(problem: Response, settle: Settle, since: StateMark | undefined, set: { headers: Record<string, unknown> }, logger: Logger): Response | Promise<Response> {
+function refusalOnceDurable(problem: Response, settle: Settle, since: StateMark | undefined, set: { headers: Record<string, unknown> }, report: FailureReport): Response | Promise<Response> {
   const settled = settle(problem, since)
-  return settled instanceof Promise ? settled.catch((error: unknown) => problemFor(error, undefined, set, logger)) : settled
+  return settled instanceof Promise ? settled.catch((error: unknown) => problemFor(error, undefined, set, report)) : settled
 }
 
 /**
@@ -82,12 +91,12 @@ export function failureAnswer(
   error: unknown,
   code: string | number | undefined,
   set: { headers: Record<string, unknown> },
-  logger: Logger,
+  report: FailureReport,
   settle: Settle,
   since: StateMark | undefined,
 ): Response | Promise<Response> {
-  const answer = problemFor(error, code, set, logger)
-  return error instanceof ApiError && !(error instanceof RateLimited) ? refusalOnceDurable(answer, settle, since, set, logger) : answer
+  const answer = problemFor(error, code, set, report)
+  return error instanceof ApiError && !(error instanceof RateLimited) ? refusalOnceDurable(answer, settle, since, set, report) : answer
 }
 
 /** The rate-limit headers `authenticated` set (every /api answer has them), and Retry-After on a 429. */
@@ -104,7 +113,7 @@ function limitHeaders(error: unknown, set: { headers: Record<string, unknown> })
  * yet. `chargeUnmatched`: the rate limit of a request no route answers (`addressCharge` in
  * context.ts); it sets the RateLimit headers, or throws the 429 answered instead of the 404.
  */
-export const foundation = (logger: Logger, settle: Settle, chargeUnmatched: ChargeAddress) =>
+export const foundation = (report: FailureReport, settle: Settle, chargeUnmatched: ChargeAddress) =>
   new Elysia({ name: 'foundation' })
     .onError({ as: 'global' }, (context) => {
       const { code, error, request, set } = context
@@ -114,11 +123,11 @@ export const foundation = (logger: Logger, settle: Settle, chargeUnmatched: Char
         try {
           chargeUnmatched(request, set)
         } catch (limited) {
-          return problemFor(limited, undefined, set, logger)
+          return problemFor(limited, undefined, set, report)
         }
       }
       let answer: Response | Promise<Response>
-      answer = failureAnswer(error, code, set, logger, settle, since)
+      answer = failureAnswer(error, code, set, report, settle, since)
       return answer
     })
     // JSON answers are serialised and made into their Response here rather than by Elysia: so that

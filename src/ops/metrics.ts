@@ -66,6 +66,12 @@ export class Metrics {
   private readonly routes = new Map<string, RouteSeries>()
   /** One durable write: the log's append and fsync (embedded), a transaction's commit (database mode). */
   readonly storageWrites = new Histogram()
+  /** 503 answers by why the storage could not serve them (a label value each, from a fixed few). */
+  private readonly unavailable = new Map<string, number>()
+
+  countUnavailable(reason: string): void {
+    this.unavailable.set(reason, (this.unavailable.get(reason) ?? 0) + 1)
+  }
 
   /** The series of `route` (a template, or `unmatched`) and `method`; made on first use. */
   series(route: string, method: string): RouteSeries {
@@ -89,6 +95,8 @@ export class Metrics {
     text += '# HELP keyward_storage_write_duration_seconds Time of one durable write (log append and fsync; database commit).\n'
     text += '# TYPE keyward_storage_write_duration_seconds histogram\n'
     text += this.storageWrites.render('keyward_storage_write_duration_seconds', '')
+    text += "# HELP keyward_storage_unavailable_total Answers 503 because the storage could not serve the request, by reason.\n# TYPE keyward_storage_unavailable_total counter\n"
+    for (const [reason, count] of this.unavailable) text += `keyward_storage_unavailable_total{reason="${reason}"} ${count}\n`
     text += '# HELP keyward_records Records per table (database mode: PostgreSQL\'s estimate).\n# TYPE keyward_records gauge\n'
     for (const [table, count] of Object.entries(records)) text += `keyward_records{table="${labelValue(table)}"} ${count}\n`
     text += '# HELP keyward_build_info The running keyward.\n# TYPE keyward_build_info gauge\n'

@@ -57,6 +57,8 @@ describe('GET /readyz', () => {
 
       expect((await broken.request('POST', '/api/organizations', { body: { description: 'kept', parent_id: broken.vendorId } })).status).toBe(201)
       expect((await broken.request('GET', '/readyz', { token: null })).status).toBe(200)
+      // Counted by reason; /readyz's own 503 is a probe's answer, not a request the storage failed.
+      expect((await scrape(broken)).families.get('keyward_storage_unavailable_total')!.metrics).toEqual([{ value: '1', labels: { reason: 'storage_write_failed' } }])
     } finally {
       await broken.close()
     }
@@ -88,6 +90,37 @@ async function scrape(harness: Harness, token?: string): Promise<{ text: string;
 }
 
 describe('GET /metrics', () => {
+  test('503s counted by why the storage could not serve them (docs/operations.md, "Metrics")', async () => {
+    const harness = await createHarness()
+    try {
+      const found = harness.storage.findCredential
+      const failures = [
+        new DatabaseUnavailableError(new Error('connection refused')),
+        new DatabaseUnavailableError(new Error('connection refused')),
+        new DatabaseUnavailableError(new Error('waited'), 'the database did not answer in time'),
+        new DatabaseUnavailableError(new Error('pool'), 'no database connection was free in time'),
+        new DatabaseUnavailableError(new Error('40001'), 'the database was too busy for this change'),
+      ]
+      for (const failure of failures) {
+        harness.storage.findCredential = () => {
+          throw failure
+        }
+        expectProblem(await harness.request('GET', '/api/organizations'), 503, 'database_unavailable')
+      }
+      harness.storage.findCredential = found
+      const counted = (await scrape(harness)).families.get('keyward_storage_unavailable_total')!
+      expect(counted.type).toBe('COUNTER')
+      expect(Object.fromEntries(counted.metrics.map((metric) => [metric.labels!.reason, metric.value]))).toEqual({
+        database_unreachable: '2',
+        database_timeout: '1',
+        database_pool_busy: '1',
+        database_contention: '1',
+      })
+    } finally {
+      await harness.close()
+    }
+  })
+
   test('for a vendor token of any role; 401 without a valid token; 404 for a customer or partner token, as an unknown route', async () => {
     for (const role of ['admin', 'application_admin', 'viewer'] as const) {
       expect((await h.request('GET', '/metrics', { token: h.token(t.V, role) })).status).toBe(200)

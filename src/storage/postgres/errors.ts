@@ -16,7 +16,18 @@ export class DatabaseUnavailableError extends Error {
   ) {
     super(`${summary}: ${(cause as Error)?.message ?? String(cause)}`)
     this.name = 'DatabaseUnavailableError'
+    this.reason = REASONS[summary]
   }
+
+  /** The summary as the `reason` label of the metrics' count of 503s (docs/operations.md, "Metrics"). */
+  readonly reason: string
+}
+
+const REASONS: Record<DatabaseUnavailability, string> = {
+  'the database cannot be reached': 'database_unreachable',
+  'the database did not answer in time': 'database_timeout',
+  'no database connection was free in time': 'database_pool_busy',
+  'the database was too busy for this change': 'database_contention',
 }
 
 /** What a `database unavailable` line says first (docs/operations.md, "Logs"). */
