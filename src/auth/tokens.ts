@@ -46,7 +46,10 @@ export function ttlProblem(text: string): string | null {
   if (!match) return 'a number and s, m, h or d, like 90d'
   const seconds = Number(match[1]) * UNIT_SECONDS[match[2]!]!
   if (seconds === 0) return 'more than zero'
-  return seconds > MAX_TOKEN_TTL_SECONDS ? 'at most 366d' : null
+  if (seconds > MAX_TOKEN_TTL_SECONDS) return 'at most 366d'
+  // Leading zeros past nine digits (`000000000090d`): parseDuration (and the OpenAPI pattern) take
+  // at most nine, and a ttl passed here but unread made a token expired at its creation (review, 2026-11-30).
+  return match[1]!.length > 9 ? 'a number of at most nine digits and s, m, h or d, like 90d' : null
 }
 
 /** The one spelling a token has; nothing else is ever hashed or looked up. */

@@ -94,6 +94,8 @@ describe('POST /api/tokens', () => {
       ['0s', 'ttl must be more than zero'],
       ['9999999999s', 'ttl must be at most 366d'],
       ['367d', 'ttl must be at most 366d'],
+      // Small, but more digits than a ttl is read with: refused, not a token expired at its creation.
+      ['000000000090d', 'ttl must be a number of at most nine digits and s, m, h or d, like 90d'],
     ]) {
       const res = await h.request('POST', '/api/tokens', { body: { organization_id: A, role: 'viewer', ttl } })
       expect([res.status, res.body.errors]).toEqual([400, [{ path: 'body.ttl', message }]])

@@ -500,6 +500,7 @@ describe('issue-token', () => {
     ['a --ttl without a unit', (org) => ['--org', org, '--role', 'admin', '--ttl', '90'], /invalid --ttl '90': it must be a number and s, m, h or d/],
     ['a zero --ttl', (org) => ['--org', org, '--role', 'admin', '--ttl', '0d'], /invalid --ttl '0d': it must be more than zero/],
     ['a --ttl of ten digits', (org) => ['--org', org, '--role', 'admin', '--ttl', '9999999999s'], /invalid --ttl '9999999999s': it must be at most 366d/],
+    ['a small --ttl of ten digits', (org) => ['--org', org, '--role', 'admin', '--ttl', '0000000001d'], /invalid --ttl '0000000001d': it must be a number of at most nine digits/],
     ['a --ttl over 366 days', (org) => ['--org', org, '--role', 'admin', '--ttl', '367d'], /at most 366d/],
     ['an empty --description', (org) => ['--org', org, '--role', 'admin', '--description', ' '], /--description/],
   ]
