@@ -323,4 +323,18 @@ describe('applications per customer (docs/security.md)', () => {
     const listed = await h.request('GET', '/api/applications', { token: h.token(customer, 'viewer') })
     expect(listed.body.applications).toHaveLength(MAX_APPLICATIONS_PER_CUSTOMER)
   })
+
+  test('concurrent creates near the bound never pass it (database mode counted them unlocked: 1,002)', async () => {
+    const customer = await h.createCustomer('Racing applications')
+    await h.storage.transaction(async (tx) => {
+      for (let i = 1; i < MAX_APPLICATIONS_PER_CUSTOMER; i++) {
+        await tx.insert('applications', { application_id: crypto.randomUUID(), organization_id: customer, description: `A${i}`, environments: ['PRODUCTION'], state: 'active', api_key_hash: '00'.repeat(32) })
+      }
+    })
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => h.request('POST', '/api/applications', { body: { organization_id: customer, description: `Racer ${i}` } })))
+    expect(answers.map((res) => res.status).sort()).toEqual([201, ...Array(11).fill(409)])
+    for (const res of answers) if (res.status === 409) expectProblem(res, 409, 'too_many_applications')
+    const listed = await h.request('GET', '/api/applications', { token: h.token(customer, 'viewer') })
+    expect(listed.body.applications).toHaveLength(MAX_APPLICATIONS_PER_CUSTOMER)
+  })
 })

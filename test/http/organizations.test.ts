@@ -583,6 +583,20 @@ describe('partners per customer (docs/security.md)', () => {
     expect((await h.request('GET', '/api/organizations', { token: h.token(customer, 'viewer') })).body.organizations.length).toBe(before)
     expect((await h.request('POST', '/api/organizations', { body: { description: 'Another customer', parent_id: h.vendorId } })).status).toBe(201)
   })
+
+  test('concurrent creates near the bound never pass it (database mode counted them unlocked: 1,003)', async () => {
+    const customer = await h.createCustomer('Racing partners')
+    await h.storage.transaction(async (tx) => {
+      for (let i = 1; i < MAX_PARTNERS_PER_CUSTOMER; i++) {
+        await tx.insert('organizations', { organization_id: crypto.randomUUID(), parent_id: customer, organization_type: 'partner', description: `P${i}`, state: 'active', environments: null })
+      }
+    })
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => h.request('POST', '/api/organizations', { token: h.token(customer, 'admin'), body: { description: `Racer ${i}` } })))
+    expect(answers.map((res) => res.status).sort()).toEqual([201, ...Array(11).fill(409)])
+    for (const res of answers) if (res.status === 409) expectProblem(res, 409, 'too_many_partners')
+    const listed = (await h.request('GET', '/api/organizations', { token: h.token(customer, 'viewer') })).body.organizations
+    expect(listed).toHaveLength(MAX_PARTNERS_PER_CUSTOMER + 1) // and the customer itself
+  })
 })
 
 test('the service itself refuses a partner as a parent, also when a partner names itself (the route refuses partners first: 403)', async () => {

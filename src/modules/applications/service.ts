@@ -23,10 +23,11 @@ export class ApplicationService {
     const apiKey = `kwk_${randomBytes(24).toString('base64url')}`
     return changeBy(actor, this.storage, async (tx) => {
       // Read again in the transaction: an environment removed meanwhile must not be handed out.
-      const current = (await tx.find('organizations', customer.organization_id))!
+      // Locked for update at once: the bound on applications counts under it (limits.ts).
+      const current = (await tx.find('organizations', customer.organization_id, 'update'))!
       const environments = input.allowed_environments ?? [defaultEnvironment(current)]
       requireSupported(current, environments, 'allowed_environments')
-      await refuseBeyondLimit(tx, customer.organization_id, 'applications')
+      await refuseBeyondLimit(tx, customer.organization_id, 'applications', false)
       const fields = {
         organization_id: customer.organization_id,
         description: input.description,

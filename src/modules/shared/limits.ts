@@ -2,9 +2,10 @@
  * Bounds on the records whose lists are answered whole, not paged (the organization and application
  * lists of a customer, the keyset list of an enrollment: docs/api.md "Endpoints"; docs/security.md):
  * a tenant cannot grow such an answer, nor the time the server spends building it for every tenant,
- * without end. Counted in the creating transaction (committed records), so creates at the same moment
- * may pass a bound by a few (keysets cannot: they are counted after their enrollment is locked): a
- * bound on size, not a rule of the data.
+ * without end. Counted in the creating transaction once the owner (the customer, the enrollment) is
+ * locked for update, so that creates at the same moment, on any instance, count one after the other
+ * and never pass a bound (in database mode they passed it by a few when counted unlocked: review,
+ * 2026-11-30). Only these creates take that lock; a customer's creates of anything else do not wait.
  */
 import { conflict } from './errors'
 import type { Maybe, Tx } from '../../storage/storage'
@@ -37,7 +38,11 @@ export function refuseWhenFull(held: number, kind: Bounded): void {
   if (held >= limit) throw conflict(`too_many_${kind}`, `${owner} has at most ${limit} ${kind}.`)
 }
 
-/** Both, for a create that has nothing to ask together with the count. */
-export async function refuseBeyondLimit(tx: Tx, ownerId: string, kind: Bounded): Promise<void> {
+/**
+ * Both, for a create that has nothing to ask together with the count: the owner customer locked for
+ * update first (`lockOwner`), unless the caller has already done so.
+ */
+export async function refuseBeyondLimit(tx: Tx, ownerId: string, kind: Exclude<Bounded, 'keysets'>, lockOwner = true): Promise<void> {
+  if (lockOwner) await tx.find('organizations', ownerId, 'update')
   refuseWhenFull(await countTowardsBound(tx, ownerId, kind), kind)
 }
