@@ -15,7 +15,29 @@ import type { App } from './app'
 import type { ProblemBody } from './http/errors'
 
 export function client(baseUrl: string, token: string) {
-  return treaty<App>(baseUrl, { headers: { authorization: `Bearer ${token}` } })
+  return encodingPathValues(treaty<App>(baseUrl, { headers: { authorization: `Bearer ${token}` } }))
+}
+
+/** The calls that send a request; any other call of the client names a path parameter. */
+const REQUEST_METHODS = new Set(['get', 'post', 'put', 'patch', 'delete', 'head', 'options', 'subscribe'])
+
+/**
+ * The client, with the values of path parameters percent-encoded: Eden puts them into the path as
+ * given, so an id such as `../organizations/<id>` (one a device sent, say) addressed another route
+ * (review, 2026-11-30). Encoded, it is one path segment, which the server refuses as no identifier.
+ * Eden's path steps are functions; what a request call returns (a promise) is passed on untouched.
+ */
+function encodingPathValues<T>(step: T, key = ''): T {
+  if (typeof step !== 'function') return step
+  return new Proxy(step, {
+    get: (target, property) => encodingPathValues(Reflect.get(target, property), String(property)),
+    apply: (target, self, args: unknown[]) => {
+      const [parameters] = args
+      const naming = !REQUEST_METHODS.has(key) && args.length === 1 && typeof parameters === 'object' && parameters !== null
+      const sent = naming ? [Object.fromEntries(Object.entries(parameters).map(([name, value]) => [name, encodeURIComponent(String(value))]))] : args
+      return encodingPathValues(Reflect.apply(target, self, sent))
+    },
+  }) as T
 }
 
 export type KeywardClient = ReturnType<typeof client>

@@ -49,3 +49,12 @@ test('errors arrive as the problem body with its status', async () => {
   expect(missing.data).toBeNull()
   expect((missing.error!.value as unknown as Problem).code).toBe('not_found')
 })
+
+test("a path parameter is one path segment, whatever it holds: an id of '../organizations/<id>' reaches no other route", async () => {
+  const customer = (await api.api.organizations.post({ description: 'Unchanged', parent_id: h.vendorId })).data!.organization
+  const sneaky = await api.api.applications({ application_id: `../organizations/${customer.organization_id}` }).patch({ description: 'changed through the application route' })
+  expect(sneaky.status).toBe(400)
+  expect((sneaky.error!.value as unknown as Problem).code).toBe('invalid_identifier')
+  expect((await api.api.organizations({ organization_id: customer.organization_id }).get()).data!.organization.description).toBe('Unchanged')
+  expect((await api.api.organizations({ organization_id: `${customer.organization_id}/environments` }).get()).status).toBe(400)
+})
