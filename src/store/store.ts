@@ -16,7 +16,7 @@ import { TABLE_NAMES, type AuditEvent, type RecordOf, type TableName } from '../
 import type { Table } from './table'
 import { advanceClockPast } from './clock'
 import { recordedTime } from './lock'
-import { LogWriter, removeSegmentsBefore } from './wal'
+import { LogWriter, removeSegmentsBefore, removeUnfinishedSegments } from './wal'
 import { logRecordText } from './log-record'
 import { recover } from './recovery'
 import { SnapshotFile, type SnapshotData } from './snapshot-file'
@@ -146,6 +146,7 @@ export class Store {
     // Never before a time stored, nor before the time the last holder of the dir noted (src/store/lock.ts).
     advanceClockPast(Math.max(recovered.newestTimestamp, recordedTime(dir)))
     if (!options.readOnly) {
+      await removeUnfinishedSegments(dir)
       store.writer = await LogWriter.open(dir, recovered.lastLsn, store.writerHooks(), recovered.lastSegment)
     }
     return store

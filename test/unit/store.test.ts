@@ -169,6 +169,19 @@ describe('durability and replay', () => {
     expect(recovered.newestTimestamp).toBe(7_000)
   })
 
+  test('a start removes the temporary segment files crashes left, whatever their positions; the data is whole', async () => {
+    const dir = newDir()
+    const { store } = await openStore(dir)
+    await put(store, consumer('a', 1))
+    await writerOf(store).close() // a crash
+    const left = ['wal-0000000000000005.log.tmp', 'wal-0000000000000042.log.tmp']
+    for (const name of left) writeFileSync(join(dir, name), new Uint8Array(64))
+    const { store: again } = await openStore(dir)
+    expect(readdirSync(dir).filter((name) => name.endsWith('.tmp'))).toEqual([])
+    expect(await durableConsumers(dir)).toEqual({ a: 1 })
+    await again.close()
+  })
+
   test('sequential commits each complete (a commit right after an acknowledgement is written)', async () => {
     const dir = newDir()
     const { store } = await openStore(dir)
