@@ -85,6 +85,11 @@ export interface PausableRelay {
   resume(): void
   /** From now on, the database's answers reach keyward `ms` later (0: at once again): a slow database, or a far one. */
   delayAnswers(ms: number): void
+  /**
+   * The connections open now relay nothing more, either way, and are never closed; new ones are
+   * relayed as before: a proxy or a NAT that lost its connections without telling either end.
+   */
+  strand(): void
   /** The most connections that were open through the relay at one time. */
   readonly peakConnections: number
   close(): void
@@ -100,20 +105,23 @@ export function pausableRelay(url: string): PausableRelay {
   let paused = false
   let answerDelayMs = 0
   const held: (() => void)[] = []
-  const relay = (step: () => void): void => {
-    if (paused) held.push(step)
+  type Side = { upstream?: { write(bytes: Uint8Array): number; end(): void }; early: Uint8Array[]; stranded?: boolean }
+  const relay = (side: Side, step: () => void): void => {
+    if (side.stranded) return
+    if (paused) held.push(() => relay(side, step))
     else step()
   }
   const open = new Set<{ end(): void }>()
+  const clientSides = new Set<Side>()
   let clients = 0
   let peakConnections = 0
-  type Side = { upstream?: { write(bytes: Uint8Array): number; end(): void }; early: Uint8Array[] }
   const listener = Bun.listen<Side>({
     hostname: '127.0.0.1',
     port: 0,
     socket: {
       open(client) {
         client.data = { early: [] }
+        clientSides.add(client.data)
         open.add(client)
         peakConnections = Math.max(peakConnections, ++clients)
         Bun.connect({
@@ -128,28 +136,29 @@ export function pausableRelay(url: string): PausableRelay {
             data(_, chunk) {
               const bytes = new Uint8Array(chunk)
               // Timers of one delay run in the order they were set: the bytes stay in order.
-              if (answerDelayMs > 0) setTimeout(() => relay(() => client.write(bytes)), answerDelayMs)
-              else relay(() => client.write(bytes))
+              if (answerDelayMs > 0) setTimeout(() => relay(client.data, () => client.write(bytes)), answerDelayMs)
+              else relay(client.data, () => client.write(bytes))
             },
             close() {
-              relay(() => client.end())
+              relay(client.data, () => client.end())
             },
             error() {
-              client.end()
+              if (!client.data.stranded) client.end()
             },
           },
         }).catch(() => client.end())
       },
       data(client, chunk) {
         const bytes = new Uint8Array(chunk)
-        relay(() => {
+        relay(client.data, () => {
           if (client.data.upstream) client.data.upstream.write(bytes)
           else client.data.early.push(bytes)
         })
       },
       close(client) {
         clients--
-        relay(() => client.data.upstream?.end())
+        clientSides.delete(client.data)
+        relay(client.data, () => client.data.upstream?.end())
       },
       error(client) {
         client.data.upstream?.end()
@@ -163,6 +172,9 @@ export function pausableRelay(url: string): PausableRelay {
     url: relayed.toString(),
     pause: () => void (paused = true),
     delayAnswers: (ms) => void (answerDelayMs = ms),
+    strand() {
+      for (const side of clientSides) side.stranded = true
+    },
     get peakConnections() {
       return peakConnections
     },

@@ -317,7 +317,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
-    test('readiness unready because its probe got no answer in time is told too, and ready again once the probe is answered', async () => {
+    test('readiness unready because its probe got no answer in time is told too, and ready again once a new probe is answered', async () => {
       const relay = pausableRelay(db.url)
       const silent = PostgresStorage.connect(relay.url)
       const told: [boolean, string | undefined][] = []
@@ -328,11 +328,38 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         while ((await silent.readiness()) === 'ready') await Bun.sleep(100) // the kept answer expires, then a probe goes unanswered
         expect(told).toEqual([[false, 'no answer to the probe within 2000 ms']])
         relay.resume()
-        while (told.length < 2) await Bun.sleep(50) // the held probe is answered
-        expect(told[1]).toEqual([true, undefined])
-        expect(await silent.readiness()).toBe('ready')
+        // The unanswered probe was given up on with its connection; a new one is answered.
+        await waitFor('ready again', async () => (await silent.readiness()) === 'ready')
+        expect(told).toEqual([
+          [false, 'no answer to the probe within 2000 ms'],
+          [true, undefined],
+        ])
       } finally {
         await silent.close()
+        relay.close()
+      }
+    })
+
+    test('connections that stop answering while new ones would be answered (a proxy that lost them): reads, lists and the readiness probe replace them, without a restart', async () => {
+      const relay = pausableRelay(db.url)
+      const stranded = PostgresStorage.connect(relay.url, { maxConnections: 4, answerTimeoutMs: 500 })
+      try {
+        const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        const read = () => stranded.find('consumers', record.consumer_id)
+        const list = () => stranded.list({ table: 'consumers', scope: customer, where: [{ field: 'consumer_id', in: [record.consumer_id] }], order: 'asc' })
+        // Their connections made first.
+        expect(await read()).toEqual(record)
+        expect((await list()).items).toEqual([record])
+        expect(await stranded.readiness()).toBe('ready')
+        relay.strand()
+        expect(await Promise.resolve(read()).catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        expect(await list().catch((error) => error)).toBeInstanceOf(DatabaseUnavailableError)
+        // Then answered again on new connections: the stranded ones are never answered nor closed.
+        await waitFor('reads by key answered', async () => (await Promise.resolve(read()).catch(() => undefined)) !== undefined)
+        await waitFor('lists answered', async () => (await list().catch(() => undefined)) !== undefined)
+        await waitFor('ready', async () => (await stranded.readiness()) === 'ready')
+      } finally {
+        await stranded.close()
         relay.close()
       }
     })

@@ -32,6 +32,14 @@ const PROBE_KEPT_MS = 1000
 /** How long a read or a transaction may wait for the database's answers by default (`PostgresOptions.answerTimeoutMs`). */
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
 
+/**
+ * How long past the database's own limit (`statement_timeout`, the answer timeout) a statement of a
+ * pool may go unanswered before its connection is taken for lost without either end knowing (a
+ * proxy or a NAT that dropped it, a network that drops its packets): at most this, or the answer
+ * timeout if shorter (`replaceIfUnanswered`).
+ */
+const LOST_AFTER_MS = 2000
+
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
 
@@ -63,7 +71,7 @@ export class PostgresStorage implements Storage {
   /** The readiness probe's own connection, so that it never waits behind a busy pool. */
   private probeSql: SQL | undefined
   /** The probe's query while it runs: never more than one at a time, however often /readyz is asked. */
-  private probe: { readonly answer: Promise<void>; readonly deadline: number } | undefined
+  private probe: { readonly answer: Promise<void>; readonly deadline: number; readonly sql: SQL } | undefined
   private lastProbe = { at: -Infinity, reachable: true }
   /** Reads of the credential generation, one at a time on a connection of their own (they serve many requests each). */
   private generationSql: SQL | undefined
@@ -73,11 +81,16 @@ export class PostgresStorage implements Storage {
   /** The latest time `now()` answered from the database's time. */
   private answeredTime = -Infinity
 
+  /** The pool for reads by key and transactions; replaced when its connections stop answering (`replaceIfUnanswered`). */
+  private sql: SQL
+  /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"); replaced likewise. */
+  private listSql: SQL
+  private closing = false
+
   private constructor(
     private readonly url: string,
-    private readonly sql: SQL,
-    /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"). */
-    private readonly listSql: SQL,
+    /** New pools for `sql` and `listSql`. */
+    private readonly pools: { readonly main: () => SQL; readonly lists: () => SQL },
     /** Their turns, shared by tenants (src/storage/postgres/connection-turns.ts). */
     private readonly listTurns: ConnectionTurns,
     /** The turns at `sql`'s connections, for transactions (reads by key are pipelined: `run`). */
@@ -90,7 +103,10 @@ export class PostgresStorage implements Storage {
      */
     private readonly connectionTries: number,
     private readonly answerTimeoutMs: number,
-  ) {}
+  ) {
+    this.sql = pools.main()
+    this.listSql = pools.lists()
+  }
 
   /**
    * A pool on `url`. The schema is not touched: `serve` and `init` then call `underMigrationLock`;
@@ -110,9 +126,11 @@ export class PostgresStorage implements Storage {
     // the start holds one for its migration lock while its work uses another.
     const lists = Math.max(1, Math.floor(max / 4))
     const others = Math.max(2, max - lists)
-    const sql = new SQL({ url, max: others, connectionTimeout: 10, connection: limits })
-    const listSql = new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } })
-    return new PostgresStorage(url, sql, listSql, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
+    const pools = {
+      main: () => new SQL({ url, max: others, connectionTimeout: 10, connection: limits }),
+      lists: () => new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } }),
+    }
+    return new PostgresStorage(url, pools, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
   }
 
   /**
@@ -210,10 +228,14 @@ export class PostgresStorage implements Storage {
     // One deadline for the wait for a list connection and the list's answer; the connection's slot is
     // held until its statement is done, even one answered 503 (src/storage/postgres/connection-turns.ts).
     const rows: Rows = await waitedFor(this.answerTimeoutMs, (ms) => {
-      const answer = this.listTurns.run(query.slice?.tenant ?? requestTenant() ?? NO_TENANT, performance.now() + ms, () =>
-        this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries),
-      )
-      return answeredWithin(answer, ms)
+      let sent: { readonly at: number; readonly answer: Promise<Rows> } | undefined
+      const answer = this.listTurns.run(query.slice?.tenant ?? requestTenant() ?? NO_TENANT, performance.now() + ms, () => {
+        const answer = this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries)
+        sent = { at: performance.now(), answer }
+        return answer
+      })
+      // Sent and unanswered at the deadline: its connection may be lost (a wait for a turn is not).
+      return answeredWithin(answer, ms, () => sent && this.replaceIfUnanswered('listSql', sent.answer, sent.at))
     })
     // A page past the end is one row of nulls, carrying the total only.
     const listed = query.page ? rows.filter((row) => row[PRIMARY_KEY[query.table]] !== null) : rows
@@ -324,7 +346,37 @@ export class PostgresStorage implements Storage {
    * when the database does.
    */
   private read<T>(query: () => Promise<T>): Promise<T> {
-    return waitedFor(this.answerTimeoutMs, (ms) => answeredWithin(this.tries(query, this.connectionTries), ms))
+    return waitedFor(this.answerTimeoutMs, (ms) => {
+      const sent = performance.now()
+      const answer = this.tries(query, this.connectionTries)
+      return answeredWithin(answer, ms, () => this.replaceIfUnanswered('sql', answer, sent))
+    })
+  }
+
+  /**
+   * A statement of `pool`, sent at `sent` (`performance.now()`), still unanswered once the database
+   * would have given up on it (its `statement_timeout` is the answer timeout) and LOST_AFTER_MS
+   * more: its connection is lost without either end knowing (a proxy that dropped it, packets
+   * dropped on the way), and with it, likely, the pool's others. The pool cannot close one of its
+   * connections, nor stop giving it statements (reads by key are pipelined on busy ones), so the
+   * whole pool is replaced by a new one and closed: what was still waiting there fails as on a
+   * closed connection (reads try again, on the new pool; a transaction's COMMIT in flight has an
+   * unknown outcome, a 503 as on any lost connection). Found in review (2026-11-30): such
+   * connections held every read, list and /readyz of an instance at 503 until it was restarted.
+   */
+  private replaceIfUnanswered(pool: 'sql' | 'listSql', answer: Promise<unknown>, sent: number): void {
+    const replaced = this[pool]
+    let answered = false
+    answer.then(
+      () => (answered = true),
+      () => (answered = true),
+    )
+    const lostAt = sent + this.answerTimeoutMs + Math.min(LOST_AFTER_MS, this.answerTimeoutMs)
+    setTimeout(() => {
+      if (answered || this.closing || this[pool] !== replaced) return
+      this[pool] = pool === 'sql' ? this.pools.main() : this.pools.lists()
+      replaced.close({ timeout: 0 }).catch(() => {})
+    }, Math.max(0, lostAt - performance.now())).unref()
   }
 
   private async tries<T>(query: () => Promise<T>, maxTries: number): Promise<T> {
@@ -422,18 +474,30 @@ export class PostgresStorage implements Storage {
     const answer = (): Readiness => (this.lastProbe.reachable ? 'ready' : 'database_unavailable')
     if (now - this.lastProbe.at < PROBE_KEPT_MS) return answer()
     if (!this.probe) {
-      this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0])
+      const probeSql = (this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0]))
       const finish = (reachable: boolean, error?: unknown) => {
+        // A probe given up on (`unanswered`) tells nothing more: a newer one may be under way.
+        if (this.probe?.sql !== probeSql) return
         this.noteReachable(reachable, error === undefined ? undefined : ((error as Error)?.message ?? String(error)))
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
-      this.probe = { answer: this.probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS }
+      this.probe = { answer: probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql }
     }
-    // A query still running past its deadline (a database that accepts but does not answer) is
-    // waited for by nobody: the answer is "unavailable" until it ends.
+    // A query still running past its deadline (a database that accepts but does not answer, or a
+    // connection lost on the way without either end knowing) is given up on, with its connection:
+    // the next probe opens a new one (an instance held unready until restarted otherwise: review, 2026-11-30).
     const remaining = this.probe.deadline - now
-    const unanswered = (): Readiness => (this.noteReachable(false, `no answer to the probe within ${PROBE_TIMEOUT_MS} ms`), 'database_unavailable')
+    const unanswered = (): Readiness => {
+      const probe = this.probe
+      if (probe && performance.now() >= probe.deadline) {
+        this.probe = undefined
+        if (this.probeSql === probe.sql) this.probeSql = undefined
+        probe.sql.close({ timeout: 0 }).catch(() => {})
+      }
+      this.noteReachable(false, `no answer to the probe within ${PROBE_TIMEOUT_MS} ms`)
+      return 'database_unavailable'
+    }
     if (remaining <= 0) return unanswered()
     let timer: ReturnType<typeof setTimeout> | undefined
     const timeout = new Promise<Readiness>((resolve) => (timer = setTimeout(() => resolve(unanswered()), remaining)))
@@ -458,6 +522,7 @@ export class PostgresStorage implements Storage {
   }
 
   async close(): Promise<void> {
+    this.closing = true
     await this.probeSql?.close({ timeout: 1 })
     await this.generationSql?.close({ timeout: 1 })
     await this.listSql.close({ timeout: 5 })
