@@ -10,7 +10,7 @@ import { backupCommand } from './cli/backup'
 import { restoreCommand } from './cli/restore'
 import { verifyCommand } from './cli/verify'
 import { DATABASE_URL_OPTION, databaseUrlOf } from './cli/database'
-import { USAGE, UsageError, wholeNumber } from './cli/usage'
+import { USAGE, UsageError, wholeNumber, withoutSecrets } from './cli/usage'
 import { VERSION } from './version'
 import { canonicalDataDir } from './store/data-dir'
 import { DATA_FORMAT } from './store/format'
@@ -172,7 +172,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof UsageError) return usageError(namedAsSet(error.message, given, command.options), USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.
-    console.error(`keyward: ${(error as Error)?.message ?? error}`)
+    console.error(`keyward: ${withoutSecrets(String((error as Error)?.message ?? error))}`)
     return 1
   }
 }
@@ -204,7 +204,7 @@ function print(text: string): number {
 }
 
 function usageError(message: string, usage: string): number {
-  console.error(`keyward: ${message}\n\n${usage}`)
+  console.error(`keyward: ${withoutSecrets(message)}\n\n${usage}`)
   return 2
 }
 

@@ -102,6 +102,18 @@ describe('usage', () => {
     expect(await keyward(['--version'])).toEqual({ code: 0, stdout: `keyward ${pkg.version} (data format ${DATA_FORMAT}, database schema ${SCHEMA_VERSION})\n`, stderr: '' })
   })
 
+  test('a secret put where another argument goes (a token, an api_key, a database URL with its password) is not repeated in the message, exit 2', async () => {
+    const token = `kw2_${'0123456789abcdef'.repeat(2)}_${'A'.repeat(43)}`
+    const apiKey = `kwk_${'b'.repeat(32)}`
+    const url = 'postgres://keyward:Sekr1tPassw0rd@127.0.0.1:1/keyward'
+    for (const args of [['serve', url], [url], ['issue-token', '--org', crypto.randomUUID(), '--role', token], ['issue-token', '--org', crypto.randomUUID(), '--role', 'viewer', '--ttl', token], ['tokens', 'list', apiKey]]) {
+      const result = await keyward([...args, '--data', newDataDir()])
+      expect([args[0], result.code, result.stdout]).toEqual([args[0], 2, ''])
+      for (const secret of [token.slice(4), apiKey.slice(4), 'Sekr1tPassw0rd']) expect(result.stderr).not.toContain(secret)
+      expect(result.stderr).toMatch(/not shown|\*\*\*@/)
+    }
+  })
+
   const misuse: [string, string[], RegExp][] = [
     ['an unknown command', ['frobnicate'], /unknown command 'frobnicate'/],
     ["a name every object has (not a command)", ['toString'], /unknown command 'toString'/],
