@@ -364,6 +364,33 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test('reads late behind a lock held for several answer timeouts (the database at work) keep their pool: nothing replaced, no connection more', async () => {
+      const mainPools = async () =>
+        new Set((await admin`SELECT application_name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'keyward % main %'`).map((row: { application_name: string }) => row.application_name))
+      const before = await mainPools()
+      const late = PostgresStorage.connect(db.url, { maxConnections: 4, answerTimeoutMs: 400 })
+      try {
+        const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        expect(await late.find('consumers', record.consumer_id)).toEqual(record)
+        const [name] = [...(await mainPools())].filter((each) => !before.has(each))
+        expect(name).toMatch(/^keyward [0-9a-f]{8} main 1$/)
+        await admin.begin(async (locked) => {
+          await locked`LOCK TABLE consumers IN ACCESS EXCLUSIVE MODE`
+          // Twelve reads on its three connections: pipelined, the last of each waits for three cancelled before it.
+          const reads = await Promise.all(Array.from({ length: 12 }, () => Promise.resolve(late.find('consumers', record.consumer_id)).catch((error) => error)))
+          for (const read of reads) expect(read).toBeInstanceOf(DatabaseUnavailableError)
+          // Asked outside the lock's transaction: inside it pg_stat_activity is a snapshot taken once.
+          await waitFor('the cancelled reads to end', async () => Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = ${name} AND state = 'active'`)[0].n) === 0)
+        })
+        expect(await late.find('consumers', record.consumer_id)).toEqual(record)
+        const after = (await mainPools()).difference(before)
+        expect([...after]).toEqual([name])
+        expect(Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = ${name}`)[0].n)).toBeLessThanOrEqual(3)
+      } finally {
+        await late.close()
+      }
+    })
+
     test('a server that cannot be reached: reads and transactions are DatabaseUnavailableError', async () => {
       const url = new URL(db.url)
       url.port = '1' // nothing listens there

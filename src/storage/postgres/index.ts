@@ -15,6 +15,7 @@ import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../reco
 import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { mapInTurns, NO_TENANT } from '../../ops/turns'
 import { ConnectionTurns } from './connection-turns'
+import { ReplaceablePool } from './pools'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
@@ -31,14 +32,6 @@ const PROBE_KEPT_MS = 1000
 
 /** How long a read or a transaction may wait for the database's answers by default (`PostgresOptions.answerTimeoutMs`). */
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000
-
-/**
- * How long past the database's own limit (`statement_timeout`, the answer timeout) a statement of a
- * pool may go unanswered before its connection is taken for lost without either end knowing (a
- * proxy or a NAT that dropped it, a network that drops its packets): at most this, or the answer
- * timeout if shorter (`replaceIfUnanswered`).
- */
-const LOST_AFTER_MS = 2000
 
 /** Runs of one transaction body at most, when it keeps meeting deadlocks or serialization failures. */
 const MAX_ATTEMPTS = 5
@@ -81,16 +74,14 @@ export class PostgresStorage implements Storage {
   /** The latest time `now()` answered from the database's time. */
   private answeredTime = -Infinity
 
-  /** The pool for reads by key and transactions; replaced when its connections stop answering (`replaceIfUnanswered`). */
-  private sql: SQL
-  /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"); replaced likewise. */
-  private listSql: SQL
-  private closing = false
-
   private constructor(
     private readonly url: string,
-    /** New pools for `sql` and `listSql`. */
-    private readonly pools: { readonly main: () => SQL; readonly lists: () => SQL },
+    /** `keyward <8 hex digits>`: this instance's connections are named after it (`application_name`). */
+    private readonly instance: string,
+    /** The pool for reads by key and transactions, replaced when its connections are lost (pools.ts). */
+    private readonly mainPool: ReplaceablePool,
+    /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"); replaced likewise. */
+    private readonly listPool: ReplaceablePool,
     /** Their turns, shared by tenants (src/storage/postgres/connection-turns.ts). */
     private readonly listTurns: ConnectionTurns,
     /** The turns at `sql`'s connections, for transactions (reads by key are pipelined: `run`). */
@@ -103,9 +94,15 @@ export class PostgresStorage implements Storage {
      */
     private readonly connectionTries: number,
     private readonly answerTimeoutMs: number,
-  ) {
-    this.sql = pools.main()
-    this.listSql = pools.lists()
+  ) {}
+
+  /** The pools as they are now (`ReplaceablePool.current`): read for each statement. */
+  private get sql(): SQL {
+    return this.mainPool.current
+  }
+
+  private get listSql(): SQL {
+    return this.listPool.current
   }
 
   /**
@@ -126,11 +123,17 @@ export class PostgresStorage implements Storage {
     // the start holds one for its migration lock while its work uses another.
     const lists = Math.max(1, Math.floor(max / 4))
     const others = Math.max(2, max - lists)
-    const pools = {
-      main: () => new SQL({ url, max: others, connectionTimeout: 10, connection: limits }),
-      lists: () => new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan' } }),
-    }
-    return new PostgresStorage(url, pools, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
+    // Each pool's connections named, as PostgreSQL shows them (pg_stat_activity): this instance, the
+    // pool's use and its generation (pools.ts asks the database about them by that name).
+    const instance = `keyward ${crypto.randomUUID().slice(0, 8)}`
+    const mainPool = new ReplaceablePool(url, `${instance} main`, (name) => new SQL({ url, max: others, connectionTimeout: 10, connection: { ...limits, application_name: name } }), answerTimeoutMs)
+    const listPool = new ReplaceablePool(
+      url,
+      `${instance} lists`,
+      (name) => new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan', application_name: name } }),
+      answerTimeoutMs,
+    )
+    return new PostgresStorage(url, instance, mainPool, listPool, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
   }
 
   /**
@@ -196,7 +199,7 @@ export class PostgresStorage implements Storage {
   }
 
   private readGeneration(): Promise<number> {
-    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: sessionSettings(this.answerTimeoutMs) })
+    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: { ...sessionSettings(this.answerTimeoutMs), application_name: `${this.instance} generation` } })
     const sql = this.generationSql
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
     // Unanswered, it is closed and forgotten: the next read opens a new one instead of queueing behind it.
@@ -228,14 +231,13 @@ export class PostgresStorage implements Storage {
     // One deadline for the wait for a list connection and the list's answer; the connection's slot is
     // held until its statement is done, even one answered 503 (src/storage/postgres/connection-turns.ts).
     const rows: Rows = await waitedFor(this.answerTimeoutMs, (ms) => {
-      let sent: { readonly at: number; readonly answer: Promise<Rows> } | undefined
+      let sent: Promise<Rows> | undefined
       const answer = this.listTurns.run(query.slice?.tenant ?? requestTenant() ?? NO_TENANT, performance.now() + ms, () => {
-        const answer = this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries)
-        sent = { at: performance.now(), answer }
-        return answer
+        sent = this.tries(() => this.listSql.unsafe(statement.text, statement.params), this.connectionTries)
+        return sent
       })
       // Sent and unanswered at the deadline: its connection may be lost (a wait for a turn is not).
-      return answeredWithin(answer, ms, () => sent && this.replaceIfUnanswered('listSql', sent.answer, sent.at))
+      return answeredWithin(answer, ms, () => sent && this.listPool.unanswered(sent))
     })
     // A page past the end is one row of nulls, carrying the total only.
     const listed = query.page ? rows.filter((row) => row[PRIMARY_KEY[query.table]] !== null) : rows
@@ -347,36 +349,9 @@ export class PostgresStorage implements Storage {
    */
   private read<T>(query: () => Promise<T>): Promise<T> {
     return waitedFor(this.answerTimeoutMs, (ms) => {
-      const sent = performance.now()
       const answer = this.tries(query, this.connectionTries)
-      return answeredWithin(answer, ms, () => this.replaceIfUnanswered('sql', answer, sent))
+      return answeredWithin(answer, ms, () => this.mainPool.unanswered(answer))
     })
-  }
-
-  /**
-   * A statement of `pool`, sent at `sent` (`performance.now()`), still unanswered once the database
-   * would have given up on it (its `statement_timeout` is the answer timeout) and LOST_AFTER_MS
-   * more: its connection is lost without either end knowing (a proxy that dropped it, packets
-   * dropped on the way), and with it, likely, the pool's others. The pool cannot close one of its
-   * connections, nor stop giving it statements (reads by key are pipelined on busy ones), so the
-   * whole pool is replaced by a new one and closed: what was still waiting there fails as on a
-   * closed connection (reads try again, on the new pool; a transaction's COMMIT in flight has an
-   * unknown outcome, a 503 as on any lost connection). Found in review (2026-11-30): such
-   * connections held every read, list and /readyz of an instance at 503 until it was restarted.
-   */
-  private replaceIfUnanswered(pool: 'sql' | 'listSql', answer: Promise<unknown>, sent: number): void {
-    const replaced = this[pool]
-    let answered = false
-    answer.then(
-      () => (answered = true),
-      () => (answered = true),
-    )
-    const lostAt = sent + this.answerTimeoutMs + Math.min(LOST_AFTER_MS, this.answerTimeoutMs)
-    setTimeout(() => {
-      if (answered || this.closing || this[pool] !== replaced) return
-      this[pool] = pool === 'sql' ? this.pools.main() : this.pools.lists()
-      replaced.close({ timeout: 0 }).catch(() => {})
-    }, Math.max(0, lostAt - performance.now())).unref()
   }
 
   private async tries<T>(query: () => Promise<T>, maxTries: number): Promise<T> {
@@ -474,7 +449,7 @@ export class PostgresStorage implements Storage {
     const answer = (): Readiness => (this.lastProbe.reachable ? 'ready' : 'database_unavailable')
     if (now - this.lastProbe.at < PROBE_KEPT_MS) return answer()
     if (!this.probe) {
-      const probeSql = (this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60 } as ConstructorParameters<typeof SQL>[0]))
+      const probeSql = (this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60, connection: { application_name: `${this.instance} probe` } } as ConstructorParameters<typeof SQL>[0]))
       const finish = (reachable: boolean, error?: unknown) => {
         // A probe given up on (`unanswered`) tells nothing more: a newer one may be under way.
         if (this.probe?.sql !== probeSql) return
@@ -521,12 +496,14 @@ export class PostgresStorage implements Storage {
     this.writeObserver = observer
   }
 
+  /**
+   * Closes every connection, all at once, after at most a second for statements still running: a
+   * stop has waited for its requests already (`--stop-timeout`), and the pools closed one after
+   * another with their own waits made a stop 12 s longer than that when the database did not answer
+   * (review, 2026-11-30).
+   */
   async close(): Promise<void> {
-    this.closing = true
-    await this.probeSql?.close({ timeout: 1 })
-    await this.generationSql?.close({ timeout: 1 })
-    await this.listSql.close({ timeout: 5 })
-    await this.sql.close({ timeout: 5 })
+    await Promise.all([this.probeSql?.close({ timeout: 1 }), this.generationSql?.close({ timeout: 1 }), this.listPool.close(1), this.mainPool.close(1)])
   }
 }
 
