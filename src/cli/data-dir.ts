@@ -76,7 +76,7 @@ function lockIfFree(dir: string): DataDirLock | null {
 async function performHere(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
   // Checked before opening: opening a store starts a log in the dir.
   if (!existsSync(join(dir, SNAPSHOT_FILE)) && (await listSegments(dir)).length === 0) throw notInitialised(dir)
-  // A list writes nothing, not even the snapshot a store writes on close (a full disk would fail it).
+  // A list writes no data, not even the snapshot a store writes on close (a full disk would fail it).
   const storage = new EmbeddedStorage(await Store.open(dir, { readOnly: command.command === 'tokens list' }))
   let answer: TokenCommandAnswer
   try {

@@ -7,6 +7,7 @@
  */
 import { fstatSync, statSync, writeSync } from 'node:fs'
 import type { Logger } from '../ops/logger'
+import { withoutSecrets } from '../ops/redact'
 
 /**
  * Before a command makes a secret (`init`, `issue-token`): a stdout that is the null device could
@@ -64,7 +65,8 @@ export function printOutput(text: string): void {
  */
 export function printDone(text: string, done: string): void {
   try {
-    printOutput(text)
+    // It names the paths it was given, which may be a secret put in the wrong place (src/ops/redact.ts).
+    printOutput(withoutSecrets(text))
   } catch (error) {
     throw new Error(`${stdoutFailure(error)}, but ${done}`)
   }

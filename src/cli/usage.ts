@@ -4,16 +4,6 @@ import { Description } from '../modules/shared/model'
 
 export class UsageError extends Error {}
 
-/**
- * A message of the CLI as it may be shown: the commands quote a bad argument, and one put in the
- * wrong place may be a token, an application's api_key or a database URL with its password, which
- * stderr would then carry into a journal (secrets review, 2026-11-30). Those are not shown.
- */
-export function withoutSecrets(message: string): string {
-  return message
-    .replace(/kw(?:2|k)_[A-Za-z0-9_-]+/g, (secret) => `${secret.slice(0, 4)}… (a secret: not shown)`)
-    .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s/@:]*:)[^\s@]*@/gi, '$1***@')
-}
 
 /** A description given as `flag` (`--description`, `--vendor-description`): the API's rule for one, else bad usage. */
 export function descriptionFlag(flag: string, text: string): string {

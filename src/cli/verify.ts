@@ -17,6 +17,7 @@ import { readDataDir, type DataDirContents } from '../store/read-only'
 import { isDamageError } from '../store/recovery'
 import { SCHEMA_VERSION, SchemaTooNewError } from '../storage/postgres/schema'
 import { describeDatabase, withDatabase } from './database'
+import { withoutSecrets } from '../ops/redact'
 
 /** Every file of an initialised data dir read and checked; throws naming the first damage. */
 export async function checkDataDir(dir: string): Promise<DataDirContents> {
@@ -47,7 +48,7 @@ async function verifyDatabase(url: string): Promise<number> {
 export async function verifyCommand(options: { data: string; databaseUrl?: string | undefined }): Promise<number> {
   if (options.databaseUrl) return verifyDatabase(options.databaseUrl)
   const checked = await checkDataDir(options.data)
-  printOutput([`keyward: data dir ${options.data} is intact`, ...describeContents(checked)].join('\n') + '\n')
+  printOutput(withoutSecrets([`keyward: data dir ${options.data} is intact`, ...describeContents(checked)].join('\n') + '\n'))
   return 0
 }
 

@@ -9,6 +9,7 @@
  * full disk, a reader gone) costs lines, counted, never the server: nothing here throws.
  */
 import { stderrSink, type DroppedLine } from './log-sink'
+import { withoutSecrets } from './redact'
 
 export type LogFormat = 'json' | 'text'
 export const LOG_FORMATS: readonly LogFormat[] = ['json', 'text']
@@ -80,7 +81,9 @@ export function createLogger(format: LogFormat, sink?: LineSink): Logger {
       ? formatLine(format, now(), 'warn', 'log lines dropped: stderr is not read fast enough', { dropped: count })
       : formatLine(format, now(), 'warn', 'log lines dropped: stderr could not be written', { dropped: count, error })
   const out = sink ? { sink, flush: async () => true } : stderrSink(droppedLine)
-  const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(formatLine(format, now(), level, msg, fields))
+  // Every line but the JSON request lines (made below, of values keyward made) without secrets: a
+  // path or a flag's value quoted in a lifecycle line may be one put in the wrong place (src/ops/redact.ts).
+  const line = (level: LogLevel) => (msg: string, fields?: LogFields) => out.sink(withoutSecrets(formatLine(format, now(), level, msg, fields)))
   const requests = (method: string, route: string): RequestLineWriter => {
     if (format === 'text') return (...values) => line('info')('request', requestFields(method, route, ...values))
     // What follows the time, made once per route. Every other value is one keyward made (numbers,

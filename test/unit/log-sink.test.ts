@@ -202,3 +202,19 @@ test('--log-format text: a value that is not one plain word is quoted, so that a
   const line = formatLine('text', '2026-01-01T00:00:00.000Z', 'error', 'failed', { error: 'port 3000 is already in use', code: 'a=b', port: 3000 })
   expect(line).toBe('2026-01-01T00:00:00.000Z ERROR failed error="port 3000 is already in use" code="a=b" port=3000\n')
 })
+
+test('a line quoting a secret put in the wrong place shows none of it (a token, an api_key, a database password), in both formats; other fields intact', () => {
+  const token = `kw2_${'0123456789abcdef'.repeat(2)}_${'A'.repeat(43)}`
+  const apiKey = `kwk_${'b'.repeat(32)}`
+  for (const format of ['json', 'text'] as const) {
+    const lines: string[] = []
+    const logger = createLogger(format, (line) => lines.push(line))
+    logger.info('listening', { address: 'http://127.0.0.1:3000', data_dir: '/srv/postgres:/keyward:Sekr1t@db:5432/keyward' })
+    logger.error('failed', { error: `--tls-cert ${token} holds no PEM certificate; unknown key ${apiKey}` })
+    const text = lines.join('')
+    for (const secret of ['Sekr1t', token.slice(4), apiKey.slice(4)]) expect(text).not.toContain(secret)
+    expect(text).toContain('http://127.0.0.1:3000')
+    expect(text).toContain('postgres:/keyward:***@db:5432/keyward')
+    if (format === 'json') for (const line of lines) expect(() => JSON.parse(line)).not.toThrow()
+  }
+})
