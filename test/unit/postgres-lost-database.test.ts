@@ -358,8 +358,41 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await waitFor('reads by key answered', async () => (await Promise.resolve(read()).catch(() => undefined)) !== undefined)
         await waitFor('lists answered', async () => (await list().catch(() => undefined)) !== undefined)
         await waitFor('ready', async () => (await stranded.readiness()) === 'ready')
+        // The stranded connections' backends, which the server still kept, are ended: the instance
+        // holds its size again (N + 2), each connection under the name of the one now in use.
+        const instance = /^keyward [0-9a-f]{8}/.exec((await admin`SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'keyward % probe %' ORDER BY backend_start DESC LIMIT 1`)[0].application_name)![0]
+        const held = async () => (await admin`SELECT application_name FROM pg_stat_activity WHERE application_name LIKE ${instance + ' %'} AND application_name NOT LIKE '% check'`).map((row: { application_name: string }) => row.application_name)
+        await waitFor('the stranded backends ended', async () => (await held()).length <= 4 + 2)
+        for (const name of await held()) expect(name).toMatch(/ (main [2-9]|lists [2-9]|probe [2-9])$/)
       } finally {
         await stranded.close()
+        relay.close()
+      }
+    })
+
+    test("a transaction whose connection is lost on the way (the server never hears it closed) is ended by the server after the answer timeout: its row locks freed", async () => {
+      const relay = pausableRelay(db.url)
+      const lost = PostgresStorage.connect(relay.url, { maxConnections: 4, answerTimeoutMs: 500 })
+      let release = () => {}
+      const gate = new Promise<void>((resolve) => (release = resolve))
+      try {
+        const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        const change = lost
+          .transaction(async (tx) => {
+            await tx.update('consumers', record.consumer_id, { state: 'suspended' })
+            await gate
+          })
+          .catch((error) => error)
+        const holding = async () =>
+          Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND application_name LIKE 'keyward % main %'`)[0].n)
+        await waitFor('the change to hold its row lock', async () => (await holding()) === 1)
+        relay.strand()
+        expect(await change).toBeInstanceOf(DatabaseUnavailableError)
+        await waitFor('the server to end the session', async () => (await holding()) === 0)
+        expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+      } finally {
+        release()
+        await lost.close()
         relay.close()
       }
     })

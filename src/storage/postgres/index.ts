@@ -15,7 +15,7 @@ import { PRIMARY_KEY, TABLE_NAMES, type RecordOf, type TableName } from '../reco
 import { UniqueViolation, type Changes, type Credential, type Condition, type FieldIn, type Fresh, type ListQuery, type Page, type ParentLink, type Readiness, type StateMark, type Storage, type Tx, type WithParent } from '../storage'
 import { mapInTurns, NO_TENANT } from '../../ops/turns'
 import { ConnectionTurns } from './connection-turns'
-import { ReplaceablePool } from './pools'
+import { endBackends, ReplaceablePool } from './pools'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
@@ -38,9 +38,20 @@ const MAX_ATTEMPTS = 5
 
 /**
  * What every connection sets at its start: no statement runs longer than a request waits for it,
- * and every transaction runs at READ COMMITTED (see `connect`).
+ * and every transaction runs at READ COMMITTED (see `connect`). And the server ends by itself a
+ * session left in a transaction longer than that (keyward closes such a connection at its deadline,
+ * but one lost on the way never tells the server, which kept its row locks: found in review,
+ * 2026-11-30), and asks the client's TCP stack whether it is still there after a minute of silence
+ * (so that a connection lost on the way is ended within about 90 s, not the system's two hours).
  */
-const sessionSettings = (answerTimeoutMs: number) => ({ statement_timeout: answerTimeoutMs, default_transaction_isolation: 'read committed' })
+const sessionSettings = (answerTimeoutMs: number) => ({
+  statement_timeout: answerTimeoutMs,
+  default_transaction_isolation: 'read committed',
+  idle_in_transaction_session_timeout: answerTimeoutMs,
+  tcp_keepalives_idle: 60,
+  tcp_keepalives_interval: 10,
+  tcp_keepalives_count: 3,
+})
 
 /** Anything that runs a statement: the pool, or one transaction's connection. */
 type Connection = Pick<SQL, 'unsafe'>
@@ -64,10 +75,15 @@ export class PostgresStorage implements Storage {
   /** The readiness probe's own connection, so that it never waits behind a busy pool. */
   private probeSql: SQL | undefined
   /** The probe's query while it runs: never more than one at a time, however often /readyz is asked. */
-  private probe: { readonly answer: Promise<void>; readonly deadline: number; readonly sql: SQL } | undefined
+  private probe: { readonly answer: Promise<void>; readonly deadline: number; readonly sql: SQL; readonly name: string } | undefined
+  /** The `application_name` of the probe's connection now; each new one is numbered (`connectionsNamed`). */
+  private probeName = ''
+  /** Probe and generation-read connections made so far: each is named with its number, so that one given up on can be ended alone. */
+  private connectionsNamed = 1
   private lastProbe = { at: -Infinity, reachable: true }
   /** Reads of the credential generation, one at a time on a connection of their own (they serve many requests each). */
   private generationSql: SQL | undefined
+  private generationName = ''
   private readonly credentials = new CredentialCache(() => this.readGeneration())
   /** The database's time as last read, and when (`performance.now()`): see `now`. */
   private databaseTime = { micros: NaN, readAt: 0 }
@@ -199,13 +215,18 @@ export class PostgresStorage implements Storage {
   }
 
   private readGeneration(): Promise<number> {
-    this.generationSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: { ...sessionSettings(this.answerTimeoutMs), application_name: `${this.instance} generation` } })
-    const sql = this.generationSql
+    if (!this.generationSql) {
+      this.generationName = `${this.instance} generation ${this.connectionsNamed++}`
+      this.generationSql = new SQL({ url: this.url, max: 1, connectionTimeout: 10, connection: { ...sessionSettings(this.answerTimeoutMs), application_name: this.generationName } })
+    }
+    const [sql, name] = [this.generationSql, this.generationName]
     // Its one connection closed by the server (a restart) fails once: a second try opens another.
     // Unanswered, it is closed and forgotten: the next read opens a new one instead of queueing behind it.
     const late = () => {
-      if (this.generationSql === sql) this.generationSql = undefined
+      if (this.generationSql !== sql) return
+      this.generationSql = undefined
       sql.close({ timeout: 0 }).catch(() => {})
+      this.endBackendsOf(name)
     }
     // Its own deadline, not the request's that started it: requests that arrive meanwhile wait for it too.
     return answeredWithin(this.learningTime(() => this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2)), this.answerTimeoutMs, late).then((rows) => generationOf(rows[0]))
@@ -449,7 +470,7 @@ export class PostgresStorage implements Storage {
     const answer = (): Readiness => (this.lastProbe.reachable ? 'ready' : 'database_unavailable')
     if (now - this.lastProbe.at < PROBE_KEPT_MS) return answer()
     if (!this.probe) {
-      const probeSql = (this.probeSql ??= new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60, connection: { application_name: `${this.instance} probe` } } as ConstructorParameters<typeof SQL>[0]))
+      const probeSql = (this.probeSql ??= this.newProbeConnection())
       const finish = (reachable: boolean, error?: unknown) => {
         // A probe given up on (`unanswered`) tells nothing more: a newer one may be under way.
         if (this.probe?.sql !== probeSql) return
@@ -457,7 +478,7 @@ export class PostgresStorage implements Storage {
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
-      this.probe = { answer: probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql }
+      this.probe = { answer: probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql, name: this.probeName }
     }
     // A query still running past its deadline (a database that accepts but does not answer, or a
     // connection lost on the way without either end knowing) is given up on, with its connection:
@@ -469,6 +490,7 @@ export class PostgresStorage implements Storage {
         this.probe = undefined
         if (this.probeSql === probe.sql) this.probeSql = undefined
         probe.sql.close({ timeout: 0 }).catch(() => {})
+        this.endBackendsOf(probe.name)
       }
       this.noteReachable(false, `no answer to the probe within ${PROBE_TIMEOUT_MS} ms`)
       return 'database_unavailable'
@@ -477,6 +499,23 @@ export class PostgresStorage implements Storage {
     let timer: ReturnType<typeof setTimeout> | undefined
     const timeout = new Promise<Readiness>((resolve) => (timer = setTimeout(() => resolve(unanswered()), remaining)))
     return Promise.race([this.probe.answer.then(answer), timeout]).finally(() => clearTimeout(timer))
+  }
+
+  private newProbeConnection(): SQL {
+    this.probeName = `${this.instance} probe ${this.connectionsNamed++}`
+    const keepalive = sessionSettings(this.answerTimeoutMs)
+    return new SQL({
+      url: this.url,
+      max: 1,
+      connectionTimeout: PROBE_TIMEOUT_MS / 1000,
+      idleTimeout: 60,
+      connection: { application_name: this.probeName, tcp_keepalives_idle: keepalive.tcp_keepalives_idle, tcp_keepalives_interval: keepalive.tcp_keepalives_interval, tcp_keepalives_count: keepalive.tcp_keepalives_count },
+    } as ConstructorParameters<typeof SQL>[0])
+  }
+
+  /** The backends the server keeps for a connection given up on, `name` (pools.ts `endBackends`). */
+  private endBackendsOf(name: string): void {
+    void endBackends(this.url, `${this.instance} check`, name, this.answerTimeoutMs)
   }
 
   /** The probe's verdict, told to the observer when it changes (a probe unanswered counts as unready). */

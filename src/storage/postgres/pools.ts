@@ -17,6 +17,12 @@ import { SQL } from 'bun'
 
 /** How long past its deadline a statement may go unanswered before the database is asked about its pool. */
 const ASK_AFTER_MS = 2000
+/**
+ * The database is asked twice, this long apart, and the statement must still be unanswered after
+ * both: a lock released just before the first answer makes the pool's backends idle while its
+ * answers are on their way (found in review, 2026-11-30: a pool replaced as a long lock ended).
+ */
+const ASK_AGAIN_AFTER_MS = 500
 
 /**
  * The backends of a pool that are at work for it: running a statement or waiting for a lock, or in
@@ -65,7 +71,7 @@ export class ReplaceablePool {
       () => (answered = true),
     )
     setTimeout(() => {
-      if (!answered && pool === this.current) void this.replaceIfIdle()
+      if (!answered && pool === this.current) void this.replaceIfIdle(() => !answered)
     }, Math.min(ASK_AFTER_MS, this.answerTimeoutMs)).unref()
   }
 
@@ -77,32 +83,60 @@ export class ReplaceablePool {
    * ended, so that the instance holds no more connections than its size. A database that cannot be
    * asked (it cannot be reached, or does not answer) changes nothing.
    */
-  private async replaceIfIdle(): Promise<void> {
+  private async replaceIfIdle(stillUnanswered: () => boolean): Promise<void> {
     if (this.asking || this.closed) return
     this.asking = true
     const [pool, name] = [this.current, this.name]
-    const asked = new SQL({ url: this.url, max: 1, connectionTimeout: 2, connection: { application_name: `${this.label} check` } })
-    let timer: ReturnType<typeof setTimeout> | undefined
     try {
-      const unanswered = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), this.answerTimeoutMs)))
-      const [{ working }] = await Promise.race([asked.unsafe(WORKING, [name, this.answerTimeoutMs]), unanswered])
-      if (working > 0 || this.closed || pool !== this.current) return
+      // Each ask may take the answer timeout, and the wait between them.
+      const idle = await askDatabase(this.url, `${this.label} check`, 2 * this.answerTimeoutMs + ASK_AGAIN_AFTER_MS, async (asked) => {
+        for (let ask = 0; ask < 2; ask++) {
+          if (ask > 0) await Bun.sleep(ASK_AGAIN_AFTER_MS)
+          const [{ working }] = await asked.unsafe(WORKING, [name, this.answerTimeoutMs])
+          if (working > 0 || !stillUnanswered()) return false
+        }
+        return true
+      })
+      if (!idle || !stillUnanswered() || this.closed || pool !== this.current) return
       this.generation++
       this.name = `${this.label} ${this.generation}`
       this.current = this.make(this.name)
       pool.close({ timeout: 0 }).catch(() => {})
-      await Promise.race([asked.unsafe(END_BACKENDS, [name]), unanswered]).catch(() => {})
-    } catch {
-      // Not asked: nothing learnt.
+      void endBackends(this.url, `${this.label} check`, name, this.answerTimeoutMs)
     } finally {
-      clearTimeout(timer)
       this.asking = false
-      asked.close({ timeout: 0 }).catch(() => {})
     }
   }
 
   close(timeout: number): Promise<void> {
     this.closed = true
     return this.current.close({ timeout })
+  }
+}
+
+/**
+ * Ends the backends the server still keeps for connections named `name` that keyward has given up
+ * on (a replaced pool's, or the readiness probe's or generation read's that went unanswered), so
+ * that the instance holds no more connections than its size; best effort, on a connection of its own.
+ */
+export function endBackends(url: string, asker: string, name: string, answerTimeoutMs: number): Promise<unknown> {
+  return askDatabase(url, asker, answerTimeoutMs, (asked) => asked.unsafe(END_BACKENDS, [name]))
+}
+
+/**
+ * `question` on a new connection named `asker`, which is closed after; undefined when the database
+ * cannot be reached or `question` is not done within `limitMs`: nothing learnt.
+ */
+async function askDatabase<T>(url: string, asker: string, limitMs: number, question: (asked: SQL) => Promise<T>): Promise<T | undefined> {
+  const asked = new SQL({ url, max: 1, connectionTimeout: 2, connection: { application_name: asker } })
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    const unanswered = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), limitMs)))
+    return await Promise.race([question(asked), unanswered])
+  } catch {
+    return undefined
+  } finally {
+    clearTimeout(timer)
+    asked.close({ timeout: 0 }).catch(() => {})
   }
 }
