@@ -32,7 +32,8 @@ export class OrganizationService {
           { path: 'body.supported_environments', message: 'Only a customer can be enabled for virtual environments' },
         ])
       }
-      if (type === 'partner') await refuseBeyondLimit(tx, parent.organization_id, 'partners')
+      // Locked by `parentFor` unless it is the caller's own record, which it did not read.
+      if (type === 'partner') await refuseBeyondLimit(tx, parent.organization_id, 'partners', parent === p.organization)
       const envs = input.supported_environments
       const org = await tx.insert('organizations', {
         organization_id: crypto.randomUUID(),
@@ -61,11 +62,11 @@ export class OrganizationService {
         { path: 'body.parent_id', message: 'Required' },
       ])
     }
-    // Organizations are never deleted, their type never changes, and no rule here reads more of the
-    // parent: the caller naming itself is its own record, read with its token; another parent is
-    // read without a lock, which would make every concurrent create share-lock the one row
-    // (docs/storage.md, "Transactions").
-    const parent = parentId === p.organization.organization_id ? p.organization : await tx.find('organizations', parentId, 'none')
+    // Organizations are never deleted and their type never changes: the caller naming itself is its
+    // own record, read with its token (the vendor's customers are made so, with no read and no lock).
+    // Another parent is a customer whose partner this is, or a mistake: read locked for update at
+    // once, as the bound on its partners is counted under that lock (limits.ts).
+    const parent = parentId === p.organization.organization_id ? p.organization : await tx.find('organizations', parentId, 'update')
     if (!parent) throw notFound('Parent organization')
     if (parent.organization_type === 'partner') {
       throw badRequest('invalid_parent', 'A partner cannot have partners: parent_id must be the vendor or a customer.', [

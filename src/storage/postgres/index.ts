@@ -84,6 +84,7 @@ export class PostgresStorage implements Storage {
   /** Reads of the credential generation, one at a time on a connection of their own (they serve many requests each). */
   private generationSql: SQL | undefined
   private generationName = ''
+  private closed = false
   private readonly credentials = new CredentialCache(() => this.readGeneration())
   /** The database's time as last read, and when (`performance.now()`): see `now`. */
   private databaseTime = { micros: NaN, readAt: 0 }
@@ -94,6 +95,8 @@ export class PostgresStorage implements Storage {
     private readonly url: string,
     /** `keyward <8 hex digits>`: this instance's connections are named after it (`application_name`). */
     private readonly instance: string,
+    /** The connections open to ask the database about others (pools.ts `askDatabase`): ended by `close`. */
+    private readonly asking: Set<SQL>,
     /** The pool for reads by key and transactions, replaced when its connections are lost (pools.ts). */
     private readonly mainPool: ReplaceablePool,
     /** The lists' own connections, planned for each list's values (docs/storage.md, "Plans"); replaced likewise. */
@@ -142,14 +145,16 @@ export class PostgresStorage implements Storage {
     // Each pool's connections named, as PostgreSQL shows them (pg_stat_activity): this instance, the
     // pool's use and its generation (pools.ts asks the database about them by that name).
     const instance = `keyward ${crypto.randomUUID().slice(0, 8)}`
-    const mainPool = new ReplaceablePool(url, `${instance} main`, (name) => new SQL({ url, max: others, connectionTimeout: 10, connection: { ...limits, application_name: name } }), answerTimeoutMs)
+    const asking = new Set<SQL>()
+    const mainPool = new ReplaceablePool(url, `${instance} main`, (name) => new SQL({ url, max: others, connectionTimeout: 10, connection: { ...limits, application_name: name } }), answerTimeoutMs, asking)
     const listPool = new ReplaceablePool(
       url,
       `${instance} lists`,
       (name) => new SQL({ url, max: lists, connectionTimeout: 10, connection: { ...limits, plan_cache_mode: 'force_custom_plan', application_name: name } }),
       answerTimeoutMs,
+      asking,
     )
-    return new PostgresStorage(url, instance, mainPool, listPool, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
+    return new PostgresStorage(url, instance, asking, mainPool, listPool, new ConnectionTurns(lists), new ConnectionTurns(others), max + 1, answerTimeoutMs)
   }
 
   /**
@@ -515,7 +520,8 @@ export class PostgresStorage implements Storage {
 
   /** The backends the server keeps for a connection given up on, `name` (pools.ts `endBackends`). */
   private endBackendsOf(name: string): void {
-    void endBackends(this.url, `${this.instance} check`, name, this.answerTimeoutMs)
+    if (this.closed) return
+    void endBackends(this.url, `${this.instance} check`, this.asking, name, this.answerTimeoutMs)
   }
 
   /** The probe's verdict, told to the observer when it changes (a probe unanswered counts as unready). */
@@ -542,7 +548,9 @@ export class PostgresStorage implements Storage {
    * (review, 2026-11-30).
    */
   async close(): Promise<void> {
-    await Promise.all([this.probeSql?.close({ timeout: 1 }), this.generationSql?.close({ timeout: 1 }), this.listPool.close(1), this.mainPool.close(1)])
+    this.closed = true
+    const asking = [...this.asking].map((asked) => asked.close({ timeout: 0 }))
+    await Promise.all([...asking, this.probeSql?.close({ timeout: 1 }), this.generationSql?.close({ timeout: 1 }), this.listPool.close(1), this.mainPool.close(1)])
   }
 }
 

@@ -41,18 +41,20 @@ export class ReplaceablePool {
   current: SQL
   private name: string
   private generation = 1
-  private asking = false
+  private checking = false
   private closed = false
 
   /**
    * `label`: the instance and the pool's use, as PostgreSQL shows it (`keyward 3f2a9c1e main`);
-   * `make`: a new pool whose connections carry `applicationName`.
+   * `make`: a new pool whose connections carry `applicationName`; `asking`: the instance's
+   * connections that ask the database (`askDatabase`), which its close ends.
    */
   constructor(
     private readonly url: string,
     private readonly label: string,
     private readonly make: (applicationName: string) => SQL,
     private readonly answerTimeoutMs: number,
+    private readonly asking: Set<SQL>,
   ) {
     this.name = `${label} ${this.generation}`
     this.current = make(this.name)
@@ -84,12 +86,12 @@ export class ReplaceablePool {
    * asked (it cannot be reached, or does not answer) changes nothing.
    */
   private async replaceIfIdle(stillUnanswered: () => boolean): Promise<void> {
-    if (this.asking || this.closed) return
-    this.asking = true
+    if (this.checking || this.closed) return
+    this.checking = true
     const [pool, name] = [this.current, this.name]
     try {
       // Each ask may take the answer timeout, and the wait between them.
-      const idle = await askDatabase(this.url, `${this.label} check`, 2 * this.answerTimeoutMs + ASK_AGAIN_AFTER_MS, async (asked) => {
+      const idle = await askDatabase(this.url, `${this.label} check`, this.asking, 2 * this.answerTimeoutMs + ASK_AGAIN_AFTER_MS, async (asked) => {
         for (let ask = 0; ask < 2; ask++) {
           if (ask > 0) await Bun.sleep(ASK_AGAIN_AFTER_MS)
           const [{ working }] = await asked.unsafe(WORKING, [name, this.answerTimeoutMs])
@@ -102,9 +104,9 @@ export class ReplaceablePool {
       this.name = `${this.label} ${this.generation}`
       this.current = this.make(this.name)
       pool.close({ timeout: 0 }).catch(() => {})
-      void endBackends(this.url, `${this.label} check`, name, this.answerTimeoutMs)
+      void endBackends(this.url, `${this.label} check`, this.asking, name, this.answerTimeoutMs)
     } finally {
-      this.asking = false
+      this.checking = false
     }
   }
 
@@ -119,16 +121,19 @@ export class ReplaceablePool {
  * on (a replaced pool's, or the readiness probe's or generation read's that went unanswered), so
  * that the instance holds no more connections than its size; best effort, on a connection of its own.
  */
-export function endBackends(url: string, asker: string, name: string, answerTimeoutMs: number): Promise<unknown> {
-  return askDatabase(url, asker, answerTimeoutMs, (asked) => asked.unsafe(END_BACKENDS, [name]))
+export function endBackends(url: string, asker: string, asking: Set<SQL>, name: string, answerTimeoutMs: number): Promise<unknown> {
+  return askDatabase(url, asker, asking, answerTimeoutMs, (asked) => asked.unsafe(END_BACKENDS, [name]))
 }
 
 /**
  * `question` on a new connection named `asker`, which is closed after; undefined when the database
- * cannot be reached or `question` is not done within `limitMs`: nothing learnt.
+ * cannot be reached or `question` is not done within `limitMs`: nothing learnt. The connection is in
+ * `asking` while it is open, so that the instance's close can end it at once (a stop waited for a
+ * check of a silent database for twice the answer timeout: found in review, 2026-11-30).
  */
-async function askDatabase<T>(url: string, asker: string, limitMs: number, question: (asked: SQL) => Promise<T>): Promise<T | undefined> {
+async function askDatabase<T>(url: string, asker: string, asking: Set<SQL>, limitMs: number, question: (asked: SQL) => Promise<T>): Promise<T | undefined> {
   const asked = new SQL({ url, max: 1, connectionTimeout: 2, connection: { application_name: asker } })
+  asking.add(asked)
   let timer: ReturnType<typeof setTimeout> | undefined
   try {
     const unanswered = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), limitMs)))
@@ -137,6 +142,7 @@ async function askDatabase<T>(url: string, asker: string, limitMs: number, quest
     return undefined
   } finally {
     clearTimeout(timer)
+    asking.delete(asked)
     asked.close({ timeout: 0 }).catch(() => {})
   }
 }
