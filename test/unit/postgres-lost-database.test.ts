@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
-import { PostgresStorage } from '../../src/storage/postgres'
+import { PostgresStorage, type PostgresOptions } from '../../src/storage/postgres'
 import { DatabaseUnavailableError, isConnectionLost } from '../../src/storage/postgres/errors'
-import { databaseTestsCanRun, createTestDatabase, pausableRelay, type TestDatabase } from '../support/database'
+import { databaseTestsCanRun, createTestDatabase, pausableRelay, type PausableRelay, type TestDatabase } from '../support/database'
 import { asTenant, createTestStorage, freshConsumer, TEST_CUSTOMER as customer } from '../support/postgres-storage'
 import { waitFor } from '../support/server-process'
 
@@ -20,6 +20,18 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
   let close = async () => {}
   beforeAll(async () => ({ db, storage, admin, close } = await createTestStorage()))
   afterAll(() => close())
+
+  /** A storage on the test's database through a relay of its own (`pausableRelay`), for `work`; both closed after. */
+  async function throughRelay<T>(options: PostgresOptions, work: (relay: PausableRelay, relayed: PostgresStorage) => Promise<T>): Promise<T> {
+    const relay = pausableRelay(db.url)
+    const relayed = PostgresStorage.connect(relay.url, options)
+    try {
+      return await work(relay, relayed)
+    } finally {
+      await relayed.close()
+      relay.close()
+    }
+  }
 
   describe('a lost database', () => {
     test('connections closed by the server: the next read and transaction still succeed', async () => {
@@ -91,10 +103,8 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
-    test('a database that stops answering: reads and transactions are DatabaseUnavailableError after the answer timeout; the abandoned change is rolled back; it works again once answers come', async () => {
-      const relay = pausableRelay(db.url)
-      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 1000 })
-      try {
+    test('a database that stops answering: reads and transactions are DatabaseUnavailableError after the answer timeout; the abandoned change is rolled back; it works again once answers come', () =>
+      throughRelay({ answerTimeoutMs: 1000 }, async (relay, hanging) => {
         const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
         const issued = await hanging.transaction((tx) =>
           tx.insert('tokens', { token_id: crypto.randomUUID(), organization_id: customer, role: 'viewer', description: null, state: 'active', expires: Date.now() * 1000 + 3_600_000_000, token_hash: 'ab'.repeat(32) }),
@@ -114,16 +124,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect((await hanging.find('consumers', record.consumer_id))?.state).toBe('active')
         expect((await hanging.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
         expect(await hanging.findCredential(issued.token_id)).toBeDefined()
-      } finally {
-        await hanging.close()
-        relay.close()
-      }
-    })
+      }))
 
-    test("one request's steps share one answer timeout: once they have waited it, the next step is DatabaseUnavailableError at once and never starts; outside a request (the CLI) each step has the whole timeout", async () => {
-      const relay = pausableRelay(db.url)
-      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 1000 })
-      try {
+    test("one request's steps share one answer timeout: once they have waited it, the next step is DatabaseUnavailableError at once and never starts; outside a request (the CLI) each step has the whole timeout", () =>
+      throughRelay({ answerTimeoutMs: 1000 }, async (relay, hanging) => {
         const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
         const fresh = freshConsumer()
         const [read, change] = await hanging.requestScope(async () => {
@@ -136,11 +140,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         expect(change).toBeInstanceOf(DatabaseUnavailableError)
         expect(await hanging.find('consumers', fresh.consumer_id)).toBeUndefined()
         expect((await hanging.transaction((tx) => tx.insert('consumers', fresh))).consumer_id).toBe(fresh.consumer_id)
-      } finally {
-        await hanging.close()
-        relay.close()
-      }
-    })
+      }))
 
     test('a read past its deadline is cancelled by the database too (statement_timeout): no work goes on that nobody will read', async () => {
       const late = PostgresStorage.connect(db.url, { answerTimeoutMs: 1000 })
@@ -198,32 +198,30 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
-    test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', async () => {
-      const relay = pausableRelay(db.url)
-      // The smallest pool: two connections for changes and reads (and one for lists). A deadline
-      // that a loaded machine still meets when it opens the pool's connections again at the end.
-      const hanging = PostgresStorage.connect(relay.url, { answerTimeoutMs: 3000, maxConnections: 1 })
-      /**
-       * Two transactions that each hold a connection at once (so the pool has opened both): two
-       * tenants', as one tenant holds all connections but one at most.
-       */
-      const bothHolding = (record: { consumer_id: string }) => {
-        let arrived = 0
-        let bothIn!: () => void
-        const both = new Promise<void>((resolve) => (bothIn = resolve))
-        return Promise.allSettled(
-          [0, 1].map((i) =>
-            asTenant(hanging, `tenant ${i}`, () =>
-              hanging.transaction(async (tx) => {
-                if (++arrived === 2) bothIn()
-                await both
-                return tx.find('consumers', record.consumer_id)
-              }),
+    test('a change that waited past the answer timeout for a connection of the pool never runs, and gives the connection back', () =>
+      throughRelay({ answerTimeoutMs: 3000, maxConnections: 1 }, async (relay, hanging) => {
+        // The smallest pool: two connections for changes and reads (and one for lists). A deadline
+        // that a loaded machine still meets when it opens the pool's connections again at the end.
+        /**
+         * Two transactions that each hold a connection at once (so the pool has opened both): two
+         * tenants', as one tenant holds all connections but one at most.
+         */
+        const bothHolding = (record: { consumer_id: string }) => {
+          let arrived = 0
+          let bothIn!: () => void
+          const both = new Promise<void>((resolve) => (bothIn = resolve))
+          return Promise.allSettled(
+            [0, 1].map((i) =>
+              asTenant(hanging, `tenant ${i}`, () =>
+                hanging.transaction(async (tx) => {
+                  if (++arrived === 2) bothIn()
+                  await both
+                  return tx.find('consumers', record.consumer_id)
+                }),
+              ),
             ),
-          ),
-        )
-      }
-      try {
+          )
+        }
         const record = await hanging.transaction((tx) => tx.insert('consumers', freshConsumer()))
         // Both connections open before the relay stops: a connection still to be made through it
         // would never start its holder's body (the test then waited for it past its deadline).
@@ -260,11 +258,7 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         // Had the late reservation kept its connection, these two could not each hold one at once.
         const held = await bothHolding(record)
         expect(held.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value?.state : String(outcome.reason)))).toEqual(['active', 'active'])
-      } finally {
-        await hanging.close()
-        relay.close()
-      }
-    })
+      }))
 
     test('a server that will not speak TLS where the URL asks for it (sslmode=require): reads and transactions are DatabaseUnavailableError, not an unexpected error', async () => {
       // Answers a client's SSLRequest with N (no TLS), as a server whose TLS was switched off does.
@@ -317,12 +311,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
-    test('readiness unready because its probe got no answer in time is told too, and ready again once a new probe is answered', async () => {
-      const relay = pausableRelay(db.url)
-      const silent = PostgresStorage.connect(relay.url)
-      const told: [boolean, string | undefined][] = []
-      silent.observeReadiness((reachable, reason) => told.push([reachable, reason]))
-      try {
+    test('readiness unready because its probe got no answer in time is told too, and ready again once a new probe is answered', () =>
+      throughRelay({}, async (relay, silent) => {
+        const told: [boolean, string | undefined][] = []
+        silent.observeReadiness((reachable, reason) => told.push([reachable, reason]))
         expect(await silent.readiness()).toBe('ready')
         relay.pause()
         while ((await silent.readiness()) === 'ready') await Bun.sleep(100) // the kept answer expires, then a probe goes unanswered
@@ -334,16 +326,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
           [false, 'no answer to the probe within 2000 ms'],
           [true, undefined],
         ])
-      } finally {
-        await silent.close()
-        relay.close()
-      }
-    })
+      }))
 
-    test('connections that stop answering while new ones would be answered (a proxy that lost them): reads, lists and the readiness probe replace them, without a restart', async () => {
-      const relay = pausableRelay(db.url)
-      const stranded = PostgresStorage.connect(relay.url, { maxConnections: 4, answerTimeoutMs: 500 })
-      try {
+    test('connections that stop answering while new ones would be answered (a proxy that lost them): reads, lists and the readiness probe replace them, without a restart', () =>
+      throughRelay({ maxConnections: 4, answerTimeoutMs: 500 }, async (relay, stranded) => {
         const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
         const read = () => stranded.find('consumers', record.consumer_id)
         const list = () => stranded.list({ table: 'consumers', scope: customer, where: [{ field: 'consumer_id', in: [record.consumer_id] }], order: 'asc' })
@@ -364,38 +350,31 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         const held = async () => (await admin`SELECT application_name FROM pg_stat_activity WHERE application_name LIKE ${instance + ' %'} AND application_name NOT LIKE '% check'`).map((row: { application_name: string }) => row.application_name)
         await waitFor('the stranded backends ended', async () => (await held()).length <= 4 + 2)
         for (const name of await held()) expect(name).toMatch(/ (main [2-9]|lists [2-9]|probe [2-9])$/)
-      } finally {
-        await stranded.close()
-        relay.close()
-      }
-    })
+      }))
 
-    test("a transaction whose connection is lost on the way (the server never hears it closed) is ended by the server after the answer timeout: its row locks freed", async () => {
-      const relay = pausableRelay(db.url)
-      const lost = PostgresStorage.connect(relay.url, { maxConnections: 4, answerTimeoutMs: 500 })
-      let release = () => {}
-      const gate = new Promise<void>((resolve) => (release = resolve))
-      try {
-        const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
-        const change = lost
-          .transaction(async (tx) => {
-            await tx.update('consumers', record.consumer_id, { state: 'suspended' })
-            await gate
-          })
-          .catch((error) => error)
-        const holding = async () =>
-          Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND application_name LIKE 'keyward % main %'`)[0].n)
-        await waitFor('the change to hold its row lock', async () => (await holding()) === 1)
-        relay.strand()
-        expect(await change).toBeInstanceOf(DatabaseUnavailableError)
-        await waitFor('the server to end the session', async () => (await holding()) === 0)
-        expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
-      } finally {
-        release()
-        await lost.close()
-        relay.close()
-      }
-    })
+    test("a transaction whose connection is lost on the way (the server never hears it closed) is ended by the server after the answer timeout: its row locks freed", () =>
+      throughRelay({ maxConnections: 4, answerTimeoutMs: 500 }, async (relay, lost) => {
+        let release = () => {}
+        const gate = new Promise<void>((resolve) => (release = resolve))
+        try {
+          const record = await storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+          const change = lost
+            .transaction(async (tx) => {
+              await tx.update('consumers', record.consumer_id, { state: 'suspended' })
+              await gate
+            })
+            .catch((error) => error)
+          const holding = async () =>
+            Number((await admin`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND application_name LIKE 'keyward % main %'`)[0].n)
+          await waitFor('the change to hold its row lock', async () => (await holding()) === 1)
+          relay.strand()
+          expect(await change).toBeInstanceOf(DatabaseUnavailableError)
+          await waitFor('the server to end the session', async () => (await holding()) === 0)
+          expect((await storage.transaction((tx) => tx.update('consumers', record.consumer_id, { state: 'suspended' }))).state).toBe('suspended')
+        } finally {
+          release()
+        }
+      }))
 
     test('reads late behind a lock held for several answer timeouts (the database at work) keep their pool: nothing replaced, no connection more', async () => {
       const mainPools = async () =>
