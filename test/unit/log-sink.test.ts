@@ -210,6 +210,7 @@ test('a line quoting a secret put in the wrong place shows none of it (a token, 
     const lines: string[] = []
     const logger = createLogger(format, (line) => lines.push(line))
     logger.info('listening', { address: 'http://127.0.0.1:3000', data_dir: '/srv/postgres:/keyward:Sekr1t@db:5432/keyward' })
+    logger.info('recovered', { data_dir: "/srv/postgres:/keyward:pa'Sekr1t@db/keyward" })
     logger.error('failed', { error: `--tls-cert ${token} holds no PEM certificate; unknown key ${apiKey}` })
     const text = lines.join('')
     for (const secret of ['Sekr1t', token.slice(4), apiKey.slice(4)]) expect(text).not.toContain(secret)
