@@ -19,7 +19,7 @@ import { endBackends, ReplaceablePool } from './pools'
 import { DatabaseUnavailableError, isClosedConnection, isConnectionLost, isRetryable, violatedConstraint } from './errors'
 import { checkSchemaVersion, migrate, MIGRATION_LOCK_KEY, schemaVersion } from './schema'
 import { CredentialCache } from './credentials'
-import { actFor, requestTenant, waitedFor, withRequestWait } from './request-wait'
+import { actFor, answeredWithin, requestTenant, waitedFor, withRequestWait } from './request-wait'
 import { appendEventsStatement, listedRecord, CREDENTIAL, CREDENTIAL_GENERATION, countStatement, EVENTS_PER_STATEMENT, existsStatement, findWithinStatement, findManyWithinStatement, findWithParentStatement, insertValues, isKey, listStatement, PARENT_COLUMN, STATEMENTS, toRecord, TRANSACTION_TIME, TRANSACTION_TIME_AS_NOW, updateStatement, type Statement } from './statements'
 
 const PURGE_AUDIT_EVENTS =
@@ -48,10 +48,11 @@ const sessionSettings = (answerTimeoutMs: number) => ({
   statement_timeout: answerTimeoutMs,
   default_transaction_isolation: 'read committed',
   idle_in_transaction_session_timeout: answerTimeoutMs,
-  tcp_keepalives_idle: 60,
-  tcp_keepalives_interval: 10,
-  tcp_keepalives_count: 3,
+  ...KEEPALIVE,
 })
+
+/** The server's TCP keepalives on a connection (the readiness probe's too): see `sessionSettings`. */
+const KEEPALIVE = { tcp_keepalives_idle: 60, tcp_keepalives_interval: 10, tcp_keepalives_count: 3 }
 
 /** Anything that runs a statement: the pool, or one transaction's connection. */
 type Connection = Pick<SQL, 'unsafe'>
@@ -508,14 +509,7 @@ export class PostgresStorage implements Storage {
 
   private newProbeConnection(): SQL {
     this.probeName = `${this.instance} probe ${this.connectionsNamed++}`
-    const keepalive = sessionSettings(this.answerTimeoutMs)
-    return new SQL({
-      url: this.url,
-      max: 1,
-      connectionTimeout: PROBE_TIMEOUT_MS / 1000,
-      idleTimeout: 60,
-      connection: { application_name: this.probeName, tcp_keepalives_idle: keepalive.tcp_keepalives_idle, tcp_keepalives_interval: keepalive.tcp_keepalives_interval, tcp_keepalives_count: keepalive.tcp_keepalives_count },
-    } as ConstructorParameters<typeof SQL>[0])
+    return new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60, connection: { application_name: this.probeName, ...KEEPALIVE } } as ConstructorParameters<typeof SQL>[0])
   }
 
   /** The backends the server keeps for a connection given up on, `name` (pools.ts `endBackends`). */
@@ -558,22 +552,6 @@ export class PostgresStorage implements Storage {
 interface TransactionRun {
   abandoned: boolean
   connection: { close(): Promise<void> } | undefined
-}
-
-/**
- * `work`'s outcome, or DatabaseUnavailableError if it has none after `ms`: a database that accepts
- * connections but does not answer (hung, or a network that drops its packets) is a 503 in bounded
- * time, not a request that waits as long as the TCP connection lives. `late` runs at the deadline.
- */
-function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      late?.()
-      reject(new DatabaseUnavailableError(new Error(`no answer within ${Math.round(ms)} ms (--database-timeout): a slow statement, a lock held, or a database that cannot be reached`), 'the database did not answer in time'))
-    }, ms)
-  })
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
 }
 
 /** A credential from the row of the CREDENTIAL statement. */

@@ -14,6 +14,7 @@
  * statements goes unanswered is the pool taken for lost.
  */
 import { SQL } from 'bun'
+import { answeredWithin } from './request-wait'
 
 /** How long past its deadline a statement may go unanswered before the database is asked about its pool. */
 const ASK_AFTER_MS = 2000
@@ -134,14 +135,11 @@ export function endBackends(url: string, asker: string, asking: Set<SQL>, name: 
 async function askDatabase<T>(url: string, asker: string, asking: Set<SQL>, limitMs: number, question: (asked: SQL) => Promise<T>): Promise<T | undefined> {
   const asked = new SQL({ url, max: 1, connectionTimeout: 2, connection: { application_name: asker } })
   asking.add(asked)
-  let timer: ReturnType<typeof setTimeout> | undefined
   try {
-    const unanswered = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer')), limitMs)))
-    return await Promise.race([question(asked), unanswered])
+    return await answeredWithin(question(asked), limitMs)
   } catch {
     return undefined
   } finally {
-    clearTimeout(timer)
     asking.delete(asked)
     asked.close({ timeout: 0 }).catch(() => {})
   }

@@ -63,3 +63,19 @@ export async function waitedFor<T>(timeoutMs: number, step: (ms: number) => Prom
     if (--wait.active === 0) wait.waitedMs += performance.now() - wait.since
   }
 }
+
+/**
+ * `work`'s outcome, or DatabaseUnavailableError if it has none after `ms`: a database that accepts
+ * connections but does not answer (hung, or a network that drops its packets) is a 503 in bounded
+ * time, not a request that waits as long as the TCP connection lives. `late` runs at the deadline.
+ */
+export function answeredWithin<T>(work: Promise<T>, ms: number, late?: () => void): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      late?.()
+      reject(new DatabaseUnavailableError(new Error(`no answer within ${Math.round(ms)} ms (--database-timeout): a slow statement, a lock held, or a database that cannot be reached`), 'the database did not answer in time'))
+    }, ms)
+  })
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
+}
