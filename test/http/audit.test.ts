@@ -537,6 +537,10 @@ describe('the query', () => {
       'since=2026-01-01 00:00:00.00000 +00:00',
       'since=2026-01-01T00:00:00.Z',
       'since=2026-01-01T23:59:61Z',
+      // Blanks around a time: its documented pattern refuses them, and so does the server.
+      'since= 2026-01-01T00:00:00Z',
+      'until=2026-01-01T00:00:00Z ',
+      'since=2026-01-01T00:00:00Z%09',
       'page=0',
       'page_size=1001',
       'order=up',

@@ -50,7 +50,8 @@ const Time = (name: string, round: 'up' | 'down') =>
     v.pipe(
       oneQueryValue(name),
       documentedAs(TIME_FORM),
-      v.transform((text) => parseTime(text.trim(), round)),
+      // Exactly the documented forms (TIME_FORM): no blanks around them, which the OpenAPI pattern refuses too.
+      v.transform((text) => parseTime(text, round)),
       // Any time the two forms can write, 1970 or not: a bound before it simply matches every event (or none).
       v.number(`${name} must be a time like 2026-05-01 12:00:00.000000 +00:00 or 2026-05-01T12:00:00Z`),
     ),
