@@ -7,7 +7,7 @@
  *
  *   const api = client('http://127.0.0.1:3000', token)
  *   const { data, error, status } = await api.api.organizations({ organization_id: id }).get()
- *   if (error) console.log((error.value as unknown as Problem).code)
+ *   if (error?.status === 404) console.log(error.value.code)
  */
 import { treaty } from '@elysiajs/eden'
 import type { InferOutput } from 'valibot'
@@ -15,8 +15,35 @@ import type { App } from './app'
 import type { ProblemBody } from './http/errors'
 
 export function client(baseUrl: string, token: string) {
-  return encodingPathValues(treaty<App>(baseUrl, { headers: { authorization: `Bearer ${token}` } }))
+  const api = encodingPathValues(treaty<App>(baseUrl, { headers: { authorization: `Bearer ${token}` } }))
+  // Only the types change: every answer keyward sends with an error status is a problem (ProblemAnswer).
+  return api as unknown as WithProblems<typeof api>
 }
+
+/** Every error's body (`error.value` of a failed call): RFC 9457 with a stable `code`. */
+export type Problem = InferOutput<typeof ProblemBody>
+
+/**
+ * A call's answer with its failure typed as keyward sends it: any error status with a problem body
+ * (docs/api.md, "Errors"). Eden types a failure from the route's declared error schemas, and the
+ * routes declare none (their problems are the app's, not each route's), so it was typed as Elysia's
+ * 422 validation error, which keyward never sends: `error.status === 404` did not compile.
+ */
+type ProblemAnswer<Answer> =
+  | Extract<Answer, { error: null }>
+  | (Omit<Extract<Answer, { data: null }>, 'error'> & { error: { status: number; value: Problem } })
+
+/**
+ * The treaty with every request call's answer as `ProblemAnswer`. Eden's path steps are functions
+ * that also carry the calls below them as properties: both are mapped.
+ */
+type WithProblems<Step> = Step extends (...args: infer Args) => Promise<infer Answer>
+  ? (...args: Args) => Promise<ProblemAnswer<Answer>>
+  : Step extends (...args: infer Args) => infer Next
+    ? ((...args: Args) => WithProblems<Next>) & { [Key in keyof Step]: WithProblems<Step[Key]> }
+    : Step extends object
+      ? { [Key in keyof Step]: WithProblems<Step[Key]> }
+      : Step
 
 /** The calls that send a request; any other call of the client names a path parameter. */
 const REQUEST_METHODS = new Set(['get', 'post', 'put', 'patch', 'delete', 'head', 'options', 'subscribe'])
@@ -41,6 +68,3 @@ function encodingPathValues<T>(step: T, key = ''): T {
 }
 
 export type KeywardClient = ReturnType<typeof client>
-
-/** Every error's body (`error.value` of a failed call): RFC 9457 with a stable `code`. */
-export type Problem = InferOutput<typeof ProblemBody>

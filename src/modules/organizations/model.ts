@@ -117,8 +117,14 @@ export const organizationFull = (o: Organization, withEnvironments = false): v.I
   ...timestamps(o),
 })
 
-export const environmentSet = (o: Organization, idField: 'organization_id' | 'application_id') => ({
-  [idField]: o.organization_id,
-  default: o.environments!.default,
-  supported: formatEnvironments(o.environments!.supported),
-})
+/**
+ * An organization's environments under the id field its route names (docs/api.md). Typed by that
+ * field: TypeScript widens a computed key to an index signature, and the typed client (src/client.ts)
+ * then lost the id field from these answers.
+ */
+export const environmentSet = <IdField extends 'organization_id' | 'application_id'>(o: Organization, idField: IdField) =>
+  ({
+    [idField]: o.organization_id,
+    default: o.environments!.default,
+    supported: formatEnvironments(o.environments!.supported),
+  }) as Record<IdField, string> & { default: string; supported: string }
