@@ -311,6 +311,22 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
+    test("a database that answers but holds no keyward tables (created again empty, a restore under way): not ready, and requests are DatabaseUnavailableError (503), not 500", async () => {
+      const emptied = await createTestStorage()
+      try {
+        const record = await emptied.storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
+        expect(await emptied.storage.readiness()).toBe('ready')
+        await emptied.admin.unsafe('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
+        // Once the kept answer expires (a second), the probe asks for a row every request needs.
+        await waitFor('not ready', async () => (await emptied.storage.readiness()) === 'database_unavailable')
+        const read = await emptied.storage.find('consumers', record.consumer_id).catch((error: unknown) => error)
+        expect(read).toBeInstanceOf(DatabaseUnavailableError)
+        expect((read as Error).message).toContain('does not exist')
+      } finally {
+        await emptied.close()
+      }
+    })
+
     test('readiness unready because its probe got no answer in time is told too, and ready again once a new probe is answered', () =>
       throughRelay({}, async (relay, silent) => {
         const told: [boolean, string | undefined][] = []

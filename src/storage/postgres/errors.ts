@@ -120,7 +120,9 @@ export function isClosedConnection(error: unknown): boolean {
 
 /**
  * SQLSTATEs of a database that cannot serve keyward now, whatever the statement: dropped or missing
- * (3D000), not accepting connections (55000: `ALLOW_CONNECTIONS false`), refusing this login
+ * (3D000), without keyward's tables (42P01: created again empty, or a restore under way; keyward's
+ * statements name only its own tables, which its migrations make before it serves), not accepting
+ * connections (55000: `ALLOW_CONNECTIONS false`), refusing this login
  * (28000, 28P01), a standby after a failover (25006: read-only), giving up on a statement that
  * waited for a lock past its `lock_timeout` (55P03), or closing a session idle in a transaction
  * past its `idle_in_transaction_session_timeout` (25P03). Besides these, class 53 (out of
@@ -129,7 +131,7 @@ export function isClosedConnection(error: unknown): boolean {
  * 57014). Managed services often set those timeouts: what they end is the same `503` as keyward's
  * own `--database-timeout` gives (README, "Database mode"), never a 500.
  */
-const UNAVAILABLE_STATES = new Set(['3D000', '55000', '28000', '28P01', '25006', '55P03', '25P03'])
+const UNAVAILABLE_STATES = new Set(['3D000', '42P01', '55000', '28000', '28P01', '25006', '55P03', '25P03'])
 
 /**
  * The connection was refused or lost, or the database cannot serve now: classes 08 (connection

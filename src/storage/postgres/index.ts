@@ -26,6 +26,14 @@ const PURGE_AUDIT_EVENTS =
   'DELETE FROM audit_events WHERE event_id IN ' +
   '(SELECT event_id FROM audit_events WHERE created < $1::bigint ORDER BY created, event_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED)'
 
+/**
+ * GET /readyz's question: a row every request needs (its credential's generation), so that a
+ * database that answers but no longer holds keyward's tables (dropped and created again empty, or
+ * restored with `pg_restore --clean` part way) is not ready; `SELECT 1` said ready while every
+ * request was answered 500 (review, 2026-11-30).
+ */
+const READINESS_PROBE = 'SELECT generation FROM credential_generation'
+
 /** How long GET /readyz waits for the database's answer, and how long an answer is kept. */
 const PROBE_TIMEOUT_MS = 2000
 const PROBE_KEPT_MS = 1000
@@ -484,7 +492,7 @@ export class PostgresStorage implements Storage {
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
-      this.probe = { answer: probeSql.unsafe('SELECT 1').then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql, name: this.probeName }
+      this.probe = { answer: probeSql.unsafe(READINESS_PROBE).then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql, name: this.probeName }
     }
     // A query still running past its deadline (a database that accepts but does not answer, or a
     // connection lost on the way without either end knowing) is given up on, with its connection:
