@@ -122,6 +122,8 @@ export class Store {
   private readonly log: (message: string) => void
   /** The last write to the log failed, and none succeeded since (GET /readyz). */
   private failing = false
+  /** The probe of the log under way while failing (`probeWritable`). */
+  private probing: Promise<boolean> | undefined
   /** How many times writes not yet durable were undone (a failed append): `StateMark` in src/storage/storage.ts. */
   private undoneCount = 0
   /** Told how long each durable write took (the log's append and fsync). */
@@ -155,6 +157,22 @@ export class Store {
   /** False from a failed write to the log until a write succeeds again. */
   get writable(): boolean {
     return !this.failing
+  }
+
+  /**
+   * Whether writes can be made durable: after a failed write, a probe of the log (`LogWriter.probe`)
+   * whose success counts as a write that succeeded. Without it a server whose disk had recovered
+   * stayed unready until a client's write came, which a load balancer that took it out never sent
+   * (review, 2026-11-30). One probe at a time; callers meanwhile share its answer.
+   */
+  probeWritable(): boolean | Promise<boolean> {
+    if (!this.failing || this.closed || !this.writer) return !this.failing
+    this.probing ??= this.writer.probe().then((ok) => {
+      this.probing = undefined
+      if (ok) this.failing = false
+      return !this.failing
+    })
+    return this.probing
   }
 
   /** True once the vendor organization exists, i.e. `init` has run on this dir. */

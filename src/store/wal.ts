@@ -140,6 +140,25 @@ export class LogWriter {
     })
   }
 
+  /**
+   * Whether the log takes writes again, after a failed one (GET /readyz, docs/operations.md): a
+   * page of zeros written where the next record goes, and synced. That place holds zeros already
+   * (the segment's padding, or a failed batch zeroed again), so the log reads the same after it; a
+   * disk still full cannot give the page its blocks, and a failing device fails the write or the sync.
+   */
+  probe(): Promise<boolean> {
+    return this.quiesce(async () => {
+      try {
+        await this.makeRoomFor(PAGE)
+        await writeFully(this.file, new Uint8Array(PAGE), this.offset, { written: 0 })
+        await this.file.datasync()
+        return true
+      } catch {
+        return false
+      }
+    })
+  }
+
   /** Starts a new segment for the appends that follow; only call from a quiesce task. */
   async rotate(): Promise<Segment> {
     if (this.segment.firstLsn === this.durable + 1) return this.segment // nothing written to it yet

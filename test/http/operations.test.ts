@@ -34,19 +34,24 @@ describe('GET /readyz', () => {
     expect((await h.request('GET', '/healthz', { token: null })).body).toEqual({ status: 'ok' })
   })
 
-  test.skipIf(TEST_STORE !== 'embedded')('embedded: 503 storage_unavailable after a failed write, ready again once a write succeeds', async () => {
+  test.skipIf(TEST_STORE !== 'embedded')('embedded: 503 storage_unavailable after a failed write; ready again once a write succeeds, or once /readyz finds the log takes writes (no write needed)', async () => {
     const broken = await createHarness()
     try {
-      const file = (broken.store as unknown as { writer: { file: FileHandle } }).writer.file
+      const writer = (broken.store as unknown as { writer: { file: FileHandle; currentSegment: { path: string } } }).writer
+      const file = writer.file
       const datasync = file.datasync.bind(file)
+      // The next `failures` syncs fail (the failed batch's own; the sync of its zeroing after it must
+      // succeed, or the server stops: docs/operations.md).
       let failures = 1
       // fdatasync reporting EIO cannot be caused on demand from a test; this stands in for it (as in test/unit/store.test.ts).
       file.datasync = async () => {
         if (failures-- > 0) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })
         return datasync()
       }
+      const organizations = () => broken.store!.tables.organizations.size
       const failed = await broken.request('POST', '/api/organizations', { body: { description: 'lost', parent_id: broken.vendorId } })
       expect(failed.body.code).toBe('storage_unavailable')
+      failures = 1 // the probe's sync fails too: the disk has not recovered
       const unready = await broken.request('GET', '/readyz', { token: null })
       expect(unready.status).toBe(503)
       expect(unready.body).toMatchObject({ status: 503, code: 'storage_unavailable' })
@@ -55,10 +60,21 @@ describe('GET /readyz', () => {
       const logged = broken.logged.map((line) => JSON.parse(line))
       expect(logged.some((entry) => entry.level === 'error' && entry.msg === 'storage failure' && entry.trace_id === failed.body.trace_id)).toBe(true)
 
+      // The disk recovers and nobody writes (a load balancer took the server out): /readyz's probe
+      // of the log finds it takes writes, and the log's records are unchanged by it.
+      const records = async () => (await Bun.file(writer.currentSegment.path).bytes()).filter((byte) => byte !== 0).length
+      const before = { organizations: organizations(), records: await records() }
+      expect(failures).toBe(0)
+      expect((await broken.request('GET', '/readyz', { token: null })).status).toBe(200)
+      expect({ organizations: organizations(), records: await records() }).toEqual(before)
+
+      // Failing again; this time a client's write comes first, and succeeds: ready too.
+      failures = 1
+      expect((await broken.request('POST', '/api/organizations', { body: { description: 'lost too', parent_id: broken.vendorId } })).status).toBe(503)
       expect((await broken.request('POST', '/api/organizations', { body: { description: 'kept', parent_id: broken.vendorId } })).status).toBe(201)
       expect((await broken.request('GET', '/readyz', { token: null })).status).toBe(200)
       // Counted by reason; /readyz's own 503 is a probe's answer, not a request the storage failed.
-      expect((await scrape(broken)).families.get('keyward_storage_unavailable_total')!.metrics).toEqual([{ value: '1', labels: { reason: 'storage_write_failed' } }])
+      expect((await scrape(broken)).families.get('keyward_storage_unavailable_total')!.metrics).toEqual([{ value: '2', labels: { reason: 'storage_write_failed' } }])
     } finally {
       await broken.close()
     }

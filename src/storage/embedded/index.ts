@@ -116,8 +116,11 @@ export class EmbeddedStorage implements Storage {
     return new StorageUnavailableError(new Error('a change this request may have read was undone: its write to the log failed'))
   }
 
-  readiness(): Readiness {
-    return this.store.writable ? 'ready' : 'storage_unavailable'
+  /** After a failed write, ready again once a write succeeds or a probe of the log does (`Store.probeWritable`). */
+  readiness(): Maybe<Readiness> {
+    const writable = this.store.probeWritable()
+    const answer = (ok: boolean): Readiness => (ok ? 'ready' : 'storage_unavailable')
+    return writable instanceof Promise ? writable.then(answer) : answer(writable)
   }
 
   recordCounts(): Record<TableName, number> {
