@@ -4,7 +4,7 @@
  *
  * The dir is read as a start would read it (store/read-only.ts: read again if a snapshot replaced
  * the one read meanwhile), every checksum checked, and what it holds is written as a fresh snapshot
- * with the `format` file into one archive (store/backup-archive.ts). Every write
+ * with the `format` file and the store's clock (`BACKUP_CLOCK_FILE`) into one archive (store/backup-archive.ts). Every write
  * acknowledged before the backup began is on disk by then, so it is in the archive. The archive is
  * written beside FILE under a temporary name (mode 0600), fsynced and renamed over FILE.
  */
@@ -16,12 +16,22 @@ import { snapshotOf } from '../store/tables-snapshot'
 import { DATA_FORMAT, FORMAT_FILE, FORMAT_FILE_TEXT } from '../store/format'
 import { fsyncDir, notWritableCode } from '../store/fs-util'
 import { SNAPSHOT_FILE } from '../store/paths'
+import { advanceClockPast, currentMicros } from '../store/clock'
+import { LOCK_FILE, noteOf, recordedTime } from '../store/lock'
 import { writeSnapshot } from '../store/snapshot-file'
 import { UsageError } from './usage'
 import { checkDataDir, recordCounts } from './verify'
 
-/** The files of a backup, in the order restore writes them (the snapshot first: see restore.ts). */
+/** The files of a backup that restore writes, in order (the snapshot first: see restore.ts). */
 export const BACKUP_FILES = [SNAPSHOT_FILE, FORMAT_FILE] as const
+
+/**
+ * The backup's `serve.lock`: the store's clock at the backup, as a server notes it there (src/store/lock.ts).
+ * A restore goes on from it, so that time that passed after the last write is not forgotten: with
+ * the system clock set back, a token that had expired before the backup worked again once restored
+ * (review, 2026-11-30). Backups of earlier versions have none.
+ */
+export const BACKUP_CLOCK_FILE = LOCK_FILE
 
 /**
  * In database mode (docs/operations.md; `--database-url` comes with it) the data is the database's,
@@ -66,6 +76,8 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
   let checked: Awaited<ReturnType<typeof checkDataDir>>
   try {
     checked = await checkDataDir(options.data)
+    // Never before a time stored, nor before the time the dir's server noted, as a start reads them (Store.open).
+    advanceClockPast(Math.max(checked.recovered.newestTimestamp, recordedTime(options.data)))
     const snapshot = join(staging, SNAPSHOT_FILE)
     await writeSnapshot(snapshot, snapshotOf(checked.tables, checked.recovered.lastLsn))
     const archive = join(staging, 'backup.tar')
@@ -74,6 +86,7 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
       await writeArchive(file, [
         { name: SNAPSHOT_FILE, path: snapshot },
         { name: FORMAT_FILE, bytes: Buffer.from(FORMAT_FILE_TEXT) },
+        { name: BACKUP_CLOCK_FILE, bytes: Buffer.from(noteOf(currentMicros())) },
       ])
       await file.sync()
     } finally {

@@ -24,10 +24,11 @@ import { join } from 'node:path'
 import { ArchiveDamageError, checkArchive, copyMember, readMember, type ArchiveMember } from '../store/backup-archive'
 import { FORMAT_FILE, parseDataFormat } from '../store/format'
 import { DataDirError, holdsKeywardData, inspectDataDir, prepareDataDir } from '../store/data-dir'
-import { acquireDataDirLock } from '../store/lock'
+import { acquireDataDirLock, timeOfNote } from '../store/lock'
+import { advanceClockPast } from '../store/clock'
 import { fsyncDir } from '../store/fs-util'
 import { SECRET_FILE, SNAPSHOT_FILE } from '../store/paths'
-import { BACKUP_FILES, refuseInDatabaseMode } from './backup'
+import { BACKUP_CLOCK_FILE, BACKUP_FILES, refuseInDatabaseMode } from './backup'
 import { UsageError } from './usage'
 
 export interface RestoreOptions {
@@ -46,7 +47,7 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   await inspectDataDir(data)
   await refuseKeywardData(data)
 
-  const members = await checkArchive(from, [...BACKUP_FILES, SECRET_FILE])
+  const members = await checkArchive(from, [...BACKUP_FILES, BACKUP_CLOCK_FILE, SECRET_FILE])
   const member = (name: string) => {
     const found = members.find((m) => m.name === name)
     if (!found) throw new ArchiveDamageError(from, 0, `${name} is missing`)
@@ -54,6 +55,9 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   }
   const formatMember = member(FORMAT_FILE)
   parseDataFormat((await readMember(from, formatMember, 64)).toString('utf8'), `${from}: ${FORMAT_FILE}`, `backup ${from}`)
+  // The clock's time at the backup (backup.ts): the lock's release below notes it in the dir, for the first start.
+  const clockMember = members.find((m) => m.name === BACKUP_CLOCK_FILE)
+  if (clockMember) advanceClockPast(timeOfNote((await readMember(from, clockMember, 64)).toString('latin1')))
 
   await prepareDataDir(data)
   const lock = acquireDataDirLock(data)

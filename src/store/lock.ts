@@ -45,12 +45,16 @@ export const noteOf = (micros: number) => {
  * reached the disk. The file means nothing else.
  */
 export function recordedTime(dir: string): number {
-  let text: string
   try {
-    text = readFileSync(join(dir, LOCK_FILE), 'latin1').slice(0, RECORDED_TIME_BYTES).trim()
+    return timeOfNote(readFileSync(join(dir, LOCK_FILE), 'latin1'))
   } catch {
     return 0 // no lock file yet, or not readable: nothing noted
   }
+}
+
+/** The time a lock file's text notes (`noteOf`), or 0 for none or a damaged one. Backups carry one too (src/cli/backup.ts). */
+export function timeOfNote(fileText: string): number {
+  const text = fileText.slice(0, RECORDED_TIME_BYTES).trim()
   const digits = /^(\d{1,20}) [0-9a-f]{1,8}$/.exec(text)?.[1]
   return digits !== undefined && noteOf(Number(digits)).trim() === text ? Number(digits) : 0
 }

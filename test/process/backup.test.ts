@@ -15,7 +15,8 @@ import { dump } from '../support/sample-data.ts'
 import { flip } from '../support/damaged-dir.ts'
 import { writeArchive } from '../../src/store/backup-archive.ts'
 import { DATA_FORMAT } from '../../src/store/format.ts'
-import { acquireDataDirLock, LOCK_FILE } from '../../src/store/lock.ts'
+import { acquireDataDirLock, LOCK_FILE, noteOf } from '../../src/store/lock.ts'
+import { parseTime } from '../../src/modules/audit/model.ts'
 
 setDefaultTimeout(30000)
 
@@ -359,6 +360,30 @@ describe('restore refuses, and writes nothing', () => {
       expect(await dump(server.url, token)).toEqual(fixture.records)
     } finally {
       await stopServer(server, 'SIGKILL')
+    }
+  })
+
+  test("the backup carries the store's clock: restored where the system clock is behind it, time goes on from the backup's (a token that had expired stays expired)", async () => {
+    const data = newPath('clock')
+    const server = await startServer(data)
+    const { organization_id: vendorId, token } = initLine(server)
+    const hourToken = (await api(server.url, token, 'POST', '/api/tokens', { organization_id: vendorId, role: 'viewer', ttl: '1h' })).body.secret
+    expect((await api(server.url, hourToken, 'GET', `/api/organizations/${vendorId}`)).status).toBe(200)
+    expect(await stopServer(server, 'SIGTERM')).toBe(0)
+    // As if the server had run on for a day with no write (it notes its clock in serve.lock every
+    // few seconds), and the system clock had then been set back by that day.
+    const dayOnMicros = (Date.now() + 86_400_000) * 1000
+    writeFileSync(join(data, LOCK_FILE), noteOf(dayOnMicros))
+    const archive = newPath('clock.tar')
+    expect((await keyward(['backup', '--data', data, '--out', archive])).code).toBe(0)
+
+    const restored = await restoreAndServe(archive)
+    try {
+      expect((await api(restored.url, hourToken, 'GET', `/api/organizations/${vendorId}`)).status).toBe(401)
+      const created = (await api(restored.url, token, 'POST', '/api/organizations', { description: 'After', parent_id: vendorId })).body.organization.created
+      expect(parseTime(created, 'up')! >= dayOnMicros).toBe(true)
+    } finally {
+      await stopServer(restored, 'SIGKILL')
     }
   })
 
