@@ -173,7 +173,7 @@ async function main(argv: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof UsageError) return usageError(namedAsSet(error.message, given, command.options), USAGE[name])
     // Damage, a data dir in use, already initialised, a busy port...: the message says what and where.
-    console.error(`keyward: ${withoutSecrets(String((error as Error)?.message ?? error))}`)
+    console.error(`keyward: ${withoutSecrets(failureMessage(error))}`)
     return 1
   }
 }
@@ -210,3 +210,16 @@ function usageError(message: string, usage: string): number {
 }
 
 process.exitCode = await main(process.argv.slice(2))
+
+/**
+ * A failure as the CLI says it. A file this user may not open (EACCES) is said with what to fix, not
+ * as the system call's error: a data dir whose files another user owns (`init` run as root, then only
+ * the dir given to the service's user) said `EACCES: permission denied, open '.../format'` (review, 2026-11-30).
+ */
+function failureMessage(error: unknown): string {
+  const { code, path } = (error ?? {}) as NodeJS.ErrnoException
+  if ((code === 'EACCES' || code === 'EPERM') && typeof path === 'string') {
+    return `${path} may not be opened by this user (${code}): run keyward as the user that owns it; a data dir and every file in it must be that user's (chown -R)`
+  }
+  return String((error as Error)?.message ?? error)
+}

@@ -67,8 +67,34 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
     logger.warn(`no control socket: ${tooLong(dir)}; issue-token and tokens will not work beside this server`)
     return null
   }
-  const server = Bun.serve({
-    unix: address.path,
+  // Made owner-only (umask 077), not made and then chmod'ed: a dir its owner opened to others (README
+  // "The data dir") let another user connect in between and keep the connection (review, 2026-11-30).
+  const umask = process.umask(0o077)
+  let server: ReturnType<typeof Bun.serve>
+  try {
+    server = listen(address.path, perform, logger)
+  } finally {
+    process.umask(umask)
+  }
+  chmodSync(address.path, 0o600)
+  let stopped: Promise<void> | undefined
+  const stop = async (timeoutMs: number) => {
+    try {
+      // An idle connection held a stop until Bun's idle timeout, a slow reader of a long token list as long as it read.
+      if (await settledWithin(server.stop(false), timeoutMs)) return
+      if (timeoutMs > 0) logger.warn(`stop: control socket connections still open after ${timeoutMs / 1000} s (--stop-timeout): they are closed`, { pending: server.pendingRequests })
+      await server.stop(true)
+    } finally {
+      address.close()
+    }
+  }
+  return { stop: (timeoutMs) => (stopped ??= stop(timeoutMs)) }
+}
+
+/** The control socket's server at `path`: one POST per command (see the top of this file). */
+function listen(path: string, perform: Perform, logger: Logger): ReturnType<typeof Bun.serve> {
+  return Bun.serve({
+    unix: path,
     development: false,
     maxRequestBodySize: MAX_REQUEST_BYTES,
     fetch: async (request) => {
@@ -87,19 +113,6 @@ export function serveControlSocket(dir: string, perform: Perform, logger: Logger
       }
     },
   })
-  chmodSync(address.path, 0o600)
-  let stopped: Promise<void> | undefined
-  const stop = async (timeoutMs: number) => {
-    try {
-      // An idle connection held a stop until Bun's idle timeout, a slow reader of a long token list as long as it read.
-      if (await settledWithin(server.stop(false), timeoutMs)) return
-      if (timeoutMs > 0) logger.warn(`stop: control socket connections still open after ${timeoutMs / 1000} s (--stop-timeout): they are closed`, { pending: server.pendingRequests })
-      await server.stop(true)
-    } finally {
-      address.close()
-    }
-  }
-  return { stop: (timeoutMs) => (stopped ??= stop(timeoutMs)) }
 }
 
 /** How long a command waits for the server's answer: a change takes milliseconds; a server stopped (SIGSTOP) or stuck never answers. */

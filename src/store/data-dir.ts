@@ -60,7 +60,7 @@ function existingAncestor(path: string, raw: string): string {
       real = realpathSync(prefix)
     } catch (error) {
       if (isErrnoCode(error, 'ENOENT')) continue
-      throw error
+      throw unreachable(error, raw)
     }
     const rest = parts.slice(n).filter((part) => part !== '' && part !== '.')
     if (rest.includes('..')) throw new DataDirError(`data dir ${raw}: '..' after a directory that does not exist; give the path without it`)
@@ -74,8 +74,14 @@ function realpathOrMissing(path: string, raw: string): string {
     return realpathSync(path)
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT')) throw new DataDirError(`data dir ${raw} does not exist`)
-    throw error
+    throw unreachable(error, raw)
   }
+}
+
+/** A directory on the way to the data dir that this user may not search (EACCES): said so, not as realpath's error. */
+function unreachable(error: unknown, raw: string): unknown {
+  if (!isErrnoCode(error, 'EACCES')) return error
+  return new DataDirError(`data dir ${raw} cannot be reached: a directory on its path may not be searched by this user (EACCES); give the user that runs keyward access to each directory on the path`)
 }
 
 /** `missing`: nothing there yet; `unused`: empty or only dotfiles; `keyward`: a data dir of keyward's. */

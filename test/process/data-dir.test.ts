@@ -145,6 +145,27 @@ describe('the data dir', () => {
     expect(readdirSync(data).sort()).toEqual(before)
   })
 
+  test.skipIf(!canRunAsNobody)("EACCES said with what to fix: a directory on the path this user may not search; a dir given to the user but not its files (init run as root) (run as root: they run as nobody)", async () => {
+    const data = await initialised()
+    const parent = dirname(data)
+    chmodSync(parent, 0o700) // root's: nobody may not search it
+    const deeper = join(parent, 'inner', 'data')
+    const [verified, served] = await Promise.all([keywardAsNobody(['verify', '--data', deeper]), keywardAsNobody(['serve', '--data', deeper, '--port', '0'])])
+    for (const result of [verified, served]) {
+      expectRefused(result, `data dir ${deeper} cannot be reached: a directory on its path may not be searched by this user (EACCES)`)
+      expect(result.stderr).not.toContain('realpath')
+    }
+    chmodSync(parent, 0o755)
+    chownSync(data, NOBODY, NOBODY) // the dir only: its files are still root's
+    const out = newParent()
+    chownSync(out, NOBODY, NOBODY)
+    const [listed, backedUp] = await Promise.all([keywardAsNobody(['verify', '--data', data]), keywardAsNobody(['backup', '--data', data, '--out', join(out, 'b.tar')])])
+    for (const result of [listed, backedUp]) {
+      expect(result.code).toBe(1)
+      expect(result.stderr).toMatch(/may not be opened by this user \(EACCES\): run keyward as the user that owns it; a data dir and every file in it must be that user's \(chown -R\)/)
+    }
+  })
+
   test.skipIf(!asRoot)('a dir owned by another user is refused and left as it was (run as root: the owner must be the running uid)', async () => {
     const empty = join(newParent(), 'data')
     mkdirSync(empty)
