@@ -311,11 +311,20 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
       }
     })
 
-    test("a database that answers but holds no keyward tables (created again empty, a restore under way): not ready, and requests are DatabaseUnavailableError (503), not 500", async () => {
+    test("a database that answers without keyward's tables, or some of them (created again empty, a restore under way): not ready, and requests are DatabaseUnavailableError (503), not 500", async () => {
       const emptied = await createTestStorage()
+      const told: [boolean, string | undefined][] = []
+      emptied.storage.observeReadiness((reachable, reason) => told.push([reachable, reason]))
       try {
         const record = await emptied.storage.transaction((tx) => tx.insert('consumers', freshConsumer()))
         expect(await emptied.storage.readiness()).toBe('ready')
+        // One table missing (a restore part way), not the one the credential reads come from.
+        await emptied.admin.unsafe('ALTER TABLE audit_events RENAME TO audit_events_aside')
+        await waitFor('not ready', async () => (await emptied.storage.readiness()) === 'database_unavailable')
+        expect(told).toEqual([[false, "the database lacks keyward's tables audit_events (dropped, or a restore under way)"]])
+        await emptied.admin.unsafe('ALTER TABLE audit_events_aside RENAME TO audit_events')
+        await waitFor('ready again', async () => (await emptied.storage.readiness()) === 'ready')
+        // Every table gone.
         await emptied.admin.unsafe('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
         // Once the kept answer expires (a second), the probe asks for a row every request needs.
         await waitFor('not ready', async () => (await emptied.storage.readiness()) === 'database_unavailable')

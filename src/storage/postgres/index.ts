@@ -27,12 +27,22 @@ const PURGE_AUDIT_EVENTS =
   '(SELECT event_id FROM audit_events WHERE created < $1::bigint ORDER BY created, event_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED)'
 
 /**
- * GET /readyz's question: a row every request needs (its credential's generation), so that a
- * database that answers but no longer holds keyward's tables (dropped and created again empty, or
- * restored with `pg_restore --clean` part way) is not ready; `SELECT 1` said ready while every
- * request was answered 500 (review, 2026-11-30).
+ * GET /readyz's question: are keyward's tables there, and does the row every request needs (its
+ * credential's generation) answer? A database that answers without them (dropped and created again
+ * empty, or a restore part way) is not ready: `SELECT 1` said ready while every request was answered
+ * 500, then reading one table said ready while another was missing (reviews, 2026-11-30). Tables
+ * only: a restore that has them all but not yet their triggers or indexes is not told apart.
  */
-const READINESS_PROBE = 'SELECT generation FROM credential_generation'
+const READINESS_PROBE =
+  'SELECT (SELECT generation FROM credential_generation) AS generation, ' +
+  'ARRAY(SELECT name FROM unnest($1::text[]) AS t(name) WHERE to_regclass(name) IS NULL) AS missing'
+const KEYWARD_TABLES = [...TABLE_NAMES, 'enrollment_counts', 'schema_migrations']
+
+/** The probe's verdict on its answer: an error naming the tables that are missing, if any. */
+function missingTables(rows: { missing: string[] }[]): void {
+  const missing = rows[0]?.missing ?? []
+  if (missing.length > 0) throw new Error(`the database lacks keyward's tables ${missing.join(', ')} (dropped, or a restore under way)`)
+}
 
 /** How long GET /readyz waits for the database's answer, and how long an answer is kept. */
 const PROBE_TIMEOUT_MS = 2000
@@ -492,7 +502,7 @@ export class PostgresStorage implements Storage {
         this.lastProbe = { at: performance.now(), reachable }
         this.probe = undefined
       }
-      this.probe = { answer: probeSql.unsafe(READINESS_PROBE).then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql, name: this.probeName }
+      this.probe = { answer: probeSql.unsafe(READINESS_PROBE, [KEYWARD_TABLES]).then(missingTables).then(() => finish(true), (error: unknown) => finish(false, error)), deadline: now + PROBE_TIMEOUT_MS, sql: probeSql, name: this.probeName }
     }
     // A query still running past its deadline (a database that accepts but does not answer, or a
     // connection lost on the way without either end knowing) is given up on, with its connection:
