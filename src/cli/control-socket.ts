@@ -120,14 +120,31 @@ const ANSWER_TIMEOUT_MS = 30_000
 
 /**
  * Nobody listens there (no socket file, or one a dead server left: the server is starting or gone),
- * or the server closed the connection unanswered (it is stopping). The command is sent again, or
- * done by the CLI once the dir is free: every command may be (`TokenCommand`: a token is made by the
- * CLI, so the same one is recorded once; a revocation or a list changes nothing the second time).
+ * or the server closed the connection unanswered (it is stopping, or died). The command is sent
+ * again, or done by the CLI once the dir is free: every command may be (`TokenCommand`: a token is
+ * made by the CLI, so the same one is recorded once; a revocation or a list changes nothing the
+ * second time). `mayHaveBeenDone`: the server had the command (the connection was closed after it
+ * was sent), so it may have been done before the server went.
  */
-export class ControlSocketUnreachable extends Error {}
+export class ControlSocketUnreachable extends Error {
+  constructor(
+    path: string,
+    readonly mayHaveBeenDone: boolean,
+  ) {
+    super(path)
+  }
+}
+
+/** What to look for in `tokens list` when a command's outcome is unknown: the token it names. */
+export function outcomeUnknown(dir: string, command: TokenCommand): string {
+  const check = `check with keyward tokens list --data ${dir}`
+  if (command.command === 'issue-token') return `${check} whether token ${command.token_id} was recorded (if it was, revoke it: its secret was never shown)`
+  if (command.command === 'tokens revoke') return `${check} whether token ${command.token_id} is revoked`
+  return check
+}
 
 /** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
-export async function sendControlCommand(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+export async function sendControlCommand(dir: string, command: TokenCommand, answerTimeoutMs = ANSWER_TIMEOUT_MS): Promise<TokenCommandAnswer> {
   const address = socketAddress(dir)
   if (address === null) throw new Error(`a server holds data dir ${dir}, but its control socket ${tooLong(dir)}: run this command on a shorter path to the dir`)
   let response: Response
@@ -137,12 +154,13 @@ export async function sendControlCommand(dir: string, command: TokenCommand): Pr
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(command),
-      signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
+      signal: AbortSignal.timeout(answerTimeoutMs),
     })
   } catch (error) {
-    if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED') || isErrnoCode(error, 'ECONNRESET')) throw new ControlSocketUnreachable(controlSocketPath(dir))
+    if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir), false)
+    if (isErrnoCode(error, 'ECONNRESET')) throw new ControlSocketUnreachable(controlSocketPath(dir), true)
     if ((error as Error)?.name === 'TimeoutError') {
-      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${ANSWER_TIMEOUT_MS / 1000} s (is it stopped or stuck?); the command may or may not have been done: check with keyward tokens list --data ${dir}`)
+      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${answerTimeoutMs / 1000} s (is it stopped or stuck?); the command may or may not have been done, now or once the server goes on: ${outcomeUnknown(dir, command)}`)
     }
     throw error
   } finally {

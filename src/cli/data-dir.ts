@@ -18,16 +18,18 @@ import { readConsistently } from '../store/read-only'
 import { EmbeddedStorage } from '../storage/embedded'
 import { isInitialised } from './init'
 import { performTokenCommand, refuseUnknownIds, type TokenCommand, type TokenCommandAnswer } from './token-commands'
-import { ControlSocketUnreachable, sendControlCommand } from './control-socket'
+import { ControlSocketUnreachable, outcomeUnknown, sendControlCommand } from './control-socket'
 
 /** How long a command waits for a server that holds the dir to open its control socket. */
 const DEADLINE_MS = 30_000
 const RETRY_MS = 50
 
-export async function runOnDataDir(dir: string, command: TokenCommand): Promise<TokenCommandAnswer> {
+export async function runOnDataDir(dir: string, command: TokenCommand, timing = { deadlineMs: DEADLINE_MS, answerTimeoutMs: undefined as number | undefined }): Promise<TokenCommandAnswer> {
   // A dir keyward must not use is refused before anything is created in it (even the lock file).
   if ((await inspectDataDir(dir)) !== 'keyward') throw notInitialised(dir)
-  const deadline = performance.now() + DEADLINE_MS
+  const deadline = performance.now() + timing.deadlineMs
+  /** A server had the command and went without answering: it may have done it (`ControlSocketUnreachable`). */
+  let answerLost = false
   for (;;) {
     let lock: DataDirLock | null
     try {
@@ -40,7 +42,7 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
     }
     if (lock) {
       try {
-        return await performHere(dir, command)
+        return afterLostAnswer(await performHere(dir, command), answerLost)
       } catch (error) {
         // A dir its owner may not write in (chmod u-w): a list reads it as on a read-only mount.
         if (error instanceof NotWritableDataDirError && command.command === 'tokens list') return await listReadOnly(dir, command)
@@ -52,15 +54,27 @@ export async function runOnDataDir(dir: string, command: TokenCommand): Promise<
     try {
       // Checked here, after the dir's own refusals: a text that is no id would not pass the socket.
       refuseUnknownIds(command)
-      return await sendControlCommand(dir, command)
+      return afterLostAnswer(await sendControlCommand(dir, command, timing.answerTimeoutMs), answerLost)
     } catch (error) {
       if (!(error instanceof ControlSocketUnreachable)) throw error
+      answerLost ||= error.mayHaveBeenDone
       if (performance.now() > deadline) {
-        throw new Error(`another keyward holds data dir ${dir} (a server, or a command such as restore), and no control socket answers at ${error.message}`)
+        const unknown = answerLost ? `; a server had the command and went without answering, so it may have been done: ${outcomeUnknown(dir, command)}` : ''
+        throw new Error(`another keyward holds data dir ${dir} (a server, or a command such as restore), and no control socket answers at ${error.message}${unknown}`)
       }
     }
     await Bun.sleep(RETRY_MS)
   }
+}
+
+/**
+ * The answer of a command sent again after a server had it and went without answering: a token
+ * found revoked then was most likely revoked by that first sending, and the note "was already
+ * revoked" (which says nothing changed) would claim what is not known: said as revoked. An
+ * `issue-token` sent again finds its own token and answers it issued, as any repeat does.
+ */
+function afterLostAnswer(answer: TokenCommandAnswer, answerLost: boolean): TokenCommandAnswer {
+  return answerLost && 'revoked' in answer && !answer.revoked ? { revoked: true } : answer
 }
 
 /** The data-dir lock if no server holds it (the one place the CLI asks whether a server runs). */

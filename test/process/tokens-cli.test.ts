@@ -12,7 +12,9 @@ import { timestampMicros } from '../support/fixtures.ts'
 import { tempDataDir, tempDir } from '../support/temp-dirs'
 import { writeSnapshot } from '../../src/store/snapshot-file.ts'
 import { acquireDataDirLock, noteOf } from '../../src/store/lock.ts'
-import { tokenIdOf } from '../../src/auth/tokens.ts'
+import { newToken, tokenIdOf } from '../../src/auth/tokens.ts'
+import { runOnDataDir } from '../../src/cli/data-dir.ts'
+import { sendControlCommand } from '../../src/cli/control-socket.ts'
 import { api, initLine, isDataDirLocked, keyward, killServers, startServer, stopServer, waitFor, type ServerProcess } from '../support/server-process.ts'
 
 setDefaultTimeout(30000)
@@ -218,6 +220,70 @@ describe('beside a server that is stopping', () => {
       expect(connections).toBe(1)
       expect((await tokensList(data)).map((t) => t.token_id)).toContain(tokenIdOf(token))
       expect(await tokensList(data)).toHaveLength(2)
+    } finally {
+      listener.stop(true)
+      lock.release()
+    }
+  })
+
+  /** A stand-in for a server that holds `data` and goes (resets the connection) once it has a command; `release` then lets the dir go. */
+  function serverGoingWithCommand(data: string, release: boolean) {
+    const lock = acquireDataDirLock(data)
+    let commands = 0
+    const listener = Bun.listen({
+      unix: join(data, 'control.sock'),
+      socket: {
+        data(socket) {
+          commands++
+          socket.terminate()
+          listener.stop(true)
+          if (release) lock.release()
+        },
+      },
+    })
+    return { commands: () => commands, close: () => (listener.stop(true), lock.release()) }
+  }
+
+  test('a server that had the command and went without answering, the dir still held: the failure says the outcome is unknown and names the token (review, 2026-11-30)', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const going = serverGoingWithCommand(data, false)
+    const { tokenId, tokenHash } = newToken()
+    const command = { command: 'issue-token', organization_id: vendorId, role: 'viewer', ttl_seconds: 60, description: null, token_id: tokenId, token_hash: tokenHash } as const
+    try {
+      const failure = await runOnDataDir(data, command, { deadlineMs: 200, answerTimeoutMs: undefined }).catch((error: Error) => error)
+      expect(going.commands()).toBe(1)
+      expect((failure as Error).message).toContain(`a server had the command and went without answering, so it may have been done: check with keyward tokens list --data ${data} whether token ${tokenId} was recorded`)
+    } finally {
+      going.close()
+    }
+  })
+
+  test('a revocation sent again after a server went without answering, found revoked: said revoked, not "already revoked" (it may have been this command)', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const token = await issue(data, vendorId, 'viewer')
+    // What the first sending did before its server went: revoked (here by another command).
+    expect((await keyward(['tokens', 'revoke', idOf(token), '--data', data])).code).toBe(0)
+    const going = serverGoingWithCommand(data, true)
+    try {
+      const revoked = await keyward(['tokens', 'revoke', idOf(token), '--data', data])
+      expect(going.commands()).toBe(1)
+      expect([revoked.code, revoked.stderr]).toEqual([0, ''])
+    } finally {
+      going.close()
+    }
+  })
+
+  test('a server that does not answer in time (stopped): the failure names the token the command was about', async () => {
+    const data = newDataDir()
+    const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
+    const lock = acquireDataDirLock(data)
+    const listener = Bun.listen({ unix: join(data, 'control.sock'), socket: { data() {} } })
+    const { tokenId, tokenHash } = newToken()
+    try {
+      const failure = await sendControlCommand(data, { command: 'issue-token', organization_id: vendorId, role: 'viewer', ttl_seconds: 60, description: null, token_id: tokenId, token_hash: tokenHash }, 100).catch((error: Error) => error)
+      expect((failure as Error).message).toContain(`whether token ${tokenId} was recorded (if it was, revoke it: its secret was never shown)`)
     } finally {
       listener.stop(true)
       lock.release()
