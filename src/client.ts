@@ -25,7 +25,7 @@ export type Problem = InferOutput<typeof ProblemBody>
 
 /**
  * A call's answer with its failure typed as keyward sends it: any error status with a problem body
- * (docs/api.md, "Errors"). Eden types a failure from the route's declared error schemas, and the
+ * (docs/api.md, "Status codes and errors"). Eden types a failure from the route's declared error schemas, and the
  * routes declare none (their problems are the app's, not each route's), so it was typed as Elysia's
  * 422 validation error, which keyward never sends: `error.status === 404` did not compile.
  */
