@@ -80,6 +80,51 @@ test("on one slot, a tenant whose lists queued first waits for the next turn, no
   expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
 })
 
+test("turns are shared by the time they take, not by their count: on one slot, a tenant's 1 ms pages go on while a tenant's 30 ms page has held the slot longer", async () => {
+  let clock = 0
+  const slots = new ConnectionTurns(1, () => clock)
+  const { order, lists, start } = namedLists(slots)
+  const big = ['A1', 'A2', 'A3'].map(start)
+  await turn()
+  const small = ['B1', 'B2', 'B3'].map(start) // arrive while A1 runs
+  await turn()
+  const took = (name: string) => (name[0] === 'A' ? 30 : 1)
+  for (let n = 0; n < 6; n++) {
+    const name = order[n]!
+    clock += took(name)
+    lists.get(name)!.finish()
+    await turn()
+  }
+  await Promise.all([...big, ...small])
+  // By count it was A1 B1 A2 B2 A3 B3: the small tenant's pages held to the big one's rate.
+  expect(order).toEqual(['A1', 'B1', 'B2', 'B3', 'A2', 'A3'])
+  expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
+})
+
+test('a tenant that begins to compete starts even with the least time of the others, not at none: it does not take every turn until it has caught up', async () => {
+  let clock = 0
+  const slots = new ConnectionTurns(1, () => clock)
+  const { order, lists, start } = namedLists(slots)
+  const first = ['A1', 'A2'].map(start)
+  await turn()
+  for (const name of ['A1']) {
+    clock += 1000 // A has held the slot a second before B comes
+    lists.get(name)!.finish()
+    await turn()
+  }
+  const later = ['B1', 'B2', 'A3'].map(start) // A2 runs; B's pages and A3 wait
+  await turn()
+  for (let n = 1; n < 5; n++) {
+    const name = order[n]!
+    clock += 10
+    lists.get(name)!.finish()
+    await turn()
+  }
+  await Promise.all([...first, ...later])
+  // B began even with A (1,000 ms), not at 0, which would have let B's pages all go before A3.
+  expect(order).toEqual(['A1', 'A2', 'B1', 'A3', 'B2'])
+})
+
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
   const slots = new ConnectionTurns(2)
   const holder = heldList()

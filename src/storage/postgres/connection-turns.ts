@@ -4,14 +4,18 @@
  * tenants share them. A tenant holds at most all but one at once (of a single one, all: then the
  * tenants only take turns for it), so another tenant's work finds one free or waits for the next to
  * come free, never behind a queue of the first tenant's; waiting work goes in turn per tenant, each
- * tenant's in order, the tenant served least recently first.
+ * tenant's in order: first the tenant that has held the slots least time since it began to compete
+ * (the least recently served of those even), so that turns are shared by the time they take, not
+ * by their count.
  *
  * Without this a pool serves first come, first served: a tenant's slow text searches on eight list
  * connections held a small tenant's page 33 times longer, and a tenant with two thousand changes in
  * flight held another's one create until its `--database-timeout` (503; review, 2026-11-30). In the
  * order the tenants began waiting instead, a tenant whose work queued before another's arrived went
  * first again when its running work ended: on one slot the other waited for two of its lists (review,
- * 2026-11-30: half the small tenant's pages 503 behind 5 s searches).
+ * 2026-11-30: half the small tenant's pages 503 behind 5 s searches). Turns by count gave a tenant
+ * of 1 ms pages one turn per 30 ms page of a big tenant's: its pages were held to the big tenant's
+ * rate, 45 a second instead of 1,400, and queued for seconds (review, 2026-11-30).
  */
 import { DatabaseUnavailableError } from './errors'
 
@@ -33,8 +37,17 @@ export class ConnectionTurns {
   /** When each tenant with work running or waiting last took a slot (a count of takes). */
   private readonly lastServed = new Map<string, number>()
   private takes = 0
+  /**
+   * The time (ms) each tenant with work running or waiting has held slots, counted when each work
+   * ends; a tenant beginning to compete starts at the least of the others', not at 0 (which would
+   * let it go first until it had caught up with time others held before it came).
+   */
+  private readonly held = new Map<string, number>()
 
-  constructor(private readonly slots: number) {
+  constructor(
+    private readonly slots: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     this.free = slots
     this.perTenant = Math.max(1, slots - 1)
   }
@@ -45,7 +58,9 @@ export class ConnectionTurns {
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
+    if (!this.held.has(tenant)) this.held.set(tenant, this.leastHeld())
     const queued = await this.acquire(tenant, deadline - performance.now())
+    const began = this.now()
     try {
       if (deadline - performance.now() < MIN_TIME_LEFT_MS) {
         // Said as what used the time up: the wait for a connection, or the request's earlier steps.
@@ -54,8 +69,15 @@ export class ConnectionTurns {
       }
       return await work()
     } finally {
-      this.release(tenant)
+      this.release(tenant, this.now() - began)
     }
+  }
+
+  /** The least time any tenant competing now has held slots (0 when none competes). */
+  private leastHeld(): number {
+    let least = Infinity
+    for (const ms of this.held.values()) if (ms < least) least = ms
+    return least === Infinity ? 0 : least
   }
 
   /** Takes a slot for `tenant`, at once (false) or after waiting in line (true). */
@@ -85,7 +107,8 @@ export class ConnectionTurns {
     this.lastServed.set(tenant, ++this.takes)
   }
 
-  private release(tenant: string): void {
+  private release(tenant: string, heldMs: number): void {
+    this.held.set(tenant, this.held.get(tenant)! + heldMs)
     this.free++
     const left = this.running.get(tenant)! - 1
     if (left === 0) this.running.delete(tenant)
@@ -94,15 +117,17 @@ export class ConnectionTurns {
     this.admitNext()
   }
 
-  /** Of the waiting tenants that may take a slot now, the one served least recently goes on. */
+  /** Of the waiting tenants that may take a slot now, the one that has held slots least time goes on (of those even, the one served least recently). */
   private admitNext(): void {
     if (this.free === 0) return
     let next: string | undefined
+    let nextHeld = Infinity
     let nextServed = Infinity
     for (const tenant of this.waiting.keys()) {
       if ((this.running.get(tenant) ?? 0) >= this.perTenant) continue
+      const held = this.held.get(tenant)!
       const served = this.lastServed.get(tenant) ?? 0
-      if (served < nextServed) [next, nextServed] = [tenant, served]
+      if (held < nextHeld || (held === nextHeld && served < nextServed)) [next, nextHeld, nextServed] = [tenant, held, served]
     }
     if (next === undefined) return
     const line = this.waiting.get(next)!
@@ -113,7 +138,9 @@ export class ConnectionTurns {
 
   /** A tenant with nothing running or waiting is not remembered (it competes for nothing). */
   private forgetIdle(tenant: string): void {
-    if (!this.running.has(tenant) && !this.waiting.has(tenant)) this.lastServed.delete(tenant)
+    if (this.running.has(tenant) || this.waiting.has(tenant)) return
+    this.lastServed.delete(tenant)
+    this.held.delete(tenant)
   }
 
   private forget(tenant: string, waiter: Waiter): void {
