@@ -217,8 +217,9 @@ process.exitCode = await main(process.argv.slice(2))
  * the dir given to the service's user) said `EACCES: permission denied, open '.../format'` (review, 2026-11-30).
  */
 function failureMessage(error: unknown): string {
-  const { code, path } = (error ?? {}) as NodeJS.ErrnoException
-  if ((code === 'EACCES' || code === 'EPERM') && typeof path === 'string') {
+  const { code, path, syscall } = (error ?? {}) as NodeJS.ErrnoException
+  // Opening or listing names the file at fault; a rename's `path` is its source (a file of keyward's own).
+  if ((code === 'EACCES' || code === 'EPERM') && typeof path === 'string' && (syscall === 'open' || syscall === 'scandir' || syscall === 'opendir')) {
     return `${path} may not be opened by this user (${code}): run keyward as the user that owns it; a data dir and every file in it must be that user's (chown -R)`
   }
   return String((error as Error)?.message ?? error)

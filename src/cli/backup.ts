@@ -92,7 +92,12 @@ export async function backupCommand(options: BackupOptions): Promise<number> {
     } finally {
       await file.close()
     }
-    await rename(archive, out)
+    await rename(archive, out).catch((error: unknown) => {
+      const code = (error as NodeJS.ErrnoException)?.code
+      if (code !== 'EACCES' && code !== 'EPERM') throw error
+      // Another user's file in a directory that keeps each user's files (sticky, like /tmp).
+      throw new Error(`cannot replace --out ${options.out} (${code}): it is a file this user may not replace; name another file, or remove that one as its owner`)
+    })
     await fsyncDir(dirname(out))
   } finally {
     await rm(staging, { recursive: true, force: true })

@@ -135,12 +135,11 @@ export class ControlSocketUnreachable extends Error {
   }
 }
 
-/** What to look for in `tokens list` when a command's outcome is unknown: the token it names. */
-export function outcomeUnknown(dir: string, command: TokenCommand): string {
+/** What to look for in `tokens list` when a change's outcome is unknown: the token it names. */
+export function outcomeUnknown(dir: string, command: Exclude<TokenCommand, { command: 'tokens list' }>): string {
   const check = `check with keyward tokens list --data ${dir}`
   if (command.command === 'issue-token') return `${check} whether token ${command.token_id} was recorded (if it was, revoke it: its secret was never shown)`
-  if (command.command === 'tokens revoke') return `${check} whether token ${command.token_id} is revoked`
-  return check
+  return `${check} whether token ${command.token_id} is revoked`
 }
 
 /** Sends `command` to the server holding `dir`; resolves once the server has made it durable. */
@@ -160,7 +159,9 @@ export async function sendControlCommand(dir: string, command: TokenCommand, ans
     if (isErrnoCode(error, 'ENOENT') || isErrnoCode(error, 'ECONNREFUSED')) throw new ControlSocketUnreachable(controlSocketPath(dir), false)
     if (isErrnoCode(error, 'ECONNRESET')) throw new ControlSocketUnreachable(controlSocketPath(dir), true)
     if ((error as Error)?.name === 'TimeoutError') {
-      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${answerTimeoutMs / 1000} s (is it stopped or stuck?); the command may or may not have been done, now or once the server goes on: ${outcomeUnknown(dir, command)}`)
+      // A list changes nothing: only a change may still be made once the server goes on.
+      const unknown = command.command === 'tokens list' ? '' : `; the command may or may not have been done, now or once the server goes on: ${outcomeUnknown(dir, command)}`
+      throw new Error(`the server holding data dir ${dir} did not answer on its control socket within ${answerTimeoutMs / 1000} s (is it stopped or stuck?)${unknown}`)
     }
     throw error
   } finally {

@@ -59,7 +59,7 @@ export async function runOnDataDir(dir: string, command: TokenCommand, timing = 
       if (!(error instanceof ControlSocketUnreachable)) throw error
       answerLost ||= error.mayHaveBeenDone
       if (performance.now() > deadline) {
-        const unknown = answerLost ? `; a server had the command and went without answering, so it may have been done: ${outcomeUnknown(dir, command)}` : ''
+        const unknown = answerLost && command.command !== 'tokens list' ? `; a server had the command and went without answering, so it may have been done: ${outcomeUnknown(dir, command)}` : ''
         throw new Error(`another keyward holds data dir ${dir} (a server, or a command such as restore), and no control socket answers at ${error.message}${unknown}`)
       }
     }

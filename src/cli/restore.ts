@@ -57,7 +57,12 @@ export async function restoreCommand(options: RestoreOptions): Promise<number> {
   parseDataFormat((await readMember(from, formatMember, 64)).toString('utf8'), `${from}: ${FORMAT_FILE}`, `backup ${from}`)
   // The clock's time at the backup (backup.ts): the lock's release below notes it in the dir, for the first start.
   const clockMember = members.find((m) => m.name === BACKUP_CLOCK_FILE)
-  if (clockMember) advanceClockPast(timeOfNote((await readMember(from, clockMember, 64)).toString('latin1')))
+  if (clockMember) {
+    const noted = timeOfNote((await readMember(from, clockMember, 64)).toString('latin1'))
+    // Its checksum matched, so the archive was written so: refused like any other damage, before anything is written.
+    if (noted === 0) throw new ArchiveDamageError(from, 0, `${BACKUP_CLOCK_FILE} holds no time keyward can use (the store's clock at the backup)`)
+    advanceClockPast(noted)
+  }
 
   await prepareDataDir(data)
   const lock = acquireDataDirLock(data)

@@ -52,11 +52,19 @@ export function recordedTime(dir: string): number {
   }
 }
 
+/**
+ * The latest time a note may hold: the end of the year 9999, the last the API's timestamps can
+ * write. A note beyond it (a damaged or forged one whose checksum was made again) is no time: a
+ * store clock set there could stamp nothing (review, 2026-11-30).
+ */
+const LATEST_NOTED_MICROS = Date.UTC(9999, 11, 31, 23, 59, 59, 999) * 1000 + 999
+
 /** The time a lock file's text notes (`noteOf`), or 0 for none or a damaged one. Backups carry one too (src/cli/backup.ts). */
 export function timeOfNote(fileText: string): number {
   const text = fileText.slice(0, RECORDED_TIME_BYTES).trim()
   const digits = /^(\d{1,20}) [0-9a-f]{1,8}$/.exec(text)?.[1]
-  return digits !== undefined && noteOf(Number(digits)).trim() === text ? Number(digits) : 0
+  const micros = Number(digits)
+  return digits !== undefined && noteOf(micros).trim() === text && micros <= LATEST_NOTED_MICROS ? micros : 0
 }
 
 export class DataDirLockedError extends Error {

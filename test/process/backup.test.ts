@@ -326,6 +326,47 @@ describe('restore refuses, and writes nothing', () => {
     }
   })
 
+  test('an archive whose clock is no time keyward can use (past the year 9999, or not a note), its checksum matching: refused, nothing written', async () => {
+    const data = newPath('clock-source')
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    for (const [what, note] of [
+      ['past the year 9999', noteOf(9_000_000_000_000_000_000)],
+      ['not a note', 'garbage\n'],
+    ] as const) {
+      const path = newPath('bad-clock.tar')
+      const file = await open(path, 'wx', 0o600)
+      await writeArchive(file, [
+        { name: 'snapshot.json', path: join(data, 'snapshot.json') },
+        { name: 'format', bytes: Buffer.from(`${DATA_FORMAT}\n`) },
+        { name: LOCK_FILE, bytes: Buffer.from(note) },
+      ])
+      await file.close()
+      const target = newPath('target')
+      const result = await keyward(['restore', '--from', path, '--data', target])
+      expect([what, result.code]).toEqual([what, 1])
+      expect(result.stderr).toContain(`${LOCK_FILE} holds no time keyward can use`)
+      expect(existsSync(target)).toBe(false)
+    }
+  })
+
+  test.skipIf(!canRunAsNobody)("an --out this user may not replace (another user's file in a sticky directory): exit 1 naming --out, not a temporary file (run as root: it runs as nobody)", async () => {
+    const data = newPath('given-away')
+    expect((await keyward(['init', '--data', data])).code).toBe(0)
+    for (const name of readdirSync(data)) chownSync(join(data, name), NOBODY, NOBODY)
+    chownSync(data, NOBODY, NOBODY)
+    chmodSync(dirname(data), 0o755)
+    const shared = newPath('shared')
+    mkdirSync(shared, { mode: 0o1777 })
+    chmodSync(shared, 0o1777)
+    const out = join(shared, 'backup.tar')
+    writeFileSync(out, 'root\'s file\n')
+    const result = await keywardAsNobody(['backup', '--data', data, '--out', out])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(`cannot replace --out ${out} (EPERM): it is a file this user may not replace`)
+    expect(readFileSync(out, 'utf8')).toBe("root's file\n")
+    expect(readdirSync(shared)).toEqual(['backup.tar'])
+  })
+
   test('an archive of a newer data format: exit 1 naming both versions', async () => {
     const path = newPath('newer.tar')
     const file = await open(path, 'wx', 0o600)

@@ -284,6 +284,10 @@ describe('beside a server that is stopping', () => {
     try {
       const failure = await sendControlCommand(data, { command: 'issue-token', organization_id: vendorId, role: 'viewer', ttl_seconds: 60, description: null, token_id: tokenId, token_hash: tokenHash }, 100).catch((error: Error) => error)
       expect((failure as Error).message).toContain(`whether token ${tokenId} was recorded (if it was, revoke it: its secret was never shown)`)
+      // A list changes nothing: its failure says no outcome is unknown.
+      const listed = await sendControlCommand(data, { command: 'tokens list', organization_id: null }, 100).catch((error: Error) => error)
+      expect((listed as Error).message).toContain('did not answer on its control socket within 0.1 s (is it stopped or stuck?)')
+      expect((listed as Error).message).not.toContain('may or may not')
     } finally {
       listener.stop(true)
       lock.release()
