@@ -197,52 +197,36 @@ describe.skipIf(!canMountReadOnly())('on a read-only file system', () => {
 })
 
 describe('beside a server that is stopping', () => {
+  /**
+   * A stand-in for a stopping server: it holds `data` and resets the connection that comes, as it
+   * opens or once it has the command; `release` then lets the dir go.
+   */
+  function serverGoingWithCommand(data: string, release: boolean, at: 'open' | 'data' = 'data') {
+    const lock = acquireDataDirLock(data)
+    let connections = 0
+    const go = (socket: { terminate(): void }) => {
+      connections++
+      socket.terminate()
+      listener.stop(true)
+      if (release) lock.release()
+    }
+    const listener = Bun.listen({ unix: join(data, 'control.sock'), socket: at === 'open' ? { open: go, data() {} } : { data: go } })
+    return { commands: () => connections, close: () => (listener.stop(true), lock.release()) }
+  }
+
   test('a control connection closed unanswered: the command is sent again, then done by the CLI once the dir is free; one token recorded', async () => {
     const data = newDataDir()
     const { organization_id: vendorId } = JSON.parse((await keyward(['init', '--data', data])).stdout)
-    // As a stopping server: it holds the dir, and resets the connection of the command that arrives, then lets the dir go.
-    const lock = acquireDataDirLock(data)
-    let connections = 0
-    const listener = Bun.listen({
-      unix: join(data, 'control.sock'),
-      socket: {
-        open(socket) {
-          connections++
-          socket.terminate()
-          listener.stop(true)
-          lock.release()
-        },
-        data() {},
-      },
-    })
+    const going = serverGoingWithCommand(data, true, 'open')
     try {
       const token = await issue(data, vendorId, 'viewer')
-      expect(connections).toBe(1)
+      expect(going.commands()).toBe(1)
       expect((await tokensList(data)).map((t) => t.token_id)).toContain(tokenIdOf(token))
       expect(await tokensList(data)).toHaveLength(2)
     } finally {
-      listener.stop(true)
-      lock.release()
+      going.close()
     }
   })
-
-  /** A stand-in for a server that holds `data` and goes (resets the connection) once it has a command; `release` then lets the dir go. */
-  function serverGoingWithCommand(data: string, release: boolean) {
-    const lock = acquireDataDirLock(data)
-    let commands = 0
-    const listener = Bun.listen({
-      unix: join(data, 'control.sock'),
-      socket: {
-        data(socket) {
-          commands++
-          socket.terminate()
-          listener.stop(true)
-          if (release) lock.release()
-        },
-      },
-    })
-    return { commands: () => commands, close: () => (listener.stop(true), lock.release()) }
-  }
 
   test('a server that had the command and went without answering, the dir still held: the failure says the outcome is unknown and names the token (review, 2026-11-30)', async () => {
     const data = newDataDir()
