@@ -125,6 +125,30 @@ test('a tenant that begins to compete starts even with the least time of the oth
   expect(order).toEqual(['A1', 'A2', 'B1', 'A3', 'B2'])
 })
 
+test("a tenant that used little for long, or one just come, goes first for at most a second of its work, not until it has caught up the time another held: that one is not held out as long", async () => {
+  let clock = 0
+  const slots = new ConnectionTurns(1, () => clock)
+  const { order, lists, start } = namedLists(slots)
+  const work = ['A1', 'A2', 'C1'].map(start) // A keeps busy throughout
+  await turn()
+  clock += 5000 // A held the slot 5 s while C waited
+  lists.get('A1')!.finish()
+  await turn() // C1 runs
+  work.push(...['B1', 'B2', 'B3', 'B4'].map(start)) // B comes while C1 runs; its pages take 400 ms
+  await turn()
+  const took = (name: string) => (name[0] === 'B' ? 400 : 1)
+  for (let n = 1; n < 7; n++) {
+    const name = order[n]!
+    clock += took(name)
+    lists.get(name)!.finish()
+    await turn()
+  }
+  await Promise.all(work)
+  // C (1 ms held) and B (just come) were 4 s or more behind A: each is let 1 s behind at most, so A2
+  // goes after B's first three pages (4,000 + 1,200 ms), not after all four (B from 0: 1,600 ms).
+  expect(order).toEqual(['A1', 'C1', 'B1', 'B2', 'B3', 'A2', 'B4'])
+})
+
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
   const slots = new ConnectionTurns(2)
   const holder = heldList()

@@ -5,8 +5,8 @@
  * tenants only take turns for it), so another tenant's work finds one free or waits for the next to
  * come free, never behind a queue of the first tenant's; waiting work goes in turn per tenant, each
  * tenant's in order: first the tenant that has held the slots least time since it began to compete
- * (the least recently served of those even), so that turns are shared by the time they take, not
- * by their count.
+ * (the least recently served of those even; none behind the longest by more than MAX_LAG_MS), so
+ * that turns are shared by the time they take, not by their count.
  *
  * Without this a pool serves first come, first served: a tenant's slow text searches on eight list
  * connections held a small tenant's page 33 times longer, and a tenant with two thousand changes in
@@ -21,6 +21,13 @@ import { DatabaseUnavailableError } from './errors'
 
 /** Work let in with less time than this left is not sent: it would run on after its caller was answered 503. */
 const MIN_TIME_LEFT_MS = 50
+
+/**
+ * The most time a tenant may be behind the one that has held slots longest, when turns are chosen:
+ * a tenant that used little for an hour (or one just come) goes first for this much of its own work
+ * at most, not until it has caught up an hour of another's, which would hold that other out as long.
+ */
+const MAX_LAG_MS = 1000
 
 interface Waiter {
   readonly admit: () => void
@@ -58,7 +65,7 @@ export class ConnectionTurns {
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
-    if (!this.held.has(tenant)) this.held.set(tenant, this.leastHeld())
+    if (!this.held.has(tenant)) this.held.set(tenant, Math.max(this.leastHeld(), this.mostHeld() - MAX_LAG_MS))
     const queued = await this.acquire(tenant, deadline - performance.now())
     const began = this.now()
     try {
@@ -78,6 +85,13 @@ export class ConnectionTurns {
     let least = Infinity
     for (const ms of this.held.values()) if (ms < least) least = ms
     return least === Infinity ? 0 : least
+  }
+
+  /** The most time any tenant competing now has held slots (0 when none competes). */
+  private mostHeld(): number {
+    let most = 0
+    for (const ms of this.held.values()) if (ms > most) most = ms
+    return most
   }
 
   /** Takes a slot for `tenant`, at once (false) or after waiting in line (true). */
@@ -120,12 +134,15 @@ export class ConnectionTurns {
   /** Of the waiting tenants that may take a slot now, the one that has held slots least time goes on (of those even, the one served least recently). */
   private admitNext(): void {
     if (this.free === 0) return
+    const floor = this.mostHeld() - MAX_LAG_MS
     let next: string | undefined
     let nextHeld = Infinity
     let nextServed = Infinity
     for (const tenant of this.waiting.keys()) {
       if ((this.running.get(tenant) ?? 0) >= this.perTenant) continue
-      const held = this.held.get(tenant)!
+      // Behind by at most MAX_LAG_MS: time it did not use is not kept for it beyond that.
+      const held = Math.max(this.held.get(tenant)!, floor)
+      this.held.set(tenant, held)
       const served = this.lastServed.get(tenant) ?? 0
       if (held < nextHeld || (held === nextHeld && served < nextServed)) [next, nextHeld, nextServed] = [tenant, held, served]
     }
