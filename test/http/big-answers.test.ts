@@ -67,8 +67,12 @@ test("another tenant's read by id is answered while big pages are being written,
       await response.arrayBuffer()
       finished.push(name)
     })
+  // Pages of a thousand audit events: decoded and built for each page (tens of ms), so they take
+  // several slices on any machine. Pages of installations are spliced from remembered texts: on a
+  // fast machine each fitted in its first slice, all four were answered before the read began, and
+  // the read ended last (a CI failure, 2026-11-30).
   const bigPages = Array.from({ length: 4 }, (_, i) =>
-    answered(`big ${i}`, new Request('http://localhost/api/installations?page=1&page_size=1000', { headers: { authorization: `Bearer ${token}` } })),
+    answered(`big ${i}`, new Request('http://localhost/api/audit-events?page_size=1000&actions=installation.create', { headers: { authorization: `Bearer ${token}` } })),
   )
   const read = answered('read', new Request(`http://localhost/api/installations/${installationId}`, { headers: { authorization: `Bearer ${otherToken}` } }))
   await Promise.all([...bigPages, read])
