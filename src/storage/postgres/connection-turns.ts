@@ -4,9 +4,8 @@
  * tenants share them. A tenant holds at most all but one at once (of a single one, all: then the
  * tenants only take turns for it), so another tenant's work finds one free or waits for the next to
  * come free, never behind a queue of the first tenant's; waiting work goes in turn per tenant, each
- * tenant's in order: first the tenant that has held the slots least time since it began to compete
- * (the least recently served of those even; none behind the longest by more than MAX_LAG_MS), so
- * that turns are shared by the time they take, not by their count.
+ * tenant's in order, by start-time fair queueing on the time work holds a slot (`tags`), so that
+ * turns are shared by the time they take, not by their count.
  *
  * Without this a pool serves first come, first served: a tenant's slow text searches on eight list
  * connections held a small tenant's page 33 times longer, and a tenant with two thousand changes in
@@ -22,16 +21,18 @@ import { DatabaseUnavailableError } from './errors'
 /** Work let in with less time than this left is not sent: it would run on after its caller was answered 503. */
 const MIN_TIME_LEFT_MS = 50
 
-/**
- * The most time a tenant may be behind the one that has held slots longest, when turns are chosen:
- * a tenant that used little for an hour (or one just come) goes first for this much of its own work
- * at most, not until it has caught up an hour of another's, which would hold that other out as long.
- */
-const MAX_LAG_MS = 1000
+/** Idle tenants' tags are looked through for ones to forget once this many are kept. */
+const TAGS_SWEPT_AT = 256
 
 interface Waiter {
   readonly admit: () => void
   readonly timer: ReturnType<typeof setTimeout>
+}
+
+/** A slot taken: whether it was waited for, and the work's start on the virtual clock (`ConnectionTurns.tags`). */
+interface Admission {
+  readonly queued: boolean
+  readonly start: number
 }
 
 export class ConnectionTurns {
@@ -41,15 +42,21 @@ export class ConnectionTurns {
   private readonly running = new Map<string, number>()
   /** Work waiting, by tenant, each tenant's in the order it came. */
   private readonly waiting = new Map<string, Waiter[]>()
-  /** When each tenant with work running or waiting last took a slot (a count of takes). */
+  /** When each tenant with work running or waiting last took a slot (a count of takes): the tie-break. */
   private readonly lastServed = new Map<string, number>()
   private takes = 0
   /**
-   * The time (ms) each tenant with work running or waiting has held slots, counted when each work
-   * ends; a tenant beginning to compete starts at the least of the others', not at 0 (which would
-   * let it go first until it had caught up with time others held before it came).
+   * Start-time fair queueing by the time work holds a slot. A virtual clock (`virtualNow`) stands at
+   * the start of the work let in last and never goes back; a tenant's next work starts at its tag or
+   * at the clock, whichever is later, and a work that held a slot d ms moves its tenant's tag to d
+   * past where it started. The least start goes first, so turns are shared by time, not by count,
+   * and a tenant that used little (or has just come) is never more than the clock ahead of others.
+   * A tag is kept after its tenant goes idle while it is ahead of the clock: forgotten at once, a
+   * tenant sending one request at a time came back at the front every time, and twenty of them held
+   * out a tenant with two at once until every request of it was 503 (review, 2026-11-30).
    */
-  private readonly held = new Map<string, number>()
+  private readonly tags = new Map<string, number>()
+  private virtualNow = 0
 
   constructor(
     private readonly slots: number,
@@ -65,8 +72,7 @@ export class ConnectionTurns {
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
-    if (!this.held.has(tenant)) this.held.set(tenant, Math.max(this.leastHeld(), this.mostHeld() - MAX_LAG_MS))
-    const queued = await this.acquire(tenant, deadline - performance.now())
+    const { queued, start } = await this.acquire(tenant, deadline - performance.now())
     const began = this.now()
     try {
       if (deadline - performance.now() < MIN_TIME_LEFT_MS) {
@@ -76,33 +82,23 @@ export class ConnectionTurns {
       }
       return await work()
     } finally {
-      this.release(tenant, this.now() - began)
+      this.release(tenant, start, this.now() - began)
     }
   }
 
-  /** The least time any tenant competing now has held slots (0 when none competes). */
-  private leastHeld(): number {
-    let least = Infinity
-    for (const ms of this.held.values()) if (ms < least) least = ms
-    return least === Infinity ? 0 : least
+  /** Where `tenant`'s next work starts on the virtual clock. */
+  private startOf(tenant: string): number {
+    return Math.max(this.virtualNow, this.tags.get(tenant) ?? 0)
   }
 
-  /** The most time any tenant competing now has held slots (0 when none competes). */
-  private mostHeld(): number {
-    let most = 0
-    for (const ms of this.held.values()) if (ms > most) most = ms
-    return most
-  }
-
-  /** Takes a slot for `tenant`, at once (false) or after waiting in line (true). */
-  private acquire(tenant: string, ms: number): Promise<boolean> | boolean {
-    if (this.free > 0 && (this.running.get(tenant) ?? 0) < this.perTenant && !this.waiting.has(tenant)) return (this.take(tenant), false)
-    return new Promise<boolean>((resolve, reject) => {
+  /** Takes a slot for `tenant`, at once or after waiting in line. */
+  private acquire(tenant: string, ms: number): Promise<Admission> | Admission {
+    if (this.free > 0 && (this.running.get(tenant) ?? 0) < this.perTenant && !this.waiting.has(tenant)) return { queued: false, start: this.take(tenant) }
+    return new Promise<Admission>((resolve, reject) => {
       const waiter: Waiter = {
         admit: () => {
           clearTimeout(waiter.timer)
-          this.take(tenant)
-          resolve(true)
+          resolve({ queued: true, start: this.take(tenant) })
         },
         timer: setTimeout(() => {
           this.forget(tenant, waiter)
@@ -115,14 +111,19 @@ export class ConnectionTurns {
     })
   }
 
-  private take(tenant: string): void {
+  /** Gives `tenant` a slot; its work's start on the virtual clock, which moves there. */
+  private take(tenant: string): number {
+    const start = this.startOf(tenant)
+    this.virtualNow = start
     this.free--
     this.running.set(tenant, (this.running.get(tenant) ?? 0) + 1)
     this.lastServed.set(tenant, ++this.takes)
+    return start
   }
 
-  private release(tenant: string, heldMs: number): void {
-    this.held.set(tenant, this.held.get(tenant)! + heldMs)
+  private release(tenant: string, start: number, heldMs: number): void {
+    // Past the later of where this work started and where the tenant's other work has moved it.
+    this.tags.set(tenant, Math.max(this.tags.get(tenant) ?? 0, start) + heldMs)
     this.free++
     const left = this.running.get(tenant)! - 1
     if (left === 0) this.running.delete(tenant)
@@ -131,33 +132,36 @@ export class ConnectionTurns {
     this.admitNext()
   }
 
-  /** Of the waiting tenants that may take a slot now, the one that has held slots least time goes on (of those even, the one served least recently). */
+  /** Of the waiting tenants that may take a slot now, the one whose work starts first goes on (of those even, the one served least recently). */
   private admitNext(): void {
     if (this.free === 0) return
-    const floor = this.mostHeld() - MAX_LAG_MS
     let next: string | undefined
-    let nextHeld = Infinity
+    let nextStart = Infinity
     let nextServed = Infinity
     for (const tenant of this.waiting.keys()) {
       if ((this.running.get(tenant) ?? 0) >= this.perTenant) continue
-      // Behind by at most MAX_LAG_MS: time it did not use is not kept for it beyond that.
-      const held = Math.max(this.held.get(tenant)!, floor)
-      this.held.set(tenant, held)
+      const start = this.startOf(tenant)
       const served = this.lastServed.get(tenant) ?? 0
-      if (held < nextHeld || (held === nextHeld && served < nextServed)) [next, nextHeld, nextServed] = [tenant, held, served]
+      if (start < nextStart || (start === nextStart && served < nextServed)) [next, nextStart, nextServed] = [tenant, start, served]
     }
     if (next === undefined) return
     const line = this.waiting.get(next)!
     const waiter = line.shift()!
     if (line.length === 0) this.waiting.delete(next)
     waiter.admit()
+    if (this.tags.size >= TAGS_SWEPT_AT) this.forgetPassedTags()
   }
 
-  /** A tenant with nothing running or waiting is not remembered (it competes for nothing). */
+  /** A tenant with nothing running or waiting competes for nothing: its tag is kept only while ahead of the clock. */
   private forgetIdle(tenant: string): void {
     if (this.running.has(tenant) || this.waiting.has(tenant)) return
     this.lastServed.delete(tenant)
-    this.held.delete(tenant)
+    if ((this.tags.get(tenant) ?? 0) <= this.virtualNow) this.tags.delete(tenant)
+  }
+
+  /** The tags of idle tenants that the clock has passed: they would start at the clock anyway. */
+  private forgetPassedTags(): void {
+    for (const [tenant, tag] of this.tags) if (tag <= this.virtualNow && !this.running.has(tenant) && !this.waiting.has(tenant)) this.tags.delete(tenant)
   }
 
   private forget(tenant: string, waiter: Waiter): void {
