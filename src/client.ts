@@ -25,7 +25,8 @@ export type Problem = InferOutput<typeof ProblemBody>
 
 /**
  * A call's answer with its failure typed as keyward sends it: any error status with a problem body
- * (docs/api.md, "Status codes and errors"). Eden types a failure from the route's declared error schemas, and the
+ * (docs/api.md, "Status codes and errors"; the HTTP server's own bodiless 431, 400 and 505 aside,
+ * which this client's well-formed requests meet only with headers over 16 KiB). Eden types a failure from the route's declared error schemas, and the
  * routes declare none (their problems are the app's, not each route's), so it was typed as Elysia's
  * 422 validation error, which keyward never sends: `error.status === 404` did not compile.
  */

@@ -55,7 +55,7 @@ export function problemFor(error: unknown, code: string | number | undefined, se
     return problemResponse(
       503,
       'database_unavailable',
-      'The database cannot be reached; try again shortly (a change in flight may or may not have been made).',
+      'The database cannot serve this now; try again shortly (a change in flight may or may not have been made).',
       traceId,
       undefined,
       limitHeaders(error, set),

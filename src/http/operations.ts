@@ -18,7 +18,7 @@ const ReadyAnswer = v.strictObject({ status: v.literal('ready') })
 
 const DETAIL = {
   storage_unavailable: 'The last write to disk failed: every change is still tried, and this is answered until one succeeds.',
-  database_unavailable: 'The database cannot be reached.',
+  database_unavailable: 'The database cannot be reached, or answers without keyward\'s tables.',
 } as const
 
 export const operationsRoutes = (deps: AppDeps) =>

@@ -107,7 +107,8 @@ export async function inspectDataDir(dir: string): Promise<DataDirContents> {
     info = await lstat(resolve(dir))
   } catch (error) {
     if (isErrnoCode(error, 'ENOENT')) return 'missing'
-    throw error
+    // Its parent may not be searched (the dir's own mode does not stop lstat).
+    throw unreachable(error, dir)
   }
   if (info.isSymbolicLink()) throw new DataDirError(`data dir ${dir} is a symbolic link: give keyward the path of the directory itself`)
   if (!info.isDirectory()) throw new DataDirError(`data dir ${dir} is not a directory`)

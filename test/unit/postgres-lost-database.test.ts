@@ -330,7 +330,10 @@ describe.skipIf(!reachable)('PostgreSQL storage', () => {
         await waitFor('not ready', async () => (await emptied.storage.readiness()) === 'database_unavailable')
         const read = await emptied.storage.find('consumers', record.consumer_id).catch((error: unknown) => error)
         expect(read).toBeInstanceOf(DatabaseUnavailableError)
+        // Said as what it is (log line, metrics reason), not as a network that cannot be reached.
+        expect((read as Error).message).toStartWith("the database lacks keyward's tables: ")
         expect((read as Error).message).toContain('does not exist')
+        expect((read as DatabaseUnavailableError).reason).toBe('database_tables_missing')
       } finally {
         await emptied.close()
       }

@@ -25,6 +25,7 @@ export class DatabaseUnavailableError extends Error {
 
 const REASONS: Record<DatabaseUnavailability, string> = {
   'the database cannot be reached': 'database_unreachable',
+  "the database lacks keyward's tables": 'database_tables_missing',
   'the database did not answer in time': 'database_timeout',
   'no database connection was free in time': 'database_pool_busy',
   'the database was too busy for this change': 'database_contention',
@@ -33,6 +34,7 @@ const REASONS: Record<DatabaseUnavailability, string> = {
 /** What a `database unavailable` line says first (docs/operations.md, "Logs"). */
 export type DatabaseUnavailability =
   | 'the database cannot be reached'
+  | "the database lacks keyward's tables"
   | 'the database did not answer in time'
   | 'no database connection was free in time'
   | 'the database was too busy for this change'
@@ -41,10 +43,12 @@ export type DatabaseUnavailability =
  * The database's own verdicts by their SQLSTATE: a statement it gave up on (57014: its
  * `statement_timeout` or a cancel; 55P03: `lock_timeout`; 25P03: idle in a transaction too long)
  * did not answer in time; a serialization failure or deadlock still failing after its retries was
- * too busy; anything else could not be reached.
+ * too busy; a table missing (42P01) is said so, not as a network's fault (docs review, 2026-11-30);
+ * anything else could not be reached.
  */
 function summaryOf(cause: unknown): DatabaseUnavailability {
   const state = sqlState(cause)
+  if (state === '42P01') return "the database lacks keyward's tables"
   if (state === '57014' || state === '55P03' || state === '25P03') return 'the database did not answer in time'
   if (state === '40001' || state === '40P01') return 'the database was too busy for this change'
   return 'the database cannot be reached'
