@@ -160,6 +160,40 @@ test('a tenant with two requests in flight is not held out by many tenants that 
   expect(slots.counts).toEqual({ running: 0, waiting: 0, tenants: 0 })
 })
 
+test('time a tenant held a slot while nobody else wanted it is no debt once it has been idle: its next request waits one round, not until the others have caught up', async () => {
+  let clock = 0
+  const slots = new ConnectionTurns(1, () => clock)
+  const { order, lists, start } = namedLists(slots)
+  const alone = start('L1') // a 5 s list, nobody else waiting
+  await turn()
+  clock += 5000
+  lists.get('L1')!.finish()
+  await alone
+  clock += 30_000 // idle
+  // Three tenants loop 30 ms pages; L sends one list while they do.
+  let rounds = 0
+  const client = (tenant: string): Promise<void> => {
+    const name = `${tenant}${++rounds}`
+    return start(name).then(() => (rounds < 60 ? client(tenant) : undefined))
+  }
+  const clients = ['A', 'B', 'C'].map(client)
+  await turn()
+  const later = start('L2')
+  await turn()
+  // One slot: the one list started and not yet finished runs; finish it after its time, in turn.
+  const finished = new Set(['L1'])
+  for (let running = order.find((name) => !finished.has(name)); running !== undefined; running = order.find((name) => !finished.has(name))) {
+    finished.add(running)
+    clock += running.startsWith('L') ? 10 : 30
+    lists.get(running)!.finish()
+    await turn()
+  }
+  await Promise.all([...clients, later])
+  // L2 waited for at most one page of each other tenant (it began even with them), not for the 5 s
+  // that L1 held the slot alone (about 170 of their pages).
+  expect(order.indexOf('L2') - order.indexOf('L1')).toBeLessThanOrEqual(5)
+})
+
 test('a list that got no slot within its deadline is 503 and never runs', async () => {
   const slots = new ConnectionTurns(2)
   const holder = heldList()

@@ -24,6 +24,14 @@ const MIN_TIME_LEFT_MS = 50
 /** Idle tenants' tags are looked through for ones to forget once this many are kept. */
 const TAGS_SWEPT_AT = 256
 
+/**
+ * A tenant idle this long starts at the virtual clock again: its tag may hold time that nobody
+ * else wanted (a long list when no other tenant was waiting), which is no debt (review, 2026-11-30:
+ * a 5 s list run alone was charged 30 s later, and the tenant's next request waited until 503 behind
+ * twenty others). Short gaps keep the tag, as fair queueing needs (`tags`).
+ */
+const IDLE_FORGET_MS = 1000
+
 interface Waiter {
   readonly admit: () => void
   readonly timer: ReturnType<typeof setTimeout>
@@ -57,6 +65,8 @@ export class ConnectionTurns {
    */
   private readonly tags = new Map<string, number>()
   private virtualNow = 0
+  /** When each idle tenant whose tag is kept went idle (`now()`): kept no longer than IDLE_FORGET_MS. */
+  private readonly idleSince = new Map<string, number>()
 
   constructor(
     private readonly slots: number,
@@ -72,6 +82,7 @@ export class ConnectionTurns {
    * came before `deadline` (a `performance.now()` time) or too little time is left by then to answer.
    */
   async run<T>(tenant: string, deadline: number, work: () => Promise<T>): Promise<T> {
+    this.backFromIdle(tenant)
     const { queued, start } = await this.acquire(tenant, deadline - performance.now())
     const began = this.now()
     try {
@@ -84,6 +95,14 @@ export class ConnectionTurns {
     } finally {
       this.release(tenant, start, this.now() - began)
     }
+  }
+
+  /** `tenant` competes again: a tag kept over a long idle time is dropped (IDLE_FORGET_MS). */
+  private backFromIdle(tenant: string): void {
+    const since = this.idleSince.get(tenant)
+    if (since === undefined) return
+    this.idleSince.delete(tenant)
+    if (this.now() - since >= IDLE_FORGET_MS) this.tags.delete(tenant)
   }
 
   /** Where `tenant`'s next work starts on the virtual clock. */
@@ -157,11 +176,19 @@ export class ConnectionTurns {
     if (this.running.has(tenant) || this.waiting.has(tenant)) return
     this.lastServed.delete(tenant)
     if ((this.tags.get(tenant) ?? 0) <= this.virtualNow) this.tags.delete(tenant)
+    else this.idleSince.set(tenant, this.now())
   }
 
   /** The tags of idle tenants that the clock has passed: they would start at the clock anyway. */
   private forgetPassedTags(): void {
-    for (const [tenant, tag] of this.tags) if (tag <= this.virtualNow && !this.running.has(tenant) && !this.waiting.has(tenant)) this.tags.delete(tenant)
+    const now = this.now()
+    for (const [tenant, tag] of this.tags) {
+      if (this.running.has(tenant) || this.waiting.has(tenant)) continue
+      if (tag <= this.virtualNow || now - this.idleSince.get(tenant)! >= IDLE_FORGET_MS) {
+        this.tags.delete(tenant)
+        this.idleSince.delete(tenant)
+      }
+    }
   }
 
   private forget(tenant: string, waiter: Waiter): void {
