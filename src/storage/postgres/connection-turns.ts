@@ -59,7 +59,7 @@ export class ConnectionTurns {
    * at the clock, whichever is later, and a work that held a slot d ms moves its tenant's tag to d
    * past where it started. The least start goes first, so turns are shared by time, not by count,
    * and a tenant that used little (or has just come) is never more than the clock ahead of others.
-   * A tag is kept after its tenant goes idle while it is ahead of the clock: forgotten at once, a
+   * A tag is kept after its tenant goes idle while it is ahead of the clock (IDLE_FORGET_MS at most): forgotten at once, a
    * tenant sending one request at a time came back at the front every time, and twenty of them held
    * out a tenant with two at once until every request of it was 503 (review, 2026-11-30).
    */
