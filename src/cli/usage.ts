@@ -4,7 +4,6 @@ import { Description } from '../modules/shared/model'
 
 export class UsageError extends Error {}
 
-
 /** A description given as `flag` (`--description`, `--vendor-description`): the API's rule for one, else bad usage. */
 export function descriptionFlag(flag: string, text: string): string {
   if (!v.is(Description, text)) throw new UsageError(`${flag} must be 1 to 1024 characters, not only blanks or invisible ones`)

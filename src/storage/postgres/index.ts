@@ -249,8 +249,7 @@ export class PostgresStorage implements Storage {
     const late = () => {
       if (this.generationSql !== sql) return
       this.generationSql = undefined
-      sql.close({ timeout: 0 }).catch(() => {})
-      this.endBackendsOf(name)
+      this.giveUp(sql, name)
     }
     // Its own deadline, not the request's that started it: requests that arrive meanwhile wait for it too.
     return answeredWithin(this.learningTime(() => this.tries(() => sql.unsafe(CREDENTIAL_GENERATION), 2)), this.answerTimeoutMs, late).then((rows) => generationOf(rows[0]))
@@ -513,8 +512,7 @@ export class PostgresStorage implements Storage {
       if (probe && performance.now() >= probe.deadline) {
         this.probe = undefined
         if (this.probeSql === probe.sql) this.probeSql = undefined
-        probe.sql.close({ timeout: 0 }).catch(() => {})
-        this.endBackendsOf(probe.name)
+        this.giveUp(probe.sql, probe.name)
       }
       this.noteReachable(false, `no answer to the probe within ${PROBE_TIMEOUT_MS} ms`)
       return 'database_unavailable'
@@ -530,8 +528,9 @@ export class PostgresStorage implements Storage {
     return new SQL({ url: this.url, max: 1, connectionTimeout: PROBE_TIMEOUT_MS / 1000, idleTimeout: 60, connection: { application_name: this.probeName, ...KEEPALIVE } } as ConstructorParameters<typeof SQL>[0])
   }
 
-  /** The backends the server keeps for a connection given up on, `name` (pools.ts `endBackends`). */
-  private endBackendsOf(name: string): void {
+  /** Closes a connection given up on, `name`, and ends the backend the server still keeps for it (pools.ts `endBackends`). */
+  private giveUp(sql: SQL, name: string): void {
+    sql.close({ timeout: 0 }).catch(() => {})
     if (this.closed) return
     void endBackends(this.url, `${this.instance} check`, this.asking, name, this.answerTimeoutMs)
   }
